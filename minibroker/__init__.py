@@ -1,0 +1,1 @@
+"""minibroker: a pure-Python asyncio Kafka wire-protocol broker cluster."""
