@@ -75,7 +75,7 @@ def main() -> str:
         "Expected: LH N=U +1 ~ 1/(2U) (half of partition 0 moves to U); LH x2 and mod x2 ~ 1/2;",
         "mod x2 equals LH N=U x2 (doubling is where modulo already splits p into p and p+U);",
         "mod +1 ~ U/(U+1), nearly all of it between existing partitions; LH N=1 +1 moves half of",
-        "one partition, 1/(2U) when U = 2^k and up to 1/2^(k+2) just before the next doubling.",
+        "one unsplit partition: 1/2^(k+1) for every U in [2^k, 2^(k+1)), 1/(2U) only at U = 2^k.",
     ]
     return "\n".join(lines) + "\n"
 
