@@ -1,0 +1,107 @@
+"""Topic-level log configuration (Kafka's LogConfig), names mapped dots -> underscores.
+
+`DEFAULTS` (Kafka name -> default as a string) and `validate(name, value)` serve DescribeConfigs and
+AlterConfigs; validation errors are ValueErrors with Kafka's ConfigException wording, e.g.
+"Invalid value abc for configuration retention.ms: Not a number of type LONG".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Mapping
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+CLEANUP_POLICIES = ("compact", "delete")
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    max_message_bytes: int = 1048588
+    retention_ms: int = 604800000           # -1: no time limit
+    retention_bytes: int = -1               # -1: no size limit
+    message_timestamp_type: str = "CreateTime"
+    cleanup_policy: str = "delete"          # "delete", "compact" or "compact,delete"
+    min_insync_replicas: int = 1
+    segment_bytes: int = 1073741824
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def deletes(self) -> bool:
+        """Whether time/size retention applies (cleanup.policy contains delete)."""
+        return "delete" in self.cleanup_policy.split(",")
+
+    @classmethod
+    def from_configs(cls, configs: Mapping[str, str | None], *, strict: bool = False) -> LogConfig:
+        """Build from Kafka-named string configs; None values mean the default. Names LogConfig does not
+        model are ignored (other parts may use them) unless `strict`."""
+        kwargs: dict[str, Any] = {}
+        for name, value in configs.items():
+            if name not in KAFKA_NAMES:
+                if strict:
+                    raise ValueError(f"Unknown topic config name: {name}")
+                continue
+            if value is not None:
+                kwargs[KAFKA_NAMES[name]] = validate(name, value)
+        return cls(**kwargs)
+
+    def to_configs(self) -> dict[str, str]:
+        return {kname: str(getattr(self, fname)) for kname, fname in KAFKA_NAMES.items()}
+
+
+KAFKA_NAMES: dict[str, str] = {f.name.replace("_", "."): f.name for f in fields(LogConfig)}
+DEFAULTS: dict[str, str] = LogConfig().to_configs()
+
+
+def _invalid(name: str, value: str, why: str) -> ValueError:
+    return ValueError(f"Invalid value {value} for configuration {name}: {why}")
+
+
+def _number(kind: str, lo: int, hi: int, at_least: int | None) -> Callable[[str, str], int]:
+    def check(name: str, value: str) -> int:
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            raise _invalid(name, value, f"Not a number of type {kind}") from None
+        if not lo <= number <= hi:
+            raise _invalid(name, value, f"Not a number of type {kind}")
+        if at_least is not None and number < at_least:
+            raise _invalid(name, value, f"Value must be at least {at_least}")
+        return number
+    return check
+
+
+def _timestamp_type(name: str, value: str) -> str:
+    if value not in TIMESTAMP_TYPES:
+        raise _invalid(name, value, f"String must be one of: {', '.join(TIMESTAMP_TYPES)}")
+    return value
+
+
+def _cleanup_policy(name: str, value: str) -> str:
+    items = [v.strip() for v in str(value).split(",") if v.strip()]
+    if not items or any(v not in CLEANUP_POLICIES for v in items):
+        raise _invalid(name, value, f"String must be one of: {', '.join(CLEANUP_POLICIES)}")
+    return ",".join(sorted(set(items)))
+
+
+VALIDATORS: dict[str, Callable[[str, str], Any]] = {
+    "max.message.bytes": _number("INT", INT32_MIN, INT32_MAX, 0),
+    "retention.ms": _number("LONG", INT64_MIN, INT64_MAX, -1),
+    "retention.bytes": _number("LONG", INT64_MIN, INT64_MAX, None),
+    "message.timestamp.type": _timestamp_type,
+    "cleanup.policy": _cleanup_policy,
+    "min.insync.replicas": _number("INT", INT32_MIN, INT32_MAX, 1),
+    "segment.bytes": _number("INT", INT32_MIN, INT32_MAX, 14),   # LegacyRecord.RECORD_OVERHEAD_V0
+}
+assert VALIDATORS.keys() == KAFKA_NAMES.keys()
+
+
+def validate(name: str, value: str) -> Any:
+    """The parsed value of Kafka-named config `name`, or ValueError with Kafka's message."""
+    check = VALIDATORS.get(name)
+    if check is None:
+        raise ValueError(f"Unknown topic config name: {name}")
+    return check(name, value)

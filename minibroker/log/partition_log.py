@@ -1,0 +1,371 @@
+"""The log of one partition replica: raw v2 record batches in memory, keyed by base offset.
+
+Hot path rules: appends parse and patch batch headers only (no per-record work) and copy each batch's
+bytes exactly once (the request buffer is reused by the network layer); reads return read-only
+memoryviews made once per stored batch, so a Fetch never copies record bytes. Only the timestamp
+lookups (`offset_for_timestamp`, `max_timestamp_offset`) read records.
+
+Decisions (Kafka behaviour unless said):
+- Every batch acts as a segment for truncation and retention: they drop whole batches.
+- `truncate_to(offset)` drops the batch containing `offset` entirely, so the LEO becomes that batch's
+  base offset (Kafka cuts segments at batch boundaries too; followers truncate at epoch boundaries,
+  which are batch boundaries). The log start offset is lowered to the LEO if it was inside that batch.
+- retention.bytes deletes oldest batches while the log stays >= retention.bytes after the deletion
+  (Kafka's `diff - segment.size >= 0`); retention.ms deletes the oldest batches whose max timestamp
+  is more than retention.ms before now, stopping at the first one that is not. Neither deletes past
+  the high watermark when one is given, and neither applies unless cleanup.policy contains delete.
+- Producer state survives log start offset movement (DeleteRecords, retention) as in Kafka >= 2.5;
+  truncation rebuilds the state of the producers whose batches were removed from what is left.
+- Transactions (LSO, aborted transaction index) are not tracked here.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+from kafka.errors import InvalidRecordError, MessageSizeTooLargeError, OffsetOutOfRangeError
+from sortedcontainers import SortedDict
+
+from minibroker.log.batch import (
+    LOG_APPEND_TIME, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, BatchHeader, increment_sequence, parse_batches,
+    patch_batch, record_timestamps, set_log_append_time, validate_client_batch,
+)
+from minibroker.log.config import LogConfig
+from minibroker.log.epochs import LeaderEpochCache
+from minibroker.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
+
+
+class AppendResult(NamedTuple):
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int     # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    duplicate: bool = False     # a retried idempotent batch: nothing appended, original offsets
+
+
+class ReadResult(NamedTuple):
+    records: list[memoryview]   # whole stored batches, read-only views of the stored bytes
+    size: int
+    first_offset: int           # base offset of the first batch, or the fetch offset when empty
+
+
+class UnexpectedAppendOffsetError(Exception):
+    """A follower append does not start at the log end offset (Kafka's UnexpectedAppendOffsetException)."""
+
+
+class StoredBatch:
+    __slots__ = ("data", "view", "base_offset", "last_offset", "max_timestamp", "leader_epoch", "size",
+                 "attributes", "producer_id", "producer_epoch", "base_sequence")
+
+    def __init__(self, data: bytearray, header: BatchHeader, base_offset: int, leader_epoch: int,
+                 max_timestamp: int, attributes: int) -> None:
+        self.data = data
+        self.view = memoryview(data).toreadonly()
+        self.base_offset = base_offset
+        self.last_offset = base_offset + header.last_offset_delta
+        self.max_timestamp = max_timestamp
+        self.leader_epoch = leader_epoch
+        self.size = header.size
+        self.attributes = attributes
+        self.producer_id = header.producer_id
+        self.producer_epoch = header.producer_epoch
+        self.base_sequence = header.base_sequence
+
+    @property
+    def timestamp_type(self) -> int:
+        return (self.attributes & TIMESTAMP_TYPE_MASK) >> 3
+
+    def __repr__(self) -> str:
+        return (f"StoredBatch({self.base_offset}..{self.last_offset}, epoch={self.leader_epoch}, "
+                f"size={self.size}, max_ts={self.max_timestamp})")
+
+
+def _as_view(records: bytes | bytearray | memoryview) -> memoryview:
+    view = records if isinstance(records, memoryview) else memoryview(records)
+    return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+class PartitionLog:
+    def __init__(self, topic: str, partition: int, config: LogConfig, clock: Any, *,
+                 verify_follower_crc: bool = True) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.clock = clock
+        # Followers re-check the leader's CRCs like Kafka; False skips it (batches come from our own
+        # leader, which verified them on produce).
+        self.verify_follower_crc = verify_follower_crc
+        self._batches: SortedDict[int, StoredBatch] = SortedDict()
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.size_bytes = 0
+        self.epochs = LeaderEpochCache()
+        self.producers = ProducerStateManager(f"{topic}-{partition}")
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.topic}-{self.partition}, [{self.log_start_offset}, {self.log_end_offset}), "
+                f"{len(self._batches)} batches, {self.size_bytes} bytes)")
+
+    @property
+    def batch_count(self) -> int:
+        return len(self._batches)
+
+    @property
+    def last_batch_leader_epoch(self) -> int:
+        return self._batches.peekitem(-1)[1].leader_epoch if self._batches else -1
+
+    # -- appends ---------------------------------------------------------------------------------------
+
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
+                         now_ms: int | None = None, *, client: bool = True) -> AppendResult:
+        """Validate every batch, then assign offsets, stamp `leader_epoch` and store (all or nothing).
+
+        `client=False` is for the broker's own appends (transaction markers, coordinator records):
+        control batches allowed, no client batch rules, no producer sequence checks."""
+        view = _as_view(records)
+        headers = parse_batches(view)
+        if not headers:
+            raise InvalidRecordError(f"Produce request to {self.topic}-{self.partition} has no record batch")
+        max_bytes = self.config.max_message_bytes
+        bases: list[int] = []
+        next_offset = self.log_end_offset
+        for h in headers:
+            if client:
+                validate_client_batch(h)
+            if h.size > max_bytes:
+                raise MessageSizeTooLargeError(
+                    f"The record batch size in the append to {self.topic}-{self.partition} is {h.size} bytes "
+                    f"which exceeds the maximum configured value of {max_bytes}.")
+            bases.append(next_offset)
+            next_offset += h.last_offset_delta + 1
+        append_time = NO_TIMESTAMP
+        if self.config.log_append_time:
+            append_time = self.clock.now_ms() if now_ms is None else now_ms
+        pending = self.producers.prepare(headers, bases, client=client, log_append_time=append_time)
+        if pending.duplicate is not None:
+            dup = pending.duplicate
+            return AppendResult(dup.first_offset, dup.last_offset,
+                                dup.timestamp if append_time != NO_TIMESTAMP else NO_TIMESTAMP,
+                                self.log_start_offset, True)
+        for h, base in zip(headers, bases):
+            data = bytearray(view[h.offset_in_buf:h.offset_in_buf + h.size])      # the one copy
+            patch_batch(data, 0, base, leader_epoch)
+            if append_time != NO_TIMESTAMP:
+                set_log_append_time(data, 0, append_time)
+                self._store(StoredBatch(data, h, base, leader_epoch, append_time, h.attributes | TIMESTAMP_TYPE_MASK))
+            else:
+                self._store(StoredBatch(data, h, base, leader_epoch, h.max_timestamp, h.attributes))
+        self.epochs.assign(leader_epoch, bases[0])
+        self.producers.commit(pending)
+        return AppendResult(bases[0], next_offset - 1, append_time, self.log_start_offset, False)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
+        """Append batches fetched from the leader, keeping their offsets and leader epochs.
+
+        The batches must continue the log exactly (first base offset == LEO, then contiguous), else
+        UnexpectedAppendOffsetError. As Kafka's Partition.appendRecordsToFollowerOrFutureReplica, an empty
+        log whose LEO falls inside the first batch (the leader's log start offset moved inside a batch by
+        DeleteRecords) restarts at that batch's base offset. A trailing partial batch is ignored."""
+        view = _as_view(records)
+        headers = parse_batches(view, verify_crc=self.verify_follower_crc, allow_partial_tail=True)
+        if not headers:
+            return AppendResult(self.log_end_offset, self.log_end_offset - 1, NO_TIMESTAMP, self.log_start_offset)
+        first = headers[0]
+        if (not self._batches and first.base_offset < self.log_end_offset <= first.last_offset):
+            start = self.log_start_offset
+            self.truncate_fully_and_start_at(first.base_offset)
+            self.log_start_offset = start
+        expected = self.log_end_offset
+        for h in headers:
+            if h.base_offset != expected:
+                raise UnexpectedAppendOffsetError(
+                    f"{self.topic}-{self.partition}: batch at base offset {h.base_offset} does not continue the log "
+                    f"at offset {expected}")
+            expected = h.last_offset + 1
+        pending = self.producers.prepare(headers, [h.base_offset for h in headers], client=False)
+        for h in headers:
+            data = bytearray(view[h.offset_in_buf:h.offset_in_buf + h.size])
+            self._store(StoredBatch(data, h, h.base_offset, h.partition_leader_epoch, h.max_timestamp, h.attributes))
+            if h.partition_leader_epoch >= 0:
+                self.epochs.assign(h.partition_leader_epoch, h.base_offset)
+        self.producers.commit(pending)
+        return AppendResult(first.base_offset, expected - 1, NO_TIMESTAMP, self.log_start_offset)
+
+    def _store(self, batch: StoredBatch) -> None:
+        self._batches[batch.base_offset] = batch
+        self.size_bytes += batch.size
+        self.log_end_offset = batch.last_offset + 1
+
+    # -- reads -----------------------------------------------------------------------------------------
+
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one: bool = True) -> ReadResult:
+        """Whole batches from the one containing `fetch_offset`, each with last offset < `max_offset`
+        (the high watermark; default the LEO), up to `max_bytes` — but at least one batch if `min_one`
+        (KIP-74). Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset]."""
+        if not self.log_start_offset <= fetch_offset <= self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"Fetch offset {fetch_offset} is out of range for {self.topic}-{self.partition}: "
+                f"[{self.log_start_offset}, {self.log_end_offset}]")
+        if max_offset is None:
+            max_offset = self.log_end_offset
+        batches = self._batches
+        out: list[memoryview] = []
+        size = 0
+        first_offset = fetch_offset
+        for key in batches.islice(max(batches.bisect_right(fetch_offset) - 1, 0)):
+            batch = batches[key]
+            if batch.last_offset < fetch_offset:
+                continue
+            if batch.last_offset >= max_offset:
+                break
+            if size + batch.size > max_bytes and (out or not min_one):
+                break
+            if not out:
+                first_offset = batch.base_offset
+            out.append(batch.view)
+            size += batch.size
+        return ReadResult(out, size, first_offset)
+
+    # -- truncation, log start offset, retention -------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Follower truncation: remove every offset >= `offset` (the whole batch containing it).
+        Returns whether anything changed."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.topic}-{self.partition} to negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return False
+        if offset < self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        batches = self._batches
+        i = batches.bisect_right(offset) - 1
+        if i < 0 or batches.peekitem(i)[1].last_offset < offset:
+            i += 1
+        removed: set[int] = set()
+        while len(batches) > i:
+            _, batch = batches.popitem()
+            self.size_bytes -= batch.size
+            if batch.producer_id >= 0:
+                removed.add(batch.producer_id)
+            self.log_end_offset = batch.base_offset
+        self.log_end_offset = min(self.log_end_offset, offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.epochs.truncate_from_end(self.log_end_offset)
+        self._rebuild_producers(removed)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at `offset` (a follower out of range of its leader)."""
+        self._batches.clear()
+        self.size_bytes = 0
+        self.log_start_offset = self.log_end_offset = offset
+        self.epochs.clear()
+        self.producers.clear()
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: the log now starts at `offset`; batches wholly below it are dropped. Returns the
+        new log start offset. OffsetOutOfRangeError past the LEO (the caller checks the high watermark)."""
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset to {offset} of {self.topic}-{self.partition} "
+                f"since it is larger than the log end offset {self.log_end_offset}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._drop_front(lambda b: b.last_offset < offset)
+            self.epochs.truncate_from_start(offset)
+        return self.log_start_offset
+
+    def apply_retention(self, now_ms: int, high_watermark: int | None = None) -> int:
+        """retention.ms then retention.bytes, deleting whole batches from the front. Returns how many."""
+        config = self.config
+        if not config.deletes:
+            return 0
+        limit = self.log_end_offset if high_watermark is None else high_watermark
+        dropped = 0
+        if config.retention_ms >= 0:
+            retention_ms = config.retention_ms
+            dropped += self._drop_front(
+                lambda b: b.last_offset < limit and now_ms - b.max_timestamp > retention_ms)
+        if config.retention_bytes >= 0:
+            retention_bytes = config.retention_bytes
+            dropped += self._drop_front(
+                lambda b: b.last_offset < limit and self.size_bytes - b.size >= retention_bytes)
+        if dropped:
+            start = self._batches.peekitem(0)[0] if self._batches else self.log_end_offset
+            if start > self.log_start_offset:
+                self.log_start_offset = start
+                self.epochs.truncate_from_start(start)
+        return dropped
+
+    def _drop_front(self, should_drop: Callable[[StoredBatch], bool]) -> int:
+        batches = self._batches
+        dropped = 0
+        while batches:
+            batch = batches.peekitem(0)[1]
+            if not should_drop(batch):
+                break
+            batches.popitem(0)
+            self.size_bytes -= batch.size
+            dropped += 1
+        return dropped
+
+    def _rebuild_producers(self, producer_ids: set[int]) -> None:
+        """Rebuild the state of `producer_ids` from the batches left (newest first, current epoch only)."""
+        if not producer_ids:
+            return
+        self.producers.remove(producer_ids)
+        found: dict[int, list[BatchMetadata]] = {}
+        epochs: dict[int, int] = {}
+        done: set[int] = set()
+        for key in reversed(self._batches):
+            if len(done) == len(producer_ids):
+                break
+            b = self._batches[key]
+            pid = b.producer_id
+            if pid not in producer_ids or pid in done:
+                continue
+            if epochs.setdefault(pid, b.producer_epoch) != b.producer_epoch:
+                done.add(pid)
+                continue
+            metas = found.setdefault(pid, [])
+            last_seq = increment_sequence(b.base_sequence, b.last_offset - b.base_offset)
+            metas.append(BatchMetadata(b.base_sequence, last_seq, b.base_offset, b.last_offset, b.max_timestamp))
+            if len(metas) == 5:
+                done.add(pid)
+        for pid, metas in found.items():
+            self.producers.restore(ProducerStateEntry(pid, epochs[pid], reversed(metas)))
+
+    # -- timestamps and epochs -------------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets by time: the earliest offset (>= log start) whose record timestamp >= `timestamp`,
+        with that timestamp; None if there is none. Linear in batches, reads records of one batch."""
+        start = self.log_start_offset
+        for batch in self._batches.values():
+            if batch.max_timestamp < timestamp:
+                continue
+            if batch.timestamp_type == LOG_APPEND_TIME:
+                return max(batch.base_offset, start), batch.max_timestamp
+            for offset, ts in record_timestamps(batch.data):
+                if ts >= timestamp and offset >= start:
+                    return offset, ts
+        return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """ListOffsets MAX_TIMESTAMP (-3): the first record with the largest timestamp; None if empty."""
+        best: StoredBatch | None = None
+        for batch in self._batches.values():
+            if best is None or batch.max_timestamp > best.max_timestamp:
+                best = batch
+        if best is None:
+            return None
+        if best.timestamp_type != LOG_APPEND_TIME:
+            for offset, ts in record_timestamps(best.data):
+                if ts == best.max_timestamp and offset >= self.log_start_offset:
+                    return offset, ts
+        return max(best.base_offset, self.log_start_offset), best.max_timestamp
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest epoch <= `epoch`, its end offset); (-1, -1) if unknown."""
+        return self.epochs.end_offset_for(epoch, self.log_end_offset)
