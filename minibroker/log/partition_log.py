@@ -31,7 +31,9 @@ from minibroker.log.batch import (
 )
 from minibroker.log.config import LogConfig
 from minibroker.log.epochs import LeaderEpochCache
-from minibroker.log.producer_state import BatchMetadata, ProducerStateEntry, ProducerStateManager
+from minibroker.log.producer_state import (
+    CLIENT, REPLICATION, BatchMetadata, ProducerStateEntry, ProducerStateManager,
+)
 
 
 class AppendResult(NamedTuple):
@@ -116,11 +118,11 @@ class PartitionLog:
     # -- appends ---------------------------------------------------------------------------------------
 
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
-                         now_ms: int | None = None, *, client: bool = True) -> AppendResult:
+                         now_ms: int | None = None, *, origin: str = CLIENT) -> AppendResult:
         """Validate every batch, then assign offsets, stamp `leader_epoch` and store (all or nothing).
 
-        `client=False` is for the broker's own appends (transaction markers, coordinator records):
-        control batches allowed, no client batch rules, no producer sequence checks."""
+        `origin="coordinator"` is for the broker's own appends (transaction markers, coordinator records):
+        control batches allowed, no client batch rules, producer epochs fenced but no sequence checks."""
         view = _as_view(records)
         headers = parse_batches(view)
         if not headers:
@@ -129,7 +131,7 @@ class PartitionLog:
         bases: list[int] = []
         next_offset = self.log_end_offset
         for h in headers:
-            if client:
+            if origin == CLIENT:
                 validate_client_batch(h)
             if h.size > max_bytes:
                 raise MessageSizeTooLargeError(
@@ -140,7 +142,7 @@ class PartitionLog:
         append_time = NO_TIMESTAMP
         if self.config.log_append_time:
             append_time = self.clock.now_ms() if now_ms is None else now_ms
-        pending = self.producers.prepare(headers, bases, client=client, log_append_time=append_time)
+        pending = self.producers.prepare(headers, bases, origin=origin, log_append_time=append_time)
         if pending.duplicate is not None:
             dup = pending.duplicate
             return AppendResult(dup.first_offset, dup.last_offset,
@@ -181,7 +183,7 @@ class PartitionLog:
                     f"{self.topic}-{self.partition}: batch at base offset {h.base_offset} does not continue the log "
                     f"at offset {expected}")
             expected = h.last_offset + 1
-        pending = self.producers.prepare(headers, [h.base_offset for h in headers], client=False)
+        pending = self.producers.prepare(headers, [h.base_offset for h in headers], origin=REPLICATION)
         for h in headers:
             data = bytearray(view[h.offset_in_buf:h.offset_in_buf + h.size])
             self._store(StoredBatch(data, h, h.base_offset, h.partition_leader_epoch, h.max_timestamp, h.attributes))

@@ -31,6 +31,7 @@ from kafka.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberErro
 from minibroker.log.batch import INT32_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 
 NUM_BATCHES_TO_RETAIN = 5
+CLIENT, COORDINATOR, REPLICATION = "client", "coordinator", "replication"     # Kafka's AppendOrigin
 
 
 class BatchMetadata(NamedTuple):
@@ -69,10 +70,13 @@ class ProducerStateEntry:
                 return b
         return None
 
-    def add(self, epoch: int, meta: BatchMetadata) -> None:
+    def bump_epoch(self, epoch: int) -> None:
         if epoch != self.producer_epoch:
             self.batches.clear()
             self.producer_epoch = epoch
+
+    def add(self, epoch: int, meta: BatchMetadata) -> None:
+        self.bump_epoch(epoch)
         self.batches.append(meta)
 
     def __repr__(self) -> str:
@@ -109,12 +113,14 @@ class ProducerStateManager:
         return self._producers.get(producer_id)
 
     def prepare(self, headers: Sequence[BatchHeader], base_offsets: Sequence[int], *,
-                client: bool = True, log_append_time: int = -1) -> PendingProducerAppend:
+                origin: str = CLIENT, log_append_time: int = -1) -> PendingProducerAppend:
         """Validate the producer batches of one append (offsets as they would be assigned;
         `log_append_time` >= 0 replaces the batches' max timestamps, as the log will).
 
-        Returns with `.duplicate` set at the first duplicate batch (client appends only), as Kafka's
-        analyzeAndValidateProducerState; raises the Kafka error of the first invalid batch."""
+        origin (Kafka's AppendOrigin): "client" gets every check; "coordinator" (the broker's own
+        appends) only the epoch fence; "replication" none. Returns with `.duplicate` set at the first
+        duplicate client batch, as Kafka's analyzeAndValidateProducerState; raises the Kafka error of
+        the first invalid batch. Control batches (transaction markers) only move the epoch."""
         pending = PendingProducerAppend()
         for header, base in zip(headers, base_offsets):
             if header.producer_id < 0:
@@ -125,24 +131,28 @@ class ProducerStateManager:
                 current = self._producers.get(pid)
                 entry = current.copy() if current is not None else ProducerStateEntry(pid)
                 pending.entries[pid] = entry
+            if origin != REPLICATION and header.producer_epoch < entry.producer_epoch:
+                raise InvalidProducerEpochError(
+                    f"Epoch of producer {pid} at offset {base} in partition {self.topic_partition} is "
+                    f"{header.producer_epoch}, which is smaller than the last seen epoch {entry.producer_epoch}")
+            if header.is_control:
+                entry.bump_epoch(header.producer_epoch)
+                continue
             last_seq = header.last_sequence
-            if client:
+            if origin == CLIENT:
                 duplicate = entry.find_duplicate(header.producer_epoch, header.base_sequence, last_seq)
                 if duplicate is not None:
                     pending.duplicate = duplicate
                     return pending
-                self._check(entry, header, base)
+                self._check_sequence(entry, header, base)
             timestamp = header.max_timestamp if log_append_time < 0 else log_append_time
             entry.add(header.producer_epoch, BatchMetadata(
                 header.base_sequence, last_seq, base, base + header.last_offset_delta, timestamp))
         return pending
 
-    def _check(self, entry: ProducerStateEntry, header: BatchHeader, base_offset: int) -> None:
+    def _check_sequence(self, entry: ProducerStateEntry, header: BatchHeader, base_offset: int) -> None:
         epoch, first_seq = header.producer_epoch, header.base_sequence
         where = f"producer {entry.producer_id} at offset {base_offset} in partition {self.topic_partition}"
-        if epoch < entry.producer_epoch:
-            raise InvalidProducerEpochError(
-                f"Epoch of {where} is {epoch}, which is smaller than the last seen epoch {entry.producer_epoch}")
         if epoch != entry.producer_epoch:
             if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
                 raise OutOfOrderSequenceNumberError(
@@ -158,9 +168,9 @@ class ProducerStateManager:
         self._producers.update(pending.entries)
 
     def check_and_record(self, header: BatchHeader, assigned_base_offset: int, *,
-                         client: bool = True) -> BatchMetadata | None:
+                         origin: str = CLIENT) -> BatchMetadata | None:
         """One batch: validate and, unless it is a duplicate (returned), record it."""
-        pending = self.prepare([header], [assigned_base_offset], client=client)
+        pending = self.prepare([header], [assigned_base_offset], origin=origin)
         if pending.duplicate is None:
             self.commit(pending)
         return pending.duplicate
