@@ -1,0 +1,280 @@
+from __future__ import annotations
+
+import struct
+
+import pytest
+from kafka.errors import (
+    CorruptRecordError, InvalidProducerEpochError, InvalidRecordError, MessageSizeTooLargeError,
+    OffsetOutOfRangeError, OutOfOrderSequenceNumberError,
+)
+from log_helpers import client_batch, decode, new_log
+
+from minibroker.log.batch import build_batch, build_control_batch, parse_batches
+from minibroker.log.epochs import EpochEntry
+from minibroker.log.partition_log import AppendResult, ReadResult, UnexpectedAppendOffsetError
+
+
+def state(log):
+    return (log.log_start_offset, log.log_end_offset, log.size_bytes, log.batch_count, log.epochs.entries,
+            {pid: (e.producer_epoch, list(e.batches)) for pid, e in log.producers._producers.items()})
+
+
+def offsets(log, start=None):
+    res = log.read(log.log_start_offset if start is None else start, 1 << 30)
+    return [[o for o, *_ in decode(v)] for v in res.records]
+
+
+def test_append_as_leader_assigns_offsets_and_epochs():
+    log = new_log()
+    a, b = client_batch([b"a", b"b", b"c"]), client_batch([b"d"])
+    assert log.append_as_leader(a, 5) == AppendResult(0, 2, -1, 0, False)
+    assert log.append_as_leader(memoryview(b), 5) == AppendResult(3, 3, -1, 0, False)
+    assert log.append_as_leader(a + b, 7) == AppendResult(4, 7, -1, 0, False)
+    assert (log.log_end_offset, log.batch_count, log.size_bytes) == (8, 4, 2 * (len(a) + len(b)))
+    assert log.epochs.entries == (EpochEntry(5, 0), EpochEntry(7, 4))
+    assert log.last_batch_leader_epoch == 7
+    assert offsets(log) == [[0, 1, 2], [3], [4, 5, 6], [7]]
+    assert [h.partition_leader_epoch for h in parse_batches(b"".join(log.read(0, 1 << 20).records))] == [5, 5, 7, 7]
+    assert log.end_offset_for_epoch(5) == (5, 4)
+    assert log.end_offset_for_epoch(7) == (7, 8)
+
+
+def test_request_buffer_reuse_does_not_affect_the_log():
+    log = new_log()
+    buf = bytearray(client_batch([b"hello"]))
+    log.append_as_leader(memoryview(buf), 0)
+    buf[:] = b"\x00" * len(buf)
+    assert decode(log.read(0, 100).records[0])[0][3] == b"hello"
+
+
+def test_read_returns_views_of_stored_bytes_without_copy():
+    log = new_log()
+    log.append_as_leader(client_batch([b"x"]), 0)
+    (view,) = log.read(0, 100).records
+    stored = log._batches[0]
+    assert view.readonly and view.obj is stored.data
+    assert log.read(0, 100).records[0] is view            # the same view object every time
+    stored.data[-1] ^= 1                                    # shares memory with the stored batch
+    assert view[-1] == stored.data[-1]
+
+
+def test_read_semantics():
+    log = new_log()
+    sizes = []
+    for n in (3, 2, 4):
+        raw = client_batch([b"v"] * n)
+        sizes.append(len(raw))
+        log.append_as_leader(raw, 0)
+    # batches: [0..2], [3..4], [5..8]
+    r = log.read(4, 1 << 20)
+    assert (r.first_offset, r.size, len(r.records)) == (3, sizes[1] + sizes[2], 2)
+    assert log.read(4, 1 << 20, max_offset=5).size == sizes[1]            # high watermark excludes [5..8]
+    assert log.read(4, 1 << 20, max_offset=4).records == []              # batch straddling the HW is held back
+    assert log.read(0, sizes[0] + sizes[1]).size == sizes[0] + sizes[1]
+    assert log.read(0, sizes[0] + sizes[1] - 1).size == sizes[0]
+    assert log.read(0, 1).size == sizes[0]                               # KIP-74: at least one batch
+    assert log.read(0, 1, min_one=False) == ReadResult([], 0, 0)
+    assert log.read(9, 100) == ReadResult([], 0, 9)                      # at the LEO: empty
+    for bad in (-1, 10):
+        with pytest.raises(OffsetOutOfRangeError):
+            log.read(bad, 100)
+
+
+@pytest.mark.parametrize("mutate, error", [
+    (lambda r: r[:-3], CorruptRecordError),
+    (lambda r: r[:17] + bytes([r[17] ^ 1]) + r[18:], CorruptRecordError),
+    (lambda r: r[:16] + b"\x01" + r[17:], InvalidRecordError),
+    (lambda r: r[:8] + struct.pack(">i", -5) + r[12:], CorruptRecordError),
+    (lambda r: r[:8] + struct.pack(">i", 1 << 20) + r[12:], CorruptRecordError),
+])
+def test_corrupt_appends_leave_the_log_unchanged(mutate, error):
+    log = new_log()
+    log.append_as_leader(client_batch([b"a"], producer_id=1, producer_epoch=0, base_sequence=0), 0)
+    before = state(log)
+    good = client_batch([b"b"], producer_id=1, producer_epoch=0, base_sequence=1)
+    with pytest.raises(error):
+        log.append_as_leader(good + mutate(good), 1)    # first batch fine, second bad: nothing appended
+    assert state(log) == before
+
+
+def test_message_too_large_and_client_rules():
+    raw = client_batch([b"x" * 100])
+    log = new_log(max_message_bytes=len(raw) - 1)
+    with pytest.raises(MessageSizeTooLargeError, match="exceeds the maximum"):
+        log.append_as_leader(raw, 0)
+    assert new_log(max_message_bytes=len(raw)).append_as_leader(raw, 0).last_offset == 0
+    with pytest.raises(InvalidRecordError, match="control records"):
+        log.append_as_leader(build_control_batch(True, 1, 0), 0)
+    assert log.append_as_leader(build_control_batch(True, 1, 0), 0, origin="coordinator").base_offset == 0
+
+
+def test_idempotent_producer_through_the_log():
+    log = new_log()
+    b0 = client_batch([b"a", b"b"], producer_id=4, producer_epoch=0, base_sequence=0)
+    b1 = client_batch([b"c"], producer_id=4, producer_epoch=0, base_sequence=2)
+    assert log.append_as_leader(b0, 0) == AppendResult(0, 1, -1, 0, False)
+    assert log.append_as_leader(b1, 0) == AppendResult(2, 2, -1, 0, False)
+    size = log.size_bytes
+    assert log.append_as_leader(b0, 0) == AppendResult(0, 1, -1, 0, True)      # retry: original offsets
+    assert (log.log_end_offset, log.size_bytes) == (3, size)
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        log.append_as_leader(client_batch([b"d"], producer_id=4, producer_epoch=0, base_sequence=9), 0)
+    assert log.log_end_offset == 3
+
+
+def test_empty_produce_is_invalid():
+    with pytest.raises(InvalidRecordError, match="no record batch"):
+        new_log().append_as_leader(b"", 0)
+
+
+def test_producer_epoch_fencing():
+    log = new_log()
+    log.append_as_leader(client_batch([b"a"], producer_id=4, producer_epoch=3, base_sequence=0), 0)
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_as_leader(client_batch([b"b"], producer_id=4, producer_epoch=2, base_sequence=1), 0)
+    assert log.log_end_offset == 1
+
+
+def test_log_append_time():
+    log = new_log(message_timestamp_type="LogAppendTime")
+    res = log.append_as_leader(client_batch([b"a", b"b"], ts=5), 0, now_ms=777)
+    assert res == AppendResult(0, 1, 777, 0, False)
+    (h,) = parse_batches(log.read(0, 1000).records[0])                    # CRC still valid
+    assert (h.timestamp_type, h.max_timestamp) == (1, 777)
+    assert [ts for _, ts, *_ in decode(log.read(0, 1000).records[0])] == [777, 777]
+    assert log.append_as_leader(client_batch([b"c"]), 0).log_append_time_ms == log.clock.now_ms()
+    assert log.offset_for_timestamp(700) == (0, 777)
+
+
+def test_append_as_follower():
+    leader, follower = new_log(), new_log()
+    leader.append_as_leader(client_batch([b"a", b"b"], producer_id=1, producer_epoch=0, base_sequence=0), 2)
+    leader.append_as_leader(client_batch([b"c"]), 4)
+    data = b"".join(leader.read(0, 1 << 20).records)
+    assert follower.append_as_follower(data[:-10]) == AppendResult(0, 1, -1, 0)    # partial tail ignored
+    assert follower.append_as_follower(data[len(leader.read(0, 1).records[0]):]) == AppendResult(2, 2, -1, 0)
+    assert b"".join(follower.read(0, 1 << 20).records) == data
+    assert follower.epochs.entries == leader.epochs.entries == (EpochEntry(2, 0), EpochEntry(4, 2))
+    assert follower.producers.get(1).last_seq == 1
+    assert follower.append_as_follower(b"") == AppendResult(3, 2, -1, 0)
+    with pytest.raises(UnexpectedAppendOffsetError):
+        follower.append_as_follower(data)
+    bad = bytearray(data)
+    bad[-1] ^= 1
+    with pytest.raises(CorruptRecordError):
+        new_log().append_as_follower(bad)
+
+
+def test_follower_restarts_inside_first_batch_after_delete_records():
+    leader, follower = new_log(), new_log()
+    leader.append_as_leader(client_batch([b"a"] * 5), 0)
+    leader.delete_records_before(3)
+    follower.truncate_fully_and_start_at(3)
+    follower.append_as_follower(leader.read(3, 1000).records[0])
+    assert (follower.log_start_offset, follower.log_end_offset, follower.batch_count) == (3, 5, 1)
+
+
+def test_truncate_to():
+    log = new_log()
+    for epoch, n in ((1, 3), (2, 2), (3, 4)):                            # [0..2] e1, [3..4] e2, [5..8] e3
+        log.append_as_leader(client_batch([b"v"] * n, producer_id=1, producer_epoch=0,
+                                          base_sequence=log.log_end_offset), epoch)
+    assert not log.truncate_to(9)
+    assert log.truncate_to(6)                                            # inside [5..8]: whole batch goes
+    assert (log.log_end_offset, log.batch_count) == (5, 2)
+    assert log.epochs.entries == (EpochEntry(1, 0), EpochEntry(2, 3))
+    assert log.producers.get(1).last_seq == 4                           # rebuilt from what is left
+    assert log.append_as_leader(client_batch([b"v"], producer_id=1, producer_epoch=0, base_sequence=5), 4).base_offset == 5
+    assert log.truncate_to(3)
+    assert (log.log_end_offset, log.epochs.entries, log.producers.get(1).last_seq) == (3, (EpochEntry(1, 0),), 2)
+    assert log.truncate_to(0)
+    assert (log.log_end_offset, log.size_bytes, log.producers.get(1)) == (0, 0, None)
+
+
+def test_truncate_below_log_start_and_fully():
+    log = new_log()
+    log.append_as_leader(client_batch([b"v"] * 4), 0)
+    log.append_as_leader(client_batch([b"v"] * 4), 0)
+    log.delete_records_before(4)
+    assert log.truncate_to(2)
+    assert (log.log_start_offset, log.log_end_offset, log.batch_count) == (2, 2, 0)
+    log.truncate_fully_and_start_at(100)
+    assert (log.log_start_offset, log.log_end_offset, log.size_bytes, log.epochs.entries) == (100, 100, 0, ())
+    assert log.append_as_leader(client_batch([b"v"]), 1).base_offset == 100
+
+
+def test_delete_records_before():
+    log = new_log()
+    for _ in range(3):
+        log.append_as_leader(client_batch([b"v"] * 3), 0)                 # [0..2] [3..5] [6..8]
+    size = log.size_bytes
+    assert log.delete_records_before(4) == 4
+    assert (log.log_start_offset, log.batch_count, log.size_bytes) == (4, 2, size * 2 // 3)
+    assert log.read(4, 1000).first_offset == 3                          # the batch containing 4
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(3, 1000)
+    assert log.delete_records_before(2) == 4                            # never moves back
+    assert log.epochs.entries == (EpochEntry(0, 4),)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.delete_records_before(10)
+    assert log.delete_records_before(9) == 9
+    assert (log.batch_count, log.size_bytes, log.log_end_offset) == (0, 0, 9)
+
+
+def test_retention_ms():
+    log = new_log(retention_ms=1000)
+    for ts in (100, 5000, 200, 9000):
+        log.append_as_leader(client_batch([b"v"], ts=ts), 0)
+    assert log.apply_retention(now_ms=1100) == 0                        # 1000 old exactly: kept
+    assert log.apply_retention(now_ms=1101) == 1                        # stops at the 5000 batch
+    assert (log.log_start_offset, log.batch_count) == (1, 3)
+    assert log.apply_retention(now_ms=20_000, high_watermark=3) == 2    # never past the high watermark
+    assert (log.log_start_offset, log.batch_count) == (3, 1)
+    assert new_log(retention_ms=-1).apply_retention(now_ms=10**15) == 0
+    compact = new_log(retention_ms=0, cleanup_policy="compact")
+    compact.append_as_leader(client_batch([b"v"], ts=0), 0)
+    assert compact.apply_retention(now_ms=10**12) == 0
+
+
+def test_retention_bytes():
+    one = len(client_batch([b"v"]))
+    log = new_log(retention_bytes=2 * one + 1, retention_ms=-1)
+    for _ in range(5):
+        log.append_as_leader(client_batch([b"v"]), 0)
+    assert log.apply_retention(now_ms=0) == 2                           # 5 -> 3 batches; 2 would be too few
+    assert (log.log_start_offset, log.size_bytes) == (2, 3 * one)
+    assert log.apply_retention(now_ms=0) == 0
+
+
+def test_offset_for_timestamp_and_max_timestamp():
+    log = new_log()
+    assert log.offset_for_timestamp(0) is None and log.max_timestamp_offset() is None
+    log.append_as_leader(client_batch([b"a", b"b", b"c"], timestamps=[10, 30, 20]), 0)
+    log.append_as_leader(client_batch([b"d" * 300] * 3, timestamps=[25, 40, 15], compression=1), 0)
+    assert parse_batches(log.read(3, 1).records[0])[0].compression == 1
+    assert log.offset_for_timestamp(0) == (0, 10)
+    assert log.offset_for_timestamp(11) == (1, 30)
+    assert log.offset_for_timestamp(31) == (4, 40)                      # inside the gzip batch
+    assert log.offset_for_timestamp(41) is None
+    assert log.max_timestamp_offset() == (4, 40)
+    log.delete_records_before(2)
+    assert log.offset_for_timestamp(11) == (2, 20)
+    log.append_as_leader(client_batch([b"e"], ts=40), 0)
+    assert log.max_timestamp_offset() == (4, 40)                        # ties: the earliest
+
+
+def test_control_batch_from_the_broker_keeps_producer_state():
+    log = new_log()
+    log.append_as_leader(client_batch([b"a"], producer_id=3, producer_epoch=1, base_sequence=0, transactional=True), 0)
+    log.append_as_leader(build_control_batch(True, 3, 1, timestamp=5), 0, origin="coordinator")
+    assert log.log_end_offset == 2
+    with pytest.raises(InvalidProducerEpochError):
+        log.append_as_leader(build_control_batch(True, 3, 0), 0, origin="coordinator")
+    assert log.append_as_leader(
+        client_batch([b"b"], producer_id=3, producer_epoch=1, base_sequence=1, transactional=True), 0).base_offset == 2
+
+
+def test_build_batch_batches_append_like_client_ones():
+    log = new_log()
+    raw = build_batch([(b"k", b"v", [])] * 2, base_offset=55, leader_epoch=9)
+    assert log.append_as_leader(raw, 1) == AppendResult(0, 1, -1, 0, False)
