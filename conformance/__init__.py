@@ -1,0 +1,1 @@
+"""Black-box conformance suite: real, unmodified Kafka clients against a served cluster."""

@@ -1,0 +1,229 @@
+#!/usr/bin/env node
+// kafkajs 2.2 driver for the minibroker conformance suite.
+// Reads one JSON command on stdin (or argv[2]), prints one JSON result line on stdout.
+// Keys/values travel base64-encoded. Logs go to stderr. Every operation is bounded by cmd.timeout.
+'use strict'
+
+const { Kafka, CompressionTypes, CompressionCodecs, ConfigResourceTypes, Partitioners, logLevel } =
+  require('kafkajs')
+const SnappyCodec = require('kafkajs-snappy')
+const lz4 = require('lz4js')
+const { ZstdCodec } = require('zstd-codec')
+
+// Codecs from npm, pure JS/wasm (no native build): snappy via kafkajs-snappy (snappyjs),
+// lz4 (frame format, as Kafka uses) via lz4js, zstd via zstd-codec (emscripten).
+CompressionCodecs[CompressionTypes.Snappy] = SnappyCodec
+CompressionCodecs[CompressionTypes.LZ4] = () => ({
+  async compress (encoder) { return Buffer.from(lz4.compress(encoder.buffer)) },
+  async decompress (buffer) { return Buffer.from(lz4.decompress(buffer)) }
+})
+let zstd = null
+const zstdReady = new Promise(resolve => ZstdCodec.run(z => {
+  zstd = { simple: new z.Simple(), streaming: new z.Streaming() }
+  resolve()
+}))
+CompressionCodecs[CompressionTypes.ZSTD] = () => ({
+  async compress (encoder) { await zstdReady; return Buffer.from(zstd.simple.compress(encoder.buffer, 3)) },
+  // Streaming decompression also handles frames without a content size (librdkafka writes those).
+  async decompress (buffer) { await zstdReady; return Buffer.from(zstd.streaming.decompress(buffer)) }
+})
+
+const CODECS = {
+  none: CompressionTypes.None,
+  gzip: CompressionTypes.GZIP,
+  snappy: CompressionTypes.Snappy,
+  lz4: CompressionTypes.LZ4,
+  zstd: CompressionTypes.ZSTD
+}
+
+const b64 = b => (b === null || b === undefined ? null : Buffer.from(b).toString('base64'))
+const unb64 = s => (s === null || s === undefined ? null : Buffer.from(s, 'base64'))
+
+function client (cmd) {
+  return new Kafka({
+    clientId: 'conformance-kafkajs',
+    brokers: cmd.bootstrap.split(','),
+    connectionTimeout: 5000,
+    requestTimeout: 15000,
+    retry: { retries: 8, initialRetryTime: 100, maxRetryTime: 1000 },
+    logLevel: logLevel.WARN,
+    logCreator: () => ({ namespace, level, label, log }) =>
+      process.stderr.write(`[kafkajs ${label} ${namespace}] ${log.message} ${JSON.stringify(log)}\n`)
+  })
+}
+
+async function withAdmin (cmd, fn) {
+  const admin = client(cmd).admin()
+  await admin.connect()
+  try { return await fn(admin) } finally { await admin.disconnect() }
+}
+
+const ops = {
+  async create_topic (cmd) {
+    return withAdmin(cmd, async admin => {
+      const configEntries = Object.entries(cmd.configs || {}).map(([name, value]) => ({ name, value }))
+      const created = await admin.createTopics({
+        topics: [{ topic: cmd.topic, numPartitions: cmd.partitions, replicationFactor: cmd.rf, configEntries }],
+        waitForLeaders: true,
+        timeout: Math.floor(cmd.timeout * 1000)
+      })
+      if (!created) throw new Error(`topic ${cmd.topic} already exists`)
+      return null
+    })
+  },
+
+  async produce (cmd) {
+    const kafka = client(cmd)
+    const producer = kafka.producer({
+      createPartitioner: Partitioners.DefaultPartitioner,
+      idempotent: !!cmd.idempotent,
+      maxInFlightRequests: cmd.idempotent ? 1 : undefined,
+      allowAutoTopicCreation: false
+    })
+    await producer.connect()
+    try {
+      // Partition each message with kafkajs' own default (Java-compatible murmur2) partitioner, so
+      // that every record's offset is known: baseOffset + its index within its partition.
+      const admin = kafka.admin()
+      await admin.connect()
+      let partitionMetadata
+      try {
+        const md = await admin.fetchTopicMetadata({ topics: [cmd.topic] })
+        partitionMetadata = md.topics[0].partitions
+      } finally { await admin.disconnect() }
+      const partitioner = Partitioners.DefaultPartitioner()
+      const messages = cmd.records.map(([k, v]) => {
+        const message = { key: unb64(k), value: unb64(v) }
+        message.partition = partitioner({ topic: cmd.topic, partitionMetadata, message })
+        return message
+      })
+      const acks = cmd.acks === 'all' ? -1 : Number(cmd.acks)
+      const meta = await producer.send({
+        topic: cmd.topic, acks, compression: CODECS[cmd.codec], timeout: 15000, messages
+      })
+      const base = {}
+      for (const m of meta) {
+        if (m.errorCode) throw new Error(`produce error ${m.errorCode} on partition ${m.partition}`)
+        base[m.partition] = BigInt(m.baseOffset)
+      }
+      const seen = {}
+      return messages.map(m => {
+        const i = seen[m.partition] || 0
+        seen[m.partition] = i + 1
+        return [m.partition, Number(base[m.partition] + BigInt(i))]
+      })
+    } finally { await producer.disconnect() }
+  },
+
+  // kafkajs has no manual partition assignment: read through a fresh consumer group (one member,
+  // so it is assigned every partition), from the beginning, without committing.
+  async consume_assigned (cmd) {
+    const kafka = client(cmd)
+    const consumer = kafka.consumer({
+      groupId: `conformance-kafkajs-${cmd.topic}-${process.pid}-${Date.now()}`,
+      sessionTimeout: 10000, rebalanceTimeout: 10000, heartbeatInterval: 1000,
+      maxWaitTimeInMs: 200, allowAutoTopicCreation: false
+    })
+    const wanted = new Set(cmd.partitions)
+    const out = []
+    await consumer.connect()
+    try {
+      await consumer.subscribe({ topics: [cmd.topic], fromBeginning: true })
+      let done
+      const finished = new Promise(resolve => { done = resolve })
+      await consumer.run({
+        autoCommit: false,
+        eachBatch: async ({ batch }) => {
+          if (!wanted.has(batch.partition)) return
+          for (const m of batch.messages) {
+            out.push([batch.partition, Number(m.offset), b64(m.key), b64(m.value)])
+          }
+          if (out.length >= cmd.expected_count) done()
+        }
+      })
+      const timer = setTimeout(done, Math.max(0, cmd.timeout * 1000 - 2000))
+      await finished
+      clearTimeout(timer)
+      return out
+    } finally { await consumer.disconnect() }
+  },
+
+  async list_offsets (cmd) {
+    return withAdmin(cmd, async admin => {
+      const res = {}
+      for (const p of await admin.fetchTopicOffsets(cmd.topic)) {
+        res[p.partition] = [Number(p.low), Number(p.high)]
+      }
+      return res
+    })
+  },
+
+  async partition_count (cmd) {
+    return withAdmin(cmd, async admin => {
+      const md = await admin.fetchTopicMetadata({ topics: [cmd.topic] })
+      return md.topics[0].partitions.length
+    })
+  },
+
+  async describe_configs (cmd) {
+    return withAdmin(cmd, async admin => {
+      const res = await admin.describeConfigs({
+        includeSynonyms: false,
+        resources: [{ type: ConfigResourceTypes.TOPIC, name: cmd.topic }]
+      })
+      const out = {}
+      for (const r of res.resources) {
+        if (r.errorCode) throw new Error(`describeConfigs ${cmd.topic}: error ${r.errorCode} ${r.errorMessage}`)
+        for (const e of r.configEntries) out[e.configName] = e.configValue
+      }
+      return out
+    })
+  },
+
+  async create_partitions (cmd) {
+    return withAdmin(cmd, async admin => {
+      await admin.createPartitions({
+        topicPartitions: [{ topic: cmd.topic, count: cmd.total }], timeout: Math.floor(cmd.timeout * 1000)
+      })
+      return null
+    })
+  },
+
+  async delete_topic (cmd) {
+    return withAdmin(cmd, async admin => {
+      await admin.deleteTopics({ topics: [cmd.topic], timeout: Math.floor(cmd.timeout * 1000) })
+      return null
+    })
+  },
+
+  async list_topics (cmd) {
+    return withAdmin(cmd, admin => admin.listTopics())
+  }
+}
+
+async function readStdin () {
+  const chunks = []
+  for await (const c of process.stdin) chunks.push(c)
+  return Buffer.concat(chunks).toString('utf8')
+}
+
+async function main () {
+  const cmd = JSON.parse(process.argv[2] || await readStdin())
+  cmd.timeout = cmd.timeout || 30
+  const killer = setTimeout(() => {
+    process.stdout.write(JSON.stringify({ ok: false, error: `timed out after ${cmd.timeout}s` }) + '\n')
+    process.exit(3)
+  }, cmd.timeout * 1000)
+  try {
+    const result = await ops[cmd.op](cmd)
+    process.stdout.write(JSON.stringify({ ok: true, result }) + '\n')
+    clearTimeout(killer)
+    process.exit(0)
+  } catch (e) {
+    process.stdout.write(JSON.stringify({ ok: false, error: `${e.name}: ${e.message}` }) + '\n')
+    clearTimeout(killer)
+    process.exit(2)
+  }
+}
+
+main()
