@@ -26,7 +26,7 @@ from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import MetadataResponse
 from kafka.protocol.producer import ProduceRequest
 
-from minibroker.protocol.schemas import package, share_nested_classes
+from minibroker.protocol.schemas import loading, package, share_nested_classes
 
 __all__ = [
     "PrivateApiKey",
@@ -58,24 +58,25 @@ class PrivateApiKey(IntEnum):
 
 # --- messages kafka-python does not ship -------------------------------------------------------
 
-class LeaderAndIsrRequest(ApiMessage, load_json=_MESSAGE): pass
-class LeaderAndIsrResponse(ApiMessage, load_json=_MESSAGE): pass
-class StopReplicaRequest(ApiMessage, load_json=_MESSAGE): pass
-class StopReplicaResponse(ApiMessage, load_json=_MESSAGE): pass
-class UpdateMetadataRequest(ApiMessage, load_json=_MESSAGE): pass
-class UpdateMetadataResponse(ApiMessage, load_json=_MESSAGE): pass
-class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=_MESSAGE): pass
-class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=_MESSAGE): pass
-class ConsumerGroupDescribeRequest(ApiMessage, load_json=_MESSAGE): pass
-class ConsumerGroupDescribeResponse(ApiMessage, load_json=_MESSAGE): pass
-class ConsumerGroupPositionRequest(ApiMessage, load_json=_MESSAGE): pass
-class ConsumerGroupPositionResponse(ApiMessage, load_json=_MESSAGE): pass
-class PartitionLeaderEpochsForPartitionsRequest(ApiMessage, load_json=_MESSAGE): pass
-class PartitionLeaderEpochsForPartitionsResponse(ApiMessage, load_json=_MESSAGE): pass
-class AssignPartitionsRequest(ApiMessage, load_json=_MESSAGE): pass
-class AssignPartitionsResponse(ApiMessage, load_json=_MESSAGE): pass
-class PartitionAssignmentStatusRequest(ApiMessage, load_json=_MESSAGE): pass
-class PartitionAssignmentStatusResponse(ApiMessage, load_json=_MESSAGE): pass
+with loading():
+    class LeaderAndIsrRequest(ApiMessage, load_json=_MESSAGE): pass
+    class LeaderAndIsrResponse(ApiMessage, load_json=_MESSAGE): pass
+    class StopReplicaRequest(ApiMessage, load_json=_MESSAGE): pass
+    class StopReplicaResponse(ApiMessage, load_json=_MESSAGE): pass
+    class UpdateMetadataRequest(ApiMessage, load_json=_MESSAGE): pass
+    class UpdateMetadataResponse(ApiMessage, load_json=_MESSAGE): pass
+    class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=_MESSAGE): pass
+    class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=_MESSAGE): pass
+    class ConsumerGroupDescribeRequest(ApiMessage, load_json=_MESSAGE): pass
+    class ConsumerGroupDescribeResponse(ApiMessage, load_json=_MESSAGE): pass
+    class ConsumerGroupPositionRequest(ApiMessage, load_json=_MESSAGE): pass
+    class ConsumerGroupPositionResponse(ApiMessage, load_json=_MESSAGE): pass
+    class PartitionLeaderEpochsForPartitionsRequest(ApiMessage, load_json=_MESSAGE): pass
+    class PartitionLeaderEpochsForPartitionsResponse(ApiMessage, load_json=_MESSAGE): pass
+    class AssignPartitionsRequest(ApiMessage, load_json=_MESSAGE): pass
+    class AssignPartitionsResponse(ApiMessage, load_json=_MESSAGE): pass
+    class PartitionAssignmentStatusRequest(ApiMessage, load_json=_MESSAGE): pass
+    class PartitionAssignmentStatusResponse(ApiMessage, load_json=_MESSAGE): pass
 
 
 MESSAGE_CLASSES: tuple[type[ApiMessage], ...] = (
@@ -135,25 +136,25 @@ def _registry_untouched(api_key: int) -> Iterator[None]:
             registry.pop(api_key, None)
 
 
-class ProduceRequestKip253(ProduceRequest, load_json=_EXTENSIONS):
-    """ProduceRequest whose topics carry ``undeleted_partition_count`` (tag 10000, v9+, default -1)."""
+with loading():
+    class ProduceRequestKip253(ProduceRequest, load_json=_EXTENSIONS):
+        """ProduceRequest whose topics carry ``undeleted_partition_count`` (tag 10000, v9+, default -1)."""
 
-    json_patch = classmethod(lambda cls, json: _overlay(ProduceRequest, json))
+        json_patch = classmethod(lambda cls, json: _overlay(ProduceRequest, json))
 
+    class FetchRequestKip253(FetchRequest, load_json=_EXTENSIONS):
+        """FetchRequest whose topics carry ``undeleted_partition_count`` (tag 10000, v12+, default -1)."""
 
-class FetchRequestKip253(FetchRequest, load_json=_EXTENSIONS):
-    """FetchRequest whose topics carry ``undeleted_partition_count`` (tag 10000, v12+, default -1)."""
+        json_patch = classmethod(lambda cls, json: _overlay(FetchRequest, json))
 
-    json_patch = classmethod(lambda cls, json: _overlay(FetchRequest, json))
+    with _registry_untouched(MetadataResponse.API_KEY):
+        class MetadataResponseKip253(MetadataResponse, load_json=_EXTENSIONS):
+            """MetadataResponse with KIP-253 tags (v9+): ``max_partition_epoch``; per topic
+            ``initial_partition_count`` and ``undeleted_partition_count``; per partition
+            ``partition_epoch`` (all default -1, so without them the encoding is byte-identical
+            to the stock response)."""
 
-
-with _registry_untouched(MetadataResponse.API_KEY):
-    class MetadataResponseKip253(MetadataResponse, load_json=_EXTENSIONS):
-        """MetadataResponse with KIP-253 tags (v9+): ``max_partition_epoch``; per topic
-        ``initial_partition_count`` and ``undeleted_partition_count``; per partition ``partition_epoch``
-        (all default -1, so without them the encoding is byte-identical to the stock response)."""
-
-        json_patch = classmethod(lambda cls, json: _overlay(MetadataResponse, json))
+            json_patch = classmethod(lambda cls, json: _overlay(MetadataResponse, json))
 
 
 EXTENDED_CLASSES: tuple[type[ApiMessage], ...] = (

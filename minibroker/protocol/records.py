@@ -19,7 +19,7 @@ import io
 from kafka.protocol.api_data import ApiData
 from kafka.protocol.schemas.fields.codecs import Int16, UnsignedVarInt32
 
-from minibroker.protocol.schemas import package, share_nested_classes
+from minibroker.protocol.schemas import loading, package, share_nested_classes
 
 __all__ = [
     # metadata log
@@ -41,34 +41,35 @@ __all__ = [
 
 _RECORDS = package("records")
 
-# --- metadata log ---------------------------------------------------------------------------------
-class RegisterBrokerRecord(ApiData, load_json=_RECORDS): pass
-class TopicRecord(ApiData, load_json=_RECORDS): pass
-class PartitionRecord(ApiData, load_json=_RECORDS): pass
-class ConfigRecord(ApiData, load_json=_RECORDS): pass
-class PartitionChangeRecord(ApiData, load_json=_RECORDS): pass
-class FenceBrokerRecord(ApiData, load_json=_RECORDS): pass
-class UnfenceBrokerRecord(ApiData, load_json=_RECORDS): pass
-class RemoveTopicRecord(ApiData, load_json=_RECORDS): pass
-class TopicPartitionCountRecord(ApiData, load_json=_RECORDS): pass
+with loading():
+    # --- metadata log ---------------------------------------------------------------------------------
+    class RegisterBrokerRecord(ApiData, load_json=_RECORDS): pass
+    class TopicRecord(ApiData, load_json=_RECORDS): pass
+    class PartitionRecord(ApiData, load_json=_RECORDS): pass
+    class ConfigRecord(ApiData, load_json=_RECORDS): pass
+    class PartitionChangeRecord(ApiData, load_json=_RECORDS): pass
+    class FenceBrokerRecord(ApiData, load_json=_RECORDS): pass
+    class UnfenceBrokerRecord(ApiData, load_json=_RECORDS): pass
+    class RemoveTopicRecord(ApiData, load_json=_RECORDS): pass
+    class TopicPartitionCountRecord(ApiData, load_json=_RECORDS): pass
 
-# --- coordinator ----------------------------------------------------------------------------------
-class OffsetCommitKey(ApiData, load_json=_RECORDS): pass
-class OffsetCommitValue(ApiData, load_json=_RECORDS): pass
-class GroupMetadataKey(ApiData, load_json=_RECORDS): pass
-class GroupMetadataValue(ApiData, load_json=_RECORDS): pass
-class ConsumerGroupMetadataKey(ApiData, load_json=_RECORDS): pass
-class ConsumerGroupMetadataValue(ApiData, load_json=_RECORDS): pass
-class ConsumerGroupPartitionMetadataKey(ApiData, load_json=_RECORDS): pass
-class ConsumerGroupPartitionMetadataValue(ApiData, load_json=_RECORDS): pass
-class ConsumerGroupMemberMetadataKey(ApiData, load_json=_RECORDS): pass
-class ConsumerGroupMemberMetadataValue(ApiData, load_json=_RECORDS): pass
-class ConsumerGroupTargetAssignmentMetadataKey(ApiData, load_json=_RECORDS): pass
-class ConsumerGroupTargetAssignmentMetadataValue(ApiData, load_json=_RECORDS): pass
-class ConsumerGroupTargetAssignmentMemberKey(ApiData, load_json=_RECORDS): pass
-class ConsumerGroupTargetAssignmentMemberValue(ApiData, load_json=_RECORDS): pass
-class ConsumerGroupCurrentMemberAssignmentKey(ApiData, load_json=_RECORDS): pass
-class ConsumerGroupCurrentMemberAssignmentValue(ApiData, load_json=_RECORDS): pass
+    # --- coordinator ----------------------------------------------------------------------------------
+    class OffsetCommitKey(ApiData, load_json=_RECORDS): pass
+    class OffsetCommitValue(ApiData, load_json=_RECORDS): pass
+    class GroupMetadataKey(ApiData, load_json=_RECORDS): pass
+    class GroupMetadataValue(ApiData, load_json=_RECORDS): pass
+    class ConsumerGroupMetadataKey(ApiData, load_json=_RECORDS): pass
+    class ConsumerGroupMetadataValue(ApiData, load_json=_RECORDS): pass
+    class ConsumerGroupPartitionMetadataKey(ApiData, load_json=_RECORDS): pass
+    class ConsumerGroupPartitionMetadataValue(ApiData, load_json=_RECORDS): pass
+    class ConsumerGroupMemberMetadataKey(ApiData, load_json=_RECORDS): pass
+    class ConsumerGroupMemberMetadataValue(ApiData, load_json=_RECORDS): pass
+    class ConsumerGroupTargetAssignmentMetadataKey(ApiData, load_json=_RECORDS): pass
+    class ConsumerGroupTargetAssignmentMetadataValue(ApiData, load_json=_RECORDS): pass
+    class ConsumerGroupTargetAssignmentMemberKey(ApiData, load_json=_RECORDS): pass
+    class ConsumerGroupTargetAssignmentMemberValue(ApiData, load_json=_RECORDS): pass
+    class ConsumerGroupCurrentMemberAssignmentKey(ApiData, load_json=_RECORDS): pass
+    class ConsumerGroupCurrentMemberAssignmentValue(ApiData, load_json=_RECORDS): pass
 
 
 def _by_api_key(kind: str) -> dict[int, type[ApiData]]:

@@ -14,12 +14,18 @@ This is the only module that knows where ``schemas/`` is.
 """
 from __future__ import annotations
 
+import contextlib
+import copy
 import importlib.machinery
 import importlib.util
 import sys
+import warnings
 from pathlib import Path
+from typing import Any, Iterator
 
-__all__ = ["PACKAGE", "SCHEMAS_DIR", "SUBPACKAGES", "package", "share_nested_classes"]
+from kafka.protocol.data_container import DataContainer
+
+__all__ = ["PACKAGE", "SCHEMAS_DIR", "SUBPACKAGES", "loading", "package", "share_nested_classes"]
 
 #: The private top-level module name under which ``schemas/`` is importable.
 PACKAGE = "_minibroker_schemas"
@@ -65,32 +71,65 @@ def package(sub: str) -> str:
 _register()
 
 
+@contextlib.contextmanager
+def loading() -> Iterator[None]:
+    """Wrap class definitions that load our JSON: kafka-python reads it with the legacy
+    ``importlib.resources`` API, which warns on every class in Python 3.11+."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r"(open|read)_text is deprecated", DeprecationWarning)
+        yield
+
+
 def share_nested_classes(cls: type) -> type:
     """Give nested structs of the same type name one data class, throughout ``cls``.
 
     kafka-python makes a separate class per field, so e.g. ``Assignment`` and ``TargetAssignment``
     (both of type ``Assignment``) decode to two different classes and never compare equal to values
-    built from ``cls.<...>.Assignment``.  Call this right after defining a class, before any
-    encode/decode (codegen reads the data class lazily).  Returns ``cls``.
+    built from ``cls.<...>.Assignment``.  Structs sharing a name must have the same fields; the shared
+    class accepts the union of their version ranges (a common struct used by a v0-1 field and a v2+
+    field).  Call this right after defining a class, before any encode/decode (codegen reads the
+    data classes lazily).  Returns ``cls``.
     """
-    shared: dict[str, type] = {}
+    groups: dict[str, list[Any]] = {}
 
-    def visit(struct, container: type) -> None:
+    def inner_of(field: Any) -> Any:
+        if field.is_struct_array():
+            return field.array_of
+        if field.is_struct():
+            return field
+        return None
+
+    def collect(struct: Any) -> None:
         for field in struct._fields:
-            if field.is_struct_array():
-                inner = field.array_of
-            elif field.is_struct():
-                inner = field
-            else:
-                continue
-            name = field.type_str
-            first = shared.setdefault(name, inner.data_class)
-            if inner.data_class is not first:
-                if inner._fields != first._struct._fields:
-                    raise TypeError(f"{cls.__name__}: two different structs are both named {name}")
-                inner._data_class = first
-            setattr(container, name, first)
-            visit(inner, first)
+            inner = inner_of(field)
+            if inner is not None:
+                groups.setdefault(field.type_str, []).append(inner)
+                collect(inner)
 
-    visit(cls._struct, cls)
+    collect(cls._struct)
+    shared: dict[str, type] = {}
+    for name, structs in groups.items():
+        first = structs[0]
+        if len(structs) == 1:
+            shared[name] = first.data_class
+            continue
+        for other in structs[1:]:
+            if other._fields != first._fields:
+                raise TypeError(f"{cls.__name__}: two different structs are both named {name}")
+        widened = copy.copy(first)
+        widened._versions = (min(s._versions[0] for s in structs), max(s._versions[1] for s in structs))
+        data_class = type(name, (DataContainer,), {"_struct": widened, "__module__": cls.__module__})
+        widened._data_class = data_class
+        for struct in structs:
+            struct._data_class = data_class
+        shared[name] = data_class
+
+    def attach(struct: Any, container: type) -> None:
+        for field in struct._fields:
+            inner = inner_of(field)
+            if inner is not None:
+                setattr(container, field.type_str, shared[field.type_str])
+                attach(inner, shared[field.type_str])
+
+    attach(cls._struct, cls)
     return cls
