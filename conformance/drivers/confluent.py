@@ -101,7 +101,8 @@ def list_offsets(bs, topic, timeout: float = 30):
     res = {}
     for spec, idx in ((OffsetSpec.earliest(), 0), (OffsetSpec.latest(), 1)):
         req = {TopicPartition(topic, p): spec for p in range(n)}
-        for tp, info in _wait(admin, admin.list_offsets(req, request_timeout=timeout), timeout).items():
+        found = _wait(admin, admin.list_offsets(req, request_timeout=timeout), timeout)
+        for tp, info in found.items():
             res.setdefault(tp.partition, [None, None])[idx] = info.offset
     return {p: tuple(v) for p, v in sorted(res.items())}
 
