@@ -25,6 +25,7 @@ __all__ = [
     # metadata log
     "RegisterBrokerRecord", "TopicRecord", "PartitionRecord", "ConfigRecord", "PartitionChangeRecord",
     "FenceBrokerRecord", "UnfenceBrokerRecord", "RemoveTopicRecord", "TopicPartitionCountRecord",
+    "ProducerIdsRecord", "RemovePartitionRecord",
     # coordinator
     "OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue",
     "ConsumerGroupMetadataKey", "ConsumerGroupMetadataValue",
@@ -52,6 +53,8 @@ with loading():
     class UnfenceBrokerRecord(ApiData, load_json=_RECORDS): pass
     class RemoveTopicRecord(ApiData, load_json=_RECORDS): pass
     class TopicPartitionCountRecord(ApiData, load_json=_RECORDS): pass
+    class ProducerIdsRecord(ApiData, load_json=_RECORDS): pass
+    class RemovePartitionRecord(ApiData, load_json=_RECORDS): pass
 
     # --- coordinator ----------------------------------------------------------------------------------
     class OffsetCommitKey(ApiData, load_json=_RECORDS): pass

@@ -1,0 +1,3 @@
+from minibroker.cli import main
+
+main()

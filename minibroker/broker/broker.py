@@ -1,0 +1,80 @@
+"""One broker: a listener, a metadata cache, a replica manager and a group coordinator.
+
+A broker learns cluster state only from the controller's LeaderAndIsr / UpdateMetadata /
+StopReplica requests; it reaches the controller through `controller_channel` (admin forwarding,
+AlterPartition, producer id blocks), which the cluster points at whichever controller is active.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from minibroker.broker.dispatch import load_handlers
+from minibroker.broker.faults import Faults
+from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.clock import Clock
+from minibroker.config import ClusterConfig
+from minibroker.ids import IdSource
+
+log = logging.getLogger("minibroker.broker")
+
+
+class Broker:
+    def __init__(self, node_id: int, config: ClusterConfig, clock: Clock, ids: IdSource,
+                 controller_channel: Any, faults: Faults, port: int = 0,
+                 rack: str | None = None) -> None:
+        from minibroker.broker.replica_manager import ReplicaManager
+        from minibroker.coordinator.runtime import GroupCoordinatorRuntime
+        self.node_id = node_id
+        self.config = config
+        self.clock = clock
+        self.ids = ids
+        self.controller = controller_channel
+        self.faults = faults
+        self.host = config.host
+        self.port = port
+        self.rack = rack
+        self.metadata = MetadataCache()
+        self.replica_manager = ReplicaManager(self)
+        self.groups = GroupCoordinatorRuntime(self)
+        self.connections: set = set()
+        self._server: asyncio.base_events.Server | None = None
+        self.running = False
+        # Bumped on each start, sent in registration so the controller can fence stale ones.
+        self.broker_epoch = -1
+        self._producer_ids: list[int] = []
+
+    async def start(self) -> None:
+        from minibroker.network.tcp import start_listener
+        load_handlers()
+        self._server = await start_listener(self, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.running = True
+        self.replica_manager.start()
+        self.groups.start()
+        log.info("broker %d listening on %s:%d", self.node_id, self.host, self.port)
+
+    async def stop(self) -> None:
+        """Stop serving: the in-memory logs stay, like a disk across a process restart."""
+        self.running = False
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close("broker stopping")
+        await self.replica_manager.stop()
+        await self.groups.stop()
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    async def next_producer_id(self) -> int:
+        """From a block of ids the controller allocated to this broker (ProducerIdsRecord)."""
+        if not self._producer_ids:
+            first, count = await self.controller.allocate_producer_ids(1000)
+            self._producer_ids = list(range(first + count - 1, first - 1, -1))
+        return self._producer_ids.pop()
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.host}:{self.port}"

@@ -1,0 +1,140 @@
+"""Request routing: the single registration point for handlers, which also feeds ApiVersions.
+
+A frame arrives from network/; we peek api key and version, find the handler registered with
+`@handles`, decode (checking the decode consumed the whole frame), run the fault hooks, then the
+handler, and encode the response. Malformed input raises ProtocolViolation, which closes only
+that connection.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from minibroker.protocol.framing import (
+    ProtocolViolation, RequestHeader, frame_parts, parse_request_header, peek_api, response_header)
+
+if TYPE_CHECKING:
+    from minibroker.broker.broker import Broker
+
+log = logging.getLogger("minibroker.dispatch")
+
+
+@dataclass(slots=True)
+class Handler:
+    api_key: int
+    request_class: Any
+    versions: tuple[int, int]
+    fn: Callable[..., Awaitable[Any]]
+    name: str
+
+
+HANDLERS: dict[int, Handler] = {}
+
+
+def handles(api_key: int, request_class: Any, versions: tuple[int, int]):
+    lo, hi = versions
+    assert 0 <= lo <= hi <= request_class.max_version, (request_class, versions)
+
+    def register(fn):
+        assert int(api_key) not in HANDLERS, f"api key {api_key} registered twice"
+        HANDLERS[int(api_key)] = Handler(int(api_key), request_class, (lo, hi), fn,
+                                         request_class.__name__.removesuffix("Request"))
+        return fn
+    return register
+
+
+def supported_versions() -> list[tuple[int, int, int]]:
+    """(api_key, min, max) for every registered API, sorted by key — the ApiVersions table."""
+    return [(k, h.versions[0], h.versions[1]) for k, h in sorted(HANDLERS.items())]
+
+
+class RawResponse:
+    """A response already encoded as a list of buffers (fast paths: Fetch, Produce)."""
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list) -> None:
+        self.parts = parts
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: "Broker"
+    header: RequestHeader
+    api_version: int
+    conn: Any
+    frame: memoryview
+
+    @property
+    def clock(self):
+        return self.broker.clock
+
+    @property
+    def body(self) -> memoryview:
+        return self.frame[self.header.body_offset:]
+
+
+class UnsupportedVersion(Exception):
+    pass
+
+
+def decode_exact(cls: Any, data: memoryview, version: int) -> Any:
+    """Decode `data` as `cls` at `version`; anything but an exact, complete decode is a bad frame."""
+    flexible = cls.flexible_version_q(version)
+    decode = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible,
+                                              data_class=cls[None])
+    try:
+        obj, pos = decode(data, 0)
+    except Exception as e:  # noqa: BLE001 — any decoder failure is the client's malformed input
+        raise ProtocolViolation(f"cannot decode {cls.__name__} v{version}: {e!r}") from None
+    if pos != len(data):
+        raise ProtocolViolation(
+            f"{cls.__name__} v{version}: decoded {pos} of {len(data)} bytes (trailing garbage)")
+    obj._version = version
+    return obj
+
+
+def encode_response(resp: Any, version: int, correlation_id: int) -> list:
+    if isinstance(resp, RawResponse):
+        return resp.parts
+    flexible_hdr = resp.flexible_version_q(version) and resp.API_KEY != 18
+    body = resp.encode(version=version)
+    return frame_parts([response_header(correlation_id, flexible_hdr), body])
+
+
+async def dispatch(broker: "Broker", conn: Any, frame: memoryview) -> list | None:
+    """Handle one request frame; returns the framed response buffers, or None for no response."""
+    api_key, api_version, corr = peek_api(frame)
+    handler = HANDLERS.get(api_key)
+    if handler is None:
+        raise ProtocolViolation(f"unknown api key {api_key}")
+    lo, hi = handler.versions
+    if not lo <= api_version <= hi:
+        if api_key == 18:  # ApiVersions: answer v0 with the error and our ranges (KIP-511)
+            from minibroker.broker.handlers.k18_api_versions import unsupported_version_response
+            return unsupported_version_response(corr)
+        raise ProtocolViolation(f"unsupported version {api_version} of {handler.name} "
+                                f"(supported {lo}-{hi})")
+    cls = handler.request_class
+    flexible = cls.flexible_version_q(api_version)
+    if api_key == 18 and api_version >= 3:
+        flexible = True
+    header = parse_request_header(frame, flexible)
+    req = decode_exact(cls, frame[header.body_offset:], api_version)
+    ctx = RequestContext(broker, header, api_version, conn, frame)
+    resp = broker.faults.intercept(api_key, req, ctx)
+    if resp is None:
+        resp = await handler.fn(ctx, req)
+    if resp is None:
+        return None
+    return encode_response(resp, api_version, corr)
+
+
+def load_handlers() -> None:
+    """Import every handler module (sorted, so registration order is stable)."""
+    import importlib
+    import pkgutil
+
+    import minibroker.broker.handlers as pkg
+    for mod in sorted(m.name for m in pkgutil.iter_modules(pkg.__path__)):
+        importlib.import_module(f"{pkg.__name__}.{mod}")

@@ -1,0 +1,48 @@
+"""The one interception point for faults (kfake's ControlKey, librdkafka's error stacks).
+
+Tests use these instead of monkeypatching; dispatch consults them before every handler.
+"""
+from __future__ import annotations
+
+import collections
+from typing import Any, Callable
+
+
+class Faults:
+    def __init__(self) -> None:
+        self._controls: dict[int, list[tuple[Callable, bool]]] = collections.defaultdict(list)
+        self._errors: dict[int, collections.deque] = collections.defaultdict(collections.deque)
+        self.enabled_sites: set[str] = set()
+
+    def control(self, api_key: int, fn: Callable[[Any, Any], Any], keep: bool = True) -> None:
+        """fn(req, ctx) returns a response to short-circuit the handler, or None to pass."""
+        self._controls[int(api_key)].append((fn, keep))
+
+    def push_request_errors(self, api_key: int, errors: list) -> None:
+        """The next len(errors) requests of api_key fail with these error classes/codes."""
+        self._errors[int(api_key)].extend(errors)
+
+    def pop_request_error(self, api_key: int) -> int:
+        q = self._errors.get(int(api_key))
+        if not q:
+            return 0
+        e = q.popleft()
+        return e if isinstance(e, int) else e.errno
+
+    def enable(self, site: str) -> None:
+        self.enabled_sites.add(site)
+
+    def disable(self, site: str) -> None:
+        self.enabled_sites.discard(site)
+
+    def intercept(self, api_key: int, req: Any, ctx: Any) -> Any:
+        controls = self._controls.get(api_key)
+        if not controls:
+            return None
+        for i, (fn, keep) in enumerate(controls):
+            resp = fn(req, ctx)
+            if resp is not None:
+                if not keep:
+                    del controls[i]
+                return resp
+        return None

@@ -1,0 +1,143 @@
+"""A follower's replica fetcher: one task per leader broker, fetching all partitions it follows.
+
+Real Fetch requests (v12, replica_id = our node id) over the same network layer clients use.
+Truncation uses the leader's DivergingEpoch answer (KIP-320 / Kafka 2.7+ fetch-based truncation):
+we send last_fetched_epoch, and the leader tells us where our log diverged from its own.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from kafka.errors import (FencedLeaderEpochError, NotLeaderForPartitionError,
+                          OffsetOutOfRangeError, UnknownLeaderEpochError,
+                          UnknownTopicOrPartitionError)
+from kafka.protocol.consumer import FetchRequest
+
+from minibroker.network.client import KafkaClientConnection
+
+if TYPE_CHECKING:
+    from minibroker.broker.partition import Partition
+    from minibroker.broker.replica_manager import ReplicaManager
+
+log = logging.getLogger("minibroker.fetcher")
+
+FETCH_VERSION = 12
+_Topic = FetchRequest.FetchTopic
+_Part = _Topic.FetchPartition
+
+
+class ReplicaFetcher:
+    def __init__(self, rm: "ReplicaManager", leader_id: int) -> None:
+        self.rm = rm
+        self.leader_id = leader_id
+        self.partitions: dict[tuple[str, int], "Partition"] = {}
+        self._task: asyncio.Task | None = None
+        self._conn: KafkaClientConnection | None = None
+        self._wake = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._conn is not None:
+            self._conn.close()
+
+    def add(self, p: "Partition") -> None:
+        self.partitions[(p.topic, p.partition)] = p
+        self._wake.set()
+
+    def remove(self, p: "Partition") -> None:
+        self.partitions.pop((p.topic, p.partition), None)
+
+    async def _connect(self) -> KafkaClientConnection:
+        if self._conn is None or self._conn.closed:
+            info = self.rm.broker.metadata.brokers.get(self.leader_id)
+            if info is None:
+                raise ConnectionError(f"leader {self.leader_id} unknown")
+            self._conn = await KafkaClientConnection.connect(
+                info.host, info.port, client_id=f"broker-{self.rm.node_id}-fetcher")
+        return self._conn
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while True:
+            if not self.partitions:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            try:
+                conn = await self._connect()
+                req, sent = self._build_request()
+                resp = await conn.request(req, FETCH_VERSION, timeout=30)
+                self._handle_response(resp, sent)
+                backoff = 0.05
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 — leader down or restarting: retry
+                log.debug("broker %d fetcher for %d: %r", self.rm.node_id, self.leader_id, e)
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+
+    def _build_request(self):
+        by_topic: dict[str, list] = {}
+        sent = {}
+        max_bytes = self.rm.broker.config.replica_fetch_max_bytes
+        for key in sorted(self.partitions):
+            p = self.partitions[key]
+            by_topic.setdefault(p.topic, []).append(_Part(
+                partition=p.partition, current_leader_epoch=p.leader_epoch,
+                fetch_offset=p.log.log_end_offset, last_fetched_epoch=p.log.epochs.latest_epoch,
+                log_start_offset=p.log.log_start_offset, partition_max_bytes=max_bytes))
+            sent[key] = (p, p.log.log_end_offset, p.leader_epoch)
+        cfg = self.rm.broker.config
+        req = FetchRequest(
+            replica_id=self.rm.node_id, max_wait_ms=cfg.replica_fetch_wait_max_ms, min_bytes=1,
+            max_bytes=cfg.replica_fetch_response_max_bytes, isolation_level=0, session_id=0,
+            session_epoch=-1, topics=[_Topic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            forgotten_topics_data=[], rack_id="")
+        return req, sent
+
+    def _handle_response(self, resp, sent) -> None:
+        if resp.error_code:
+            raise ConnectionError(f"fetch error {resp.error_code}")
+        for t in resp.responses:
+            for pd in t.partitions:
+                key = (t.topic, pd.partition_index)
+                entry = sent.get(key)
+                p = self.partitions.get(key)
+                if entry is None or p is None or p is not entry[0]:
+                    continue
+                _, fetch_offset, epoch = entry
+                if p.leader_epoch != epoch or p.log.log_end_offset != fetch_offset:
+                    continue        # state changed while the request was in flight
+                self._handle_partition(p, pd)
+
+    def _handle_partition(self, p: "Partition", pd) -> None:
+        err = pd.error_code
+        if err == 0:
+            div = pd.diverging_epoch
+            if div is not None and div.epoch >= 0:
+                p.log.truncate_to(min(div.end_offset, p.log.log_end_offset))
+                return
+            if pd.records:
+                p.log.append_as_follower(pd.records)
+            if pd.log_start_offset > p.log.log_start_offset:
+                p.log.delete_records_before(min(pd.log_start_offset, p.log.log_end_offset))
+            p.update_follower_hw(pd.high_watermark)
+        elif err == OffsetOutOfRangeError.errno:
+            # Our log end is below the leader's log start (it deleted records): start over there.
+            p.log.truncate_fully_and_start_at(max(pd.log_start_offset, 0))
+        elif err in (NotLeaderForPartitionError.errno, FencedLeaderEpochError.errno,
+                     UnknownLeaderEpochError.errno, UnknownTopicOrPartitionError.errno):
+            pass                    # a LeaderAndIsr is on its way; keep polling gently
+        else:
+            log.warning("broker %d: fetch %s-%d from %d: error %d", self.rm.node_id, p.topic,
+                        p.partition, self.leader_id, err)

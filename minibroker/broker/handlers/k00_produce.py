@@ -1,0 +1,89 @@
+"""Produce (key 0), v3-12.
+
+v3: transactional_id, magic 2 only.  v5: log_start_offset.  v8: record_errors, error_message.
+v9: flexible.  v10-12: current_leader / node_endpoints tags (not filled).
+acks: 0 (no response), 1 (leader append), -1 (wait for the high watermark; min.insync.replicas).
+Not implemented: transactional produce (answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+"""
+from __future__ import annotations
+
+import asyncio
+
+from kafka.errors import (InvalidRequiredAcksError, KafkaError, NotEnoughReplicasAfterAppendError,
+                          NotEnoughReplicasError, RequestTimedOutError,
+                          TransactionalIdAuthorizationFailedError)
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from minibroker.broker.dispatch import RequestContext, handles
+
+_Topic = ProduceResponse.TopicProduceResponse
+_Part = _Topic.PartitionProduceResponse
+
+
+def _part(index, error_code, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
+          message=None):
+    return _Part(index=index, error_code=error_code, base_offset=base_offset,
+                 log_append_time_ms=log_append_time_ms, log_start_offset=log_start_offset,
+                 record_errors=[], error_message=message)
+
+
+@handles(ApiKey.Produce, ProduceRequest, versions=(3, 12))
+async def handle_produce(ctx: RequestContext, req: ProduceRequest):
+    rm = ctx.broker.replica_manager
+    acks = req.acks
+    results: dict[str, list] = {}
+    waits = []          # (partition result index, topic name, future, partition)
+    for td in req.topic_data:
+        out = results.setdefault(td.name, [])
+        for pd in td.partition_data:
+            if acks not in (0, 1, -1):
+                out.append(_part(pd.index, InvalidRequiredAcksError.errno))
+                continue
+            if req.transactional_id is not None:
+                out.append(_part(pd.index, TransactionalIdAuthorizationFailedError.errno))
+                continue
+            injected = ctx.broker.faults.pop_request_error(ApiKey.Produce)
+            if injected:
+                out.append(_part(pd.index, injected))
+                continue
+            p, err = rm.leader_partition(td.name, pd.index)
+            if err:
+                out.append(_part(pd.index, err))
+                continue
+            min_isr = p.log.config.min_insync_replicas
+            if acks == -1 and len(p.isr) < min_isr:
+                out.append(_part(pd.index, NotEnoughReplicasError.errno,
+                                 message=f"ISR {list(p.isr)} is smaller than "
+                                         f"min.insync.replicas={min_isr}"))
+                continue
+            try:
+                res = p.log.append_as_leader(pd.records or b"", p.leader_epoch)
+            except KafkaError as e:
+                out.append(_part(pd.index, e.errno, message=str(e)))
+                continue
+            p.maybe_increment_high_watermark()
+            p.notify_data()
+            out.append(_part(pd.index, 0, res.base_offset, res.log_append_time_ms,
+                             p.log.log_start_offset))
+            if acks == -1:
+                waits.append((out[-1], p.wait_for_high_watermark(res.last_offset + 1), p))
+    if acks == 0:
+        return None
+    if waits:
+        timeout = max(req.timeout_ms, 0) / 1000
+        futs = [w[1] for w in waits]
+        await asyncio.wait(futs, timeout=timeout)
+        for part, fut, p in waits:
+            if not fut.done():
+                fut.cancel()
+                part.error_code = RequestTimedOutError.errno
+                part.base_offset = -1
+            elif fut.result():
+                part.error_code = fut.result()
+                part.base_offset = -1
+            elif len(p.isr) < p.log.config.min_insync_replicas:
+                part.error_code = NotEnoughReplicasAfterAppendError.errno
+    return ProduceResponse(
+        responses=[_Topic(name=n, partition_responses=ps) for n, ps in results.items()],
+        throttle_time_ms=0)

@@ -1,0 +1,112 @@
+"""Fetch (key 1), v4-12, for consumers and for followers (replica_id >= 0).
+
+v5: log_start_offset.  v7: fetch sessions (KIP-227): we never create one (session_id 0), which the
+protocol allows; clients then keep sending full fetches.  v9: current_leader_epoch fencing.
+v11: rack_id (no follower fetching: preferred_read_replica -1).  v12: flexible, last_fetched_epoch
+and diverging_epoch (followers truncate from it).
+Long poll: waits up to max_wait_ms until min_bytes are available, woken by appends / HW moves.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from kafka.errors import FetchSessionIdNotFoundError, OffsetOutOfRangeError
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import FetchRequest, FetchResponse
+
+from minibroker.broker.dispatch import RequestContext, handles
+
+_Topic = FetchResponse.FetchableTopicResponse
+_Part = _Topic.PartitionData
+_Epoch = _Part.EpochEndOffset
+
+
+def _error(index: int, code: int):
+    return _Part(partition_index=index, error_code=code, high_watermark=-1,
+                 last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+                 preferred_read_replica=-1, records=None)
+
+
+def _diverging(p, last_fetched_epoch: int, fetch_offset: int):
+    if last_fetched_epoch < 0:
+        return None
+    epoch, end_offset = p.log.end_offset_for_epoch(last_fetched_epoch)
+    if epoch < last_fetched_epoch or end_offset < fetch_offset:
+        return _Epoch(epoch=epoch, end_offset=end_offset)
+    return None
+
+
+@handles(ApiKey.Fetch, FetchRequest, versions=(4, 12))
+async def handle_fetch(ctx: RequestContext, req: FetchRequest):
+    if req.session_id != 0:
+        return FetchResponse(throttle_time_ms=0, error_code=FetchSessionIdNotFoundError.errno,
+                             session_id=0, responses=[])
+    rm = ctx.broker.replica_manager
+    replica_id = req.replica_id
+    follower = replica_id >= 0
+    now = ctx.clock.now_ms()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
+    # Resolve partitions and record follower progress once, before any waiting.
+    plan = []
+    for t in req.topics:
+        for fp in t.partitions:
+            p, err = rm.leader_partition(t.topic, fp.partition, fp.current_leader_epoch)
+            if not err and follower:
+                p.update_follower_fetch(replica_id, fp.fetch_offset, now)
+            plan.append((t.topic, fp, p, err))
+    while True:
+        results: dict[str, list] = {}
+        total = 0
+        errors = False
+        remaining = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+        waiters = []
+        for topic, fp, p, err in plan:
+            out = results.setdefault(topic, [])
+            if err:
+                out.append(_error(fp.partition, err))
+                errors = True
+                continue
+            div = _diverging(p, fp.last_fetched_epoch, fp.fetch_offset) if follower else None
+            if div is not None:
+                out.append(_Part(partition_index=fp.partition, error_code=0,
+                                 high_watermark=p.high_watermark,
+                                 last_stable_offset=p.last_stable_offset(),
+                                 log_start_offset=p.log.log_start_offset, diverging_epoch=div,
+                                 aborted_transactions=None, preferred_read_replica=-1,
+                                 records=None))
+                errors = True
+                continue
+            max_offset = p.log.log_end_offset if follower else (
+                p.last_stable_offset() if req.isolation_level else p.high_watermark)
+            if not p.log.log_start_offset <= fp.fetch_offset <= p.log.log_end_offset:
+                out.append(_error(fp.partition, OffsetOutOfRangeError.errno))
+                out[-1].log_start_offset = p.log.log_start_offset
+                out[-1].high_watermark = p.high_watermark
+                errors = True
+                continue
+            records = b""
+            if fp.fetch_offset < max_offset and remaining > 0:
+                r = p.log.read(fp.fetch_offset, min(fp.partition_max_bytes, remaining), max_offset,
+                               min_one=(total == 0))
+                if r.size:
+                    records = b"".join(r.records)
+                    total += r.size
+                    remaining -= r.size
+            else:
+                waiters.append(p)
+            out.append(_Part(partition_index=fp.partition, error_code=0,
+                             high_watermark=p.high_watermark,
+                             last_stable_offset=p.last_stable_offset(),
+                             log_start_offset=p.log.log_start_offset, aborted_transactions=None,
+                             preferred_read_replica=-1, records=records))
+        timeout = deadline - loop.time()
+        if total >= req.min_bytes or errors or timeout <= 0 or not waiters \
+                or not ctx.broker.running:
+            break
+        futs = [p.data_waiter() for p in waiters]
+        await asyncio.wait(futs, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        for f in futs:
+            f.cancel()
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0,
+                         responses=[_Topic(topic=n, partitions=ps) for n, ps in results.items()])

@@ -1,0 +1,84 @@
+"""Metadata (key 3), v0-13.
+
+v1: null topics = all, is_internal, controller_id.  v2: cluster_id.  v4: allow_auto_topic_creation.
+v5: offline_replicas.  v7: leader_epoch.  v8-10: authorized operations (we report none: -2^31).
+v9: flexible.  v10: topic ids.  v13: top-level error_code.
+KIP-253: initial/undeleted partition counts, partition_epoch, max_partition_epoch as tagged
+fields (see schemas/README.md).  Not implemented: authorized operations (no ACLs).
+"""
+from __future__ import annotations
+
+import uuid
+
+from kafka.errors import (InvalidTopicError, LeaderNotAvailableError,
+                          UnknownTopicIdError, UnknownTopicOrPartitionError)
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.metadata import MetadataRequest
+
+from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.topic_names import invalid_reason
+from minibroker.protocol.messages import MetadataResponseKip253 as MetadataResponse
+
+_Broker = MetadataResponse.MetadataResponseBroker
+_Topic = MetadataResponse.MetadataResponseTopic
+_Partition = _Topic.MetadataResponsePartition
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def _topic_entry(topic, version: int):
+    parts = []
+    for p in sorted(topic.partitions.values(), key=lambda p: p.partition):
+        parts.append(_Partition(
+            error_code=0 if p.leader >= 0 else LeaderNotAvailableError.errno,
+            partition_index=p.partition, leader_id=p.leader, leader_epoch=p.leader_epoch,
+            replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
+            offline_replicas=list(p.offline_replicas), partition_epoch=p.partition_epoch))
+    return _Topic(error_code=0, name=topic.name, topic_id=topic.topic_id,
+                  is_internal=topic.is_internal, partitions=parts,
+                  authorized_operations=None,
+                  initial_partition_count=topic.initial_partition_count,
+                  undeleted_partition_count=topic.undeleted_partition_count)
+
+
+def _error_entry(code: int, name: str | None, topic_id=_ZERO_UUID):
+    return _Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False,
+                  partitions=[], authorized_operations=None)
+
+
+@handles(ApiKey.Metadata, MetadataRequest, versions=(0, 13))
+async def handle_metadata(ctx: RequestContext, req: MetadataRequest):
+    cache = ctx.broker.metadata
+    version = ctx.api_version
+    topics = []
+    if req.topics is None or (version == 0 and not req.topics):
+        topics = [_topic_entry(cache.topics[n], version) for n in sorted(cache.topics)]
+    else:
+        to_create = []
+        auto = ctx.broker.config.auto_create_topics_enable and (
+            version < 4 or req.allow_auto_topic_creation)
+        for t in req.topics:
+            name = t.name
+            if name is None and version >= 10 and t.topic_id not in (None, _ZERO_UUID):
+                info = cache.topics_by_id.get(t.topic_id)
+                topics.append(_topic_entry(info, version) if info else
+                              _error_entry(UnknownTopicIdError.errno, None, t.topic_id))
+                continue
+            info = cache.topics.get(name)
+            if info is not None:
+                topics.append(_topic_entry(info, version))
+            elif invalid_reason(name):
+                topics.append(_error_entry(InvalidTopicError.errno, name))
+            elif auto:
+                to_create.append(name)
+                topics.append(_error_entry(LeaderNotAvailableError.errno, name))
+            else:
+                topics.append(_error_entry(UnknownTopicOrPartitionError.errno, name))
+        if to_create:
+            ctx.broker.controller.auto_create_topics(to_create)
+    brokers = [_Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
+               for b in cache.alive_brokers()]
+    return MetadataResponse(
+        throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,
+        controller_id=cache.controller_id, topics=topics,
+        authorized_operations=None, error_code=0,
+        max_partition_epoch=cache.max_partition_epoch)

@@ -1,0 +1,25 @@
+"""StopReplica (key 5), v4. Sent only by the controller; delete_partition removes the log."""
+from __future__ import annotations
+
+from kafka.protocol.api_key import ApiKey
+
+from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.protocol.messages import StopReplicaRequest, StopReplicaResponse
+
+_Err = StopReplicaResponse.StopReplicaPartitionError
+
+
+@handles(ApiKey.StopReplica, StopReplicaRequest, versions=(4, 4))
+async def handle_stop_replica(ctx: RequestContext, req: StopReplicaRequest):
+    rm = ctx.broker.replica_manager
+    err = rm.check_controller_epoch(req.controller_epoch)
+    if err:
+        return StopReplicaResponse(error_code=err, partition_errors=[])
+    errs = []
+    for t in req.topic_states:
+        for p in t.partition_states:
+            code = rm.stop_replica(t.topic_name, p.partition_index, p.delete_partition)
+            errs.append(_Err(topic_name=t.topic_name, partition_index=p.partition_index,
+                             error_code=code))
+    ctx.broker.groups.on_leadership_change()
+    return StopReplicaResponse(error_code=0, partition_errors=errs)

@@ -1,0 +1,82 @@
+"""The broker's view of cluster metadata, replaced wholesale or in part by UpdateMetadata.
+
+Brokers know only what the controller told them; this cache can lag the controller like a
+real broker's. Encoded per-topic Metadata parts are cached and dropped when a topic changes.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition: int
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+    leader_epoch_after_creation: tuple[tuple[int, int], ...] = ()
+    leader_epoch_before_deletion: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    is_internal: bool
+    partitions: dict[int, PartitionInfo]
+    initial_partition_count: int
+    undeleted_partition_count: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+class MetadataCache:
+    def __init__(self) -> None:
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
+        self.controller_id = -1
+        self.controller_epoch = -1
+        self.cluster_id: str | None = None
+        self.max_partition_epoch = -1
+        self.encoded: dict[tuple, bytes] = {}   # (topic, version, ...) → encoded topic entry
+
+    def update_brokers(self, brokers: list[BrokerInfo]) -> None:
+        self.brokers = {b.node_id: b for b in sorted(brokers, key=lambda b: b.node_id)}
+        self.encoded.clear()
+
+    def put_topic(self, topic: TopicInfo) -> None:
+        old = self.topics.get(topic.name)
+        if old is not None and old.topic_id != topic.topic_id:
+            self.topics_by_id.pop(old.topic_id, None)
+        self.topics[topic.name] = topic
+        self.topics_by_id[topic.topic_id] = topic
+        self._drop_encoded(topic.name)
+
+    def remove_topic(self, name: str) -> None:
+        t = self.topics.pop(name, None)
+        if t is not None:
+            self.topics_by_id.pop(t.topic_id, None)
+        self._drop_encoded(name)
+
+    def _drop_encoded(self, name: str) -> None:
+        for k in [k for k in self.encoded if k[0] == name]:
+            del self.encoded[k]
+
+    def partition(self, topic: str, partition: int) -> PartitionInfo | None:
+        t = self.topics.get(topic)
+        return None if t is None else t.partitions.get(partition)
+
+    def alive_brokers(self) -> list[BrokerInfo]:
+        return list(self.brokers.values())

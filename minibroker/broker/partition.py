@@ -1,0 +1,190 @@
+"""One partition replica on one broker: leader or follower state around a PartitionLog.
+
+The leader tracks followers' log end offsets, advances the high watermark to the minimum over
+the ISR, completes acks=all waiters, and asks the controller to shrink/expand the ISR
+(AlterPartition). All state changes are plain synchronous methods; waiting is done on futures.
+"""
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kafka.errors import NotLeaderForPartitionError
+
+from minibroker.log.config import LogConfig
+from minibroker.log.partition_log import PartitionLog
+
+if TYPE_CHECKING:
+    from minibroker.broker.replica_manager import ReplicaManager
+
+
+@dataclass(slots=True)
+class FollowerState:
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    last_fetch_leader_leo: int = -1
+
+
+class Partition:
+    def __init__(self, rm: "ReplicaManager", topic: str, topic_id: uuid.UUID, partition: int,
+                 config: LogConfig) -> None:
+        self.rm = rm
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partition = partition
+        self.log = PartitionLog(topic, partition, config, rm.clock)
+        self.leader = -1
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.isr: tuple[int, ...] = ()
+        self.replicas: tuple[int, ...] = ()
+        self.high_watermark = 0
+        self.followers: dict[int, FollowerState] = {}
+        self.undeleted_partition_count = -1
+        self.leader_epoch_after_creation: tuple[tuple[int, int], ...] = ()
+        self.leader_epoch_before_deletion: tuple[tuple[int, int], ...] = ()
+        self.isr_change_in_flight = False
+        self.leader_epoch_start_offset = 0
+        self._hw_waiters: list[tuple[int, asyncio.Future]] = []
+        self._data_waiters: list[asyncio.Future] = []
+
+    # ------------------------------------------------------------------ role changes
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.rm.node_id
+
+    def make_leader(self, leader_epoch: int, partition_epoch: int, isr, replicas) -> None:
+        now = self.rm.clock.now_ms()
+        new_term = leader_epoch != self.leader_epoch or not self.is_leader
+        self.leader = self.rm.node_id
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.isr = tuple(isr)
+        self.replicas = tuple(replicas)
+        if new_term:
+            self.log.epochs.assign(leader_epoch, self.log.log_end_offset)
+            self.leader_epoch_start_offset = self.log.log_end_offset
+            self.followers = {r: FollowerState(last_caught_up_ms=now if r in self.isr else 0)
+                              for r in self.replicas if r != self.rm.node_id}
+        else:
+            for r in self.replicas:
+                if r != self.rm.node_id and r not in self.followers:
+                    self.followers[r] = FollowerState()
+        self.isr_change_in_flight = False
+        self.maybe_increment_high_watermark()
+
+    def make_follower(self, leader: int, leader_epoch: int, partition_epoch: int, isr,
+                      replicas) -> None:
+        was_leader = self.is_leader
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.isr = tuple(isr)
+        self.replicas = tuple(replicas)
+        self.followers = {}
+        self.isr_change_in_flight = False
+        if was_leader:
+            self.fail_waiters(NotLeaderForPartitionError.errno)
+        self.notify_data()
+
+    # ------------------------------------------------------------------ high watermark
+    def maybe_increment_high_watermark(self) -> bool:
+        if not self.is_leader:
+            return False
+        hw = self.log.log_end_offset
+        for r in self.isr:
+            if r != self.rm.node_id:
+                f = self.followers.get(r)
+                leo = f.log_end_offset if f is not None else -1
+                if leo < hw:
+                    hw = leo
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            self._complete_hw_waiters()
+            self.notify_data()
+            return True
+        return False
+
+    def update_follower_hw(self, leader_hw: int) -> None:
+        hw = min(leader_hw, self.log.log_end_offset)
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            self.notify_data()
+
+    def _complete_hw_waiters(self) -> None:
+        hw = self.high_watermark
+        keep = []
+        for offset, fut in self._hw_waiters:
+            if offset <= hw:
+                if not fut.done():
+                    fut.set_result(0)
+            else:
+                keep.append((offset, fut))
+        self._hw_waiters = keep
+
+    def wait_for_high_watermark(self, offset: int) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        if self.high_watermark >= offset:
+            fut.set_result(0)
+        else:
+            self._hw_waiters.append((offset, fut))
+        return fut
+
+    def fail_waiters(self, error_code: int) -> None:
+        for _, fut in self._hw_waiters:
+            if not fut.done():
+                fut.set_result(error_code)
+        self._hw_waiters = []
+
+    # ------------------------------------------------------------------ long-poll fetch
+    def data_waiter(self) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        self._data_waiters.append(fut)
+        return fut
+
+    def notify_data(self) -> None:
+        waiters, self._data_waiters = self._data_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    # ------------------------------------------------------------------ followers
+    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        f = self.followers.get(replica_id)
+        if f is None:
+            return
+        leo = self.log.log_end_offset
+        if fetch_offset >= leo:
+            f.last_caught_up_ms = now_ms
+        elif fetch_offset >= f.last_fetch_leader_leo >= 0:
+            f.last_caught_up_ms = max(f.last_caught_up_ms, f.last_fetch_ms)
+        f.log_end_offset = fetch_offset
+        f.last_fetch_ms = now_ms
+        f.last_fetch_leader_leo = leo
+        self.maybe_increment_high_watermark()
+        self.maybe_expand_isr(replica_id)
+
+    def maybe_expand_isr(self, replica_id: int) -> None:
+        if replica_id in self.isr or self.isr_change_in_flight or replica_id not in self.replicas:
+            return
+        f = self.followers[replica_id]
+        if (f.log_end_offset >= self.high_watermark
+                and f.log_end_offset >= self.leader_epoch_start_offset):
+            self.rm.request_isr_change(self, tuple(sorted(self.isr + (replica_id,))))
+
+    def out_of_sync_replicas(self, now_ms: int, lag_max_ms: int) -> list[int]:
+        out = []
+        for r in self.isr:
+            if r == self.rm.node_id:
+                continue
+            f = self.followers.get(r)
+            if f is None or now_ms - f.last_caught_up_ms > lag_max_ms:
+                out.append(r)
+        return out
+
+    # ------------------------------------------------------------------ reading
+    def last_stable_offset(self) -> int:
+        return self.high_watermark

@@ -1,0 +1,180 @@
+"""Cluster = metadata log + active controller + N brokers, and the control API for tests.
+
+    async with Cluster(brokers=3) as c:
+        producer = SomeClient(bootstrap_servers=c.bootstrap)
+
+Time and randomness come from the cluster's Clock and IdSource (seeded), so runs repeat.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from minibroker.broker.broker import Broker
+from minibroker.broker.faults import Faults
+from minibroker.clock import Clock
+from minibroker.config import ClusterConfig
+from minibroker.controller.controller import Controller
+from minibroker.controller.metadata_log import MetadataLog
+from minibroker.ids import IdSource
+
+log = logging.getLogger("minibroker.cluster")
+
+
+class ControllerChannel:
+    """How a broker reaches the active controller (Kafka: forwarding / AlterPartition RPCs).
+
+    In-process calls: the controller is a separate actor with its own lock and event order;
+    if no controller is active (a failover in progress) callers wait for the next one.
+    """
+
+    def __init__(self, cluster: "Cluster") -> None:
+        self.cluster = cluster
+
+    async def _active(self) -> Controller:
+        return await self.cluster.active_controller()
+
+    def auto_create_topics(self, names: list[str]) -> None:
+        async def create() -> None:
+            ctl = await self._active()
+            await ctl.create_topics([(n, -1, -1, None, {}) for n in names], validate_only=False)
+        asyncio.get_running_loop().create_task(create())
+
+    async def alter_partition(self, *args) -> int:
+        return await (await self._active()).alter_partition(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        async def call(*args, **kw):
+            return await getattr(await self._active(), name)(*args, **kw)
+        return call
+
+
+class Cluster:
+    def __init__(self, config: ClusterConfig | None = None, **overrides: Any) -> None:
+        config = config or ClusterConfig()
+        self.config = config.with_overrides(**overrides) if overrides else config
+        self.clock = Clock()
+        self.ids = IdSource(self.config.seed)
+        self.cluster_id = self.config.cluster_id or self.ids.cluster_id()
+        self.faults = Faults()
+        self.metadata_log = MetadataLog()
+        self.controller: Controller | None = None
+        self.controller_epoch = 0
+        self.controller_node_id = 1
+        self._controller_ready = asyncio.Event()
+        self.channel = ControllerChannel(self)
+        self.brokers: dict[int, Broker] = {}
+        for i in range(1, self.config.brokers + 1):
+            port = self.config.port + i - 1 if self.config.port else 0
+            self.brokers[i] = Broker(i, self.config, self.clock, IdSource(self.config.seed * 1000 + i),
+                                     self.channel, self.faults, port=port,
+                                     rack=self.config.rack_of(i))
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> "Cluster":
+        for b in self.brokers.values():
+            await b.start()
+        await self.start_controller()
+        for b in self.brokers.values():
+            b.broker_epoch = await self.controller.register_broker(b.node_id, b.host, b.port, b.rack)
+        return self
+
+    async def stop(self) -> None:
+        if self.controller is not None:
+            await self.controller.stop()
+        for b in self.brokers.values():
+            if b.running:
+                await b.stop()
+
+    async def __aenter__(self) -> "Cluster":
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.endpoint for b in self.brokers.values() if b.running)
+
+    # ------------------------------------------------------------------ controller
+    async def active_controller(self) -> Controller:
+        await self._controller_ready.wait()
+        return self.controller
+
+    async def start_controller(self) -> None:
+        self.controller_epoch += 1
+        ctl = Controller(self, self.metadata_log, self.controller_epoch)
+        for b in self.brokers.values():
+            b.metadata.cluster_id = self.cluster_id
+        await ctl.start()
+        self.controller = ctl
+        self._controller_ready.set()
+
+    async def stop_controller(self) -> None:
+        """Kill the active controller (wherever it is in a procedure). Records stay in the log."""
+        self._controller_ready.clear()
+        if self.controller is not None:
+            await self.controller.stop()
+            self.controller = None
+
+    # ------------------------------------------------------------------ control API
+    async def stop_broker(self, broker_id: int) -> None:
+        b = self.brokers[broker_id]
+        await b.stop()
+        await (await self.active_controller()).fence_broker(broker_id)
+
+    async def start_broker(self, broker_id: int) -> None:
+        b = self.brokers[broker_id]
+        await b.start()
+        b.broker_epoch = await (await self.active_controller()).register_broker(
+            b.node_id, b.host, b.port, b.rack)
+
+    async def restart_broker(self, broker_id: int, rack: str | None = None) -> None:
+        await self.stop_broker(broker_id)
+        if rack is not None:
+            self.brokers[broker_id].rack = rack
+        await self.start_broker(broker_id)
+
+    async def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+                           configs: dict[str, str] | None = None) -> None:
+        ctl = await self.active_controller()
+        [res] = await ctl.create_topics([(name, partitions, replication_factor, None,
+                                          configs or {})], validate_only=False)
+        if res.error_code:
+            raise RuntimeError(f"create_topic {name}: error {res.error_code}: {res.message}")
+        await self.wait_for_leaders(name)
+
+    async def wait_for_leaders(self, topic: str, timeout: float = 10.0) -> None:
+        """Until every live broker's metadata shows a leader for every partition of topic."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while loop.time() < end:
+            ok = True
+            for b in self.brokers.values():
+                t = b.metadata.topics.get(topic) if b.running else None
+                if b.running and (t is None or any(p.leader < 0 for p in t.partitions.values())):
+                    ok = False
+            if ok:
+                return
+            await asyncio.sleep(0.01)
+        raise TimeoutError(f"no leaders for {topic}")
+
+    async def leader_of(self, topic: str, partition: int) -> int:
+        return (await self.active_controller()).partition(topic, partition).leader
+
+    async def move_leader(self, topic: str, partition: int, to: int) -> int:
+        return await (await self.active_controller()).elect_leader(topic, partition, to)
+
+    async def partition_state(self, topic: str, partition: int) -> dict:
+        """The controller's registration plus every replica's log state."""
+        reg = (await self.active_controller()).partition(topic, partition)
+        replicas = {}
+        for bid, b in self.brokers.items():
+            p = b.replica_manager.get(topic, partition)
+            if p is not None:
+                replicas[bid] = dict(log_start_offset=p.log.log_start_offset,
+                                     log_end_offset=p.log.log_end_offset,
+                                     high_watermark=p.high_watermark, leader_epoch=p.leader_epoch)
+        return dict(leader=reg.leader, leader_epoch=reg.leader_epoch, isr=reg.isr,
+                    replicas=reg.replicas, partition_epoch=reg.partition_epoch, logs=replicas)

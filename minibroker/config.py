@@ -1,0 +1,62 @@
+"""Cluster and broker configuration. Every default lives here, under Kafka's config names."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    brokers: int = 3
+    host: str = "127.0.0.1"
+    port: int = 0                           # first broker's port; 0 = each picks a free port
+    racks: tuple[str | None, ...] = ()      # broker.rack per broker id (1-based order)
+    seed: int = 0
+    cluster_id: str | None = None
+    # Broker configs (Kafka names with dots → underscores).
+    auto_create_topics_enable: bool = True
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    min_insync_replicas: int = 1
+    socket_request_max_bytes: int = 104857600
+    message_max_bytes: int = 1048588
+    replica_lag_time_max_ms: int = 30000
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_max_bytes: int = 1048576
+    replica_fetch_response_max_bytes: int = 10485760
+    log_retention_check_interval_ms: int = 300000
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_max_size: int = 2147483647
+    group_consumer_heartbeat_interval_ms: int = 5000
+    group_consumer_session_timeout_ms: int = 45000
+    transaction_state_log_num_partitions: int = 50
+    broker_session_timeout_ms: int = 9000
+    max_incremental_fetch_session_cache_slots: int = 1000
+    controlled_shutdown_enable: bool = True
+    extra: dict[str, str] = field(default_factory=dict)   # any other broker config, by Kafka name
+
+    def rack_of(self, broker_id: int) -> str | None:
+        return self.racks[broker_id - 1] if broker_id - 1 < len(self.racks) else None
+
+    def with_overrides(self, **kw: Any) -> "ClusterConfig":
+        return replace(self, **kw)
+
+    @classmethod
+    def kafka_names(cls) -> dict[str, str]:
+        """Kafka config name → field name, for the CLI's --override and DescribeConfigs."""
+        skip = {"brokers", "host", "port", "racks", "seed", "cluster_id", "extra"}
+        return {f.name.replace("_", "."): f.name for f in fields(cls) if f.name not in skip}
+
+    def describe(self) -> dict[str, str]:
+        out = {}
+        for kname, fname in self.kafka_names().items():
+            v = getattr(self, fname)
+            out[kname] = str(v).lower() if isinstance(v, bool) else str(v)
+        out.update(self.extra)
+        return out

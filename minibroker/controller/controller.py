@@ -1,0 +1,221 @@
+"""The active controller: turns requests into records, replays them, propagates the result.
+
+Every change is: validate against the current image → records → append to the metadata log →
+replay into a delta → apply → new frozen image → the propagator sends LeaderAndIsr,
+UpdateMetadata and StopReplica to the brokers. Operations run one at a time (an event queue, as
+in Kafka's QuorumController). A new controller replays the whole log and resumes from it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from minibroker.controller.delta import NO_LEADER_CHANGE, MetadataDelta
+from minibroker.controller.image import MetadataImage, PartitionRegistration
+from minibroker.controller.metadata_log import MetadataLog
+from minibroker.controller.propagator import Propagator
+from minibroker.protocol import records as R
+
+log = logging.getLogger("minibroker.controller")
+
+
+@dataclass
+class Result:
+    records: tuple
+    response: Any = None
+
+
+class Controller:
+    def __init__(self, cluster: Any, metadata_log: MetadataLog, controller_epoch: int) -> None:
+        self.cluster = cluster
+        self.config = cluster.config
+        self.ids = cluster.ids
+        self.clock = cluster.clock
+        self.log = metadata_log
+        self.controller_epoch = controller_epoch
+        self.controller_id = cluster.controller_node_id
+        self.image = MetadataImage()
+        self.propagator = Propagator(self)
+        self._lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task] = []
+        self.running = False
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        delta = MetadataDelta(self.image)
+        for offset, record in self.log.read_all():
+            delta.replay(record, offset)
+        self.image = delta.apply()
+        self.running = True
+        await self.propagator.full_sync(self.image)
+
+    async def stop(self) -> None:
+        self.running = False
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.propagator.close()
+
+    def spawn(self, coro) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(coro))
+
+    # ------------------------------------------------------------------ commit
+    async def commit(self, records: list) -> MetadataImage:
+        """Append, replay, apply, propagate. Caller holds the lock."""
+        if not records:
+            return self.image
+        old = self.image
+        delta = MetadataDelta(old)
+        for record in records:
+            offset = self.log.append(record)
+            delta.replay(record, offset)
+        self.image = delta.apply()
+        await self.propagator.propagate(old, self.image, delta)
+        return self.image
+
+    # ------------------------------------------------------------------ brokers
+    async def register_broker(self, broker_id: int, host: str, port: int,
+                              rack: str | None) -> int:
+        async with self._lock:
+            prev = self.image.brokers.get(broker_id)
+            epoch = (prev.broker_epoch + 1) if prev else self.log.next_offset()
+            records = [R.RegisterBrokerRecord(
+                broker_id=broker_id, broker_epoch=epoch, rack=rack, fenced=True,
+                end_points=[R.RegisterBrokerRecord.BrokerEndpoint(
+                    name="PLAINTEXT", host=host, port=port, security_protocol=0)]),
+                R.UnfenceBrokerRecord(id=broker_id, epoch=epoch)]
+            records += self._elect_for_returning_broker(broker_id)
+            await self.commit(records)
+            return epoch
+
+    def _elect_for_returning_broker(self, broker_id: int) -> list:
+        out = []
+        for name in sorted(self.image.topics):
+            t = self.image.topics[name]
+            for pid, p in t.partitions.items():
+                if p.leader == -1 and broker_id in p.isr:
+                    out.append(self._change(t.topic_id, pid, leader=broker_id))
+        return out
+
+    async def fence_broker(self, broker_id: int) -> None:
+        async with self._lock:
+            b = self.image.brokers.get(broker_id)
+            if b is None or b.fenced:
+                return
+            records = [R.FenceBrokerRecord(id=broker_id, epoch=b.broker_epoch)]
+            alive = {x.broker_id for x in self.image.live_brokers()} - {broker_id}
+            for name in sorted(self.image.topics):
+                t = self.image.topics[name]
+                for pid, p in t.partitions.items():
+                    if broker_id not in p.replicas:
+                        continue
+                    if p.leader == broker_id:
+                        new_leader = next((r for r in p.replicas if r in p.isr and r in alive), -1)
+                        isr = [r for r in p.isr if r != broker_id] or [broker_id]
+                        records.append(self._change(t.topic_id, pid, leader=new_leader, isr=isr))
+                    elif broker_id in p.isr and len(p.isr) > 1:
+                        records.append(self._change(
+                            t.topic_id, pid, isr=[r for r in p.isr if r != broker_id]))
+            await self.commit(records)
+
+    @staticmethod
+    def _change(topic_id, partition_id, leader=NO_LEADER_CHANGE, isr=None, replicas=None,
+                leader_epoch=-1, before_deletion=None):
+        """A PartitionChangeRecord; leader_epoch >= 0 sets it explicitly (KIP-253 bumps)."""
+        entry = R.PartitionChangeRecord.PartitionLeaderEpochBeforeDeletion
+        return R.PartitionChangeRecord(
+            topic_id=topic_id, partition_id=partition_id, leader=leader,
+            isr=None if isr is None else list(isr),
+            replicas=None if replicas is None else list(replicas), leader_epoch=leader_epoch,
+            leader_epoch_before_deletion=None if before_deletion is None else [
+                entry(partition_index=k, leader_epoch=v) for k, v in before_deletion])
+
+    # ------------------------------------------------------------------ partitions
+    async def alter_partition(self, broker_id: int, topic: str, partition: int, leader_epoch: int,
+                              partition_epoch: int, new_isr: tuple[int, ...]) -> int:
+        from kafka.errors import (FencedLeaderEpochError, InvalidUpdateVersionError,
+                                  NotLeaderForPartitionError, UnknownTopicOrPartitionError)
+        async with self._lock:
+            t = self.image.topics.get(topic)
+            p = t.partitions.get(partition) if t else None
+            if p is None:
+                return UnknownTopicOrPartitionError.errno
+            if p.leader != broker_id:
+                return NotLeaderForPartitionError.errno
+            if leader_epoch != p.leader_epoch:
+                return FencedLeaderEpochError.errno
+            if partition_epoch != p.partition_epoch:
+                return InvalidUpdateVersionError.errno
+            alive = {b.broker_id for b in self.image.live_brokers()}
+            isr = [r for r in new_isr if r in alive or r == broker_id]
+            if broker_id not in isr or tuple(isr) == p.isr:
+                return 0
+            await self.commit([self._change(t.topic_id, partition, isr=isr)])
+            return 0
+
+    async def elect_leader(self, topic: str, partition: int, preferred: int | None = None) -> int:
+        """Move leadership (control API / ElectLeaders): to `preferred` if in ISR and alive."""
+        async with self._lock:
+            t = self.image.topics[topic]
+            p = t.partitions[partition]
+            alive = {b.broker_id for b in self.image.live_brokers()}
+            candidates = [preferred] if preferred is not None else list(p.replicas)
+            new = next((r for r in candidates if r in p.isr and r in alive), None)
+            if new is None or new == p.leader:
+                return p.leader
+            await self.commit([self._change(t.topic_id, partition, leader=new)])
+            return new
+
+    def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
+        t = self.image.topics.get(topic)
+        return t.partitions.get(partition) if t else None
+
+    # ------------------------------------------------------------------ topics
+    async def create_topics(self, specs, validate_only: bool):
+        """specs: (name, partitions, replication_factor, assignments|None, configs)."""
+        from minibroker.controller.topics import create_topic_records
+        async with self._lock:
+            results, records = [], []
+            image = self.image
+            for name, partitions, rf, assignments, configs in specs:
+                recs, res = create_topic_records(image, self.ids, name, partitions, rf,
+                                                 assignments, configs, self.config)
+                results.append(res)
+                if recs and not validate_only:
+                    await self.commit(recs)
+                    image = self.image
+            return results
+
+    async def delete_topics(self, names: list[str]):
+        from minibroker.controller.topics import delete_topic_records
+        async with self._lock:
+            results = []
+            for name in names:
+                recs, res = delete_topic_records(self.image, name)
+                await self.commit(recs)
+                results.append(res)
+            return results
+
+    async def create_partitions(self, name: str, count: int, assignments, validate_only: bool):
+        from minibroker.controller.partition_count import change_partition_count
+        async with self._lock:
+            return await change_partition_count(self, name, count, assignments, validate_only)
+
+    async def alter_topic_configs(self, name: str, changes: dict, replace: bool,
+                                  validate_only: bool):
+        from minibroker.controller.topics import alter_topic_config_records
+        async with self._lock:
+            recs, res = alter_topic_config_records(self.image, name, changes, replace)
+            if not validate_only:
+                await self.commit(recs)
+            return res
+
+    # ------------------------------------------------------------------ producer ids
+    async def allocate_producer_ids(self, count: int = 1000) -> tuple[int, int]:
+        async with self._lock:
+            first = max(self.image.next_producer_id, 1000)
+            await self.commit([R.ProducerIdsRecord(broker_id=self.controller_id, broker_epoch=0,
+                                                   next_producer_id=first + count)])
+            return first, count

@@ -1,0 +1,160 @@
+"""MetadataDelta: the one mutable object. `replay(record)` is the only way state changes.
+
+The controller replays its own records (and a new controller replays the whole metadata log),
+so a procedure that stopped half-way is visible in the image the next controller builds.
+"""
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from types import MappingProxyType
+
+from minibroker.controller.image import (BrokerRegistration, MetadataImage, PartitionRegistration,
+                                         TopicImage)
+
+NO_LEADER_CHANGE = -2
+
+
+def _pairs(entries) -> tuple[tuple[int, int], ...]:
+    return tuple(sorted((e.partition_index, e.leader_epoch) for e in (entries or ())))
+
+
+class MetadataDelta:
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image
+        self.offset = image.offset
+        self.brokers = dict(image.brokers)
+        self.topics: dict[str, dict] = {}           # name → mutable topic fields (touched only)
+        self.removed_topics: set[str] = set()
+        self.topics_by_id = dict(image.topics_by_id)
+        self.broker_configs = dict(image.broker_configs)
+        self.next_producer_id = image.next_producer_id
+        self.changed_topics: set[str] = set()
+        self.changed_brokers: set[int] = set()
+
+    # ------------------------------------------------------------------ helpers
+    def _topic(self, topic_id: uuid.UUID) -> dict:
+        name = self.topics_by_id[topic_id]
+        t = self.topics.get(name)
+        if t is None:
+            img = self.image.topics[name]
+            t = self.topics[name] = dict(
+                name=name, topic_id=img.topic_id, partitions=dict(img.partitions),
+                initial_partition_count=img.initial_partition_count,
+                undeleted_partition_count=img.undeleted_partition_count,
+                configs=dict(img.configs))
+        self.changed_topics.add(name)
+        return t
+
+    def topic_view(self, name: str) -> dict | None:
+        if name in self.removed_topics:
+            return None
+        if name in self.topics:
+            return self.topics[name]
+        img = self.image.topics.get(name)
+        return None if img is None else self._topic(img.topic_id)
+
+    # ------------------------------------------------------------------ replay
+    def replay(self, record, offset: int) -> None:
+        getattr(self, "_replay_" + type(record).__name__)(record)
+        self.offset = offset
+
+    def _replay_RegisterBrokerRecord(self, r) -> None:
+        ep = r.end_points[0]
+        self.brokers[r.broker_id] = BrokerRegistration(r.broker_id, r.broker_epoch, ep.host,
+                                                       ep.port, r.rack, r.fenced)
+        self.changed_brokers.add(r.broker_id)
+
+    def _replay_FenceBrokerRecord(self, r) -> None:
+        self.brokers[r.id] = dataclasses.replace(self.brokers[r.id], fenced=True)
+        self.changed_brokers.add(r.id)
+
+    def _replay_UnfenceBrokerRecord(self, r) -> None:
+        self.brokers[r.id] = dataclasses.replace(self.brokers[r.id], fenced=False)
+        self.changed_brokers.add(r.id)
+
+    def _replay_TopicRecord(self, r) -> None:
+        self.removed_topics.discard(r.name)
+        self.topics_by_id[r.topic_id] = r.name
+        self.topics[r.name] = dict(name=r.name, topic_id=r.topic_id, partitions={},
+                                   initial_partition_count=0, undeleted_partition_count=0,
+                                   configs={})
+        self.changed_topics.add(r.name)
+
+    def _replay_TopicPartitionCountRecord(self, r) -> None:
+        t = self._topic(r.topic_id)
+        t["initial_partition_count"] = r.initial_partition_count
+        t["undeleted_partition_count"] = r.undeleted_partition_count
+
+    def _replay_PartitionRecord(self, r) -> None:
+        t = self._topic(r.topic_id)
+        t["partitions"][r.partition_id] = PartitionRegistration(
+            replicas=tuple(r.replicas), isr=tuple(r.isr), leader=r.leader,
+            leader_epoch=r.leader_epoch, partition_epoch=r.partition_epoch,
+            leader_epoch_after_creation=_pairs(r.leader_epoch_after_creation),
+            leader_epoch_before_deletion=_pairs(r.leader_epoch_before_deletion))
+
+    def _replay_PartitionChangeRecord(self, r) -> None:
+        t = self._topic(r.topic_id)
+        prev: PartitionRegistration = t["partitions"][r.partition_id]
+        changes = {"partition_epoch": r.partition_epoch if r.partition_epoch >= 0
+                   else prev.partition_epoch + 1}
+        if r.isr is not None:
+            changes["isr"] = tuple(r.isr)
+        if r.replicas is not None:
+            changes["replicas"] = tuple(r.replicas)
+        if r.leader != NO_LEADER_CHANGE:
+            changes["leader"] = r.leader
+        # Kafka bumps the leader epoch on a leader change; KIP-253 sets it explicitly in place.
+        if r.leader_epoch >= 0:
+            changes["leader_epoch"] = r.leader_epoch
+        elif r.leader != NO_LEADER_CHANGE:
+            changes["leader_epoch"] = prev.leader_epoch + 1
+        if r.leader_epoch_after_creation is not None:
+            changes["leader_epoch_after_creation"] = _pairs(r.leader_epoch_after_creation)
+        if r.leader_epoch_before_deletion is not None:
+            changes["leader_epoch_before_deletion"] = _pairs(r.leader_epoch_before_deletion)
+        t["partitions"][r.partition_id] = dataclasses.replace(prev, **changes)
+
+    def _replay_RemovePartitionRecord(self, r) -> None:
+        t = self._topic(r.topic_id)
+        t["partitions"].pop(r.partition_id, None)
+
+    def _replay_RemoveTopicRecord(self, r) -> None:
+        name = self.topics_by_id.pop(r.topic_id)
+        self.topics.pop(name, None)
+        self.removed_topics.add(name)
+        self.changed_topics.add(name)
+
+    def _replay_ConfigRecord(self, r) -> None:
+        if r.resource_type == 2:              # TOPIC
+            t = self.topic_view(r.resource_name)
+            if t is None:
+                return
+            self.changed_topics.add(r.resource_name)
+            target = t["configs"]
+        else:                                 # BROKER (cluster-wide default when name is "")
+            target = self.broker_configs
+        if r.value is None:
+            target.pop(r.name, None)
+        else:
+            target[r.name] = r.value
+
+    def _replay_ProducerIdsRecord(self, r) -> None:
+        self.next_producer_id = r.next_producer_id
+
+    # ------------------------------------------------------------------ apply
+    def apply(self) -> MetadataImage:
+        topics = {n: t for n, t in self.image.topics.items() if n not in self.removed_topics}
+        for name, t in self.topics.items():
+            topics[name] = TopicImage(
+                name=name, topic_id=t["topic_id"],
+                partitions=MappingProxyType(dict(sorted(t["partitions"].items()))),
+                initial_partition_count=t["initial_partition_count"],
+                undeleted_partition_count=t["undeleted_partition_count"],
+                configs=MappingProxyType(dict(sorted(t["configs"].items()))))
+        return MetadataImage(
+            offset=self.offset, brokers=MappingProxyType(dict(sorted(self.brokers.items()))),
+            topics=MappingProxyType(topics), topics_by_id=MappingProxyType(self.topics_by_id),
+            broker_configs=MappingProxyType(self.broker_configs),
+            next_producer_id=self.next_producer_id, reassignments=self.image.reassignments)

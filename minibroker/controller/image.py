@@ -1,0 +1,76 @@
+"""The controller's frozen metadata image (Kafka's MetadataImage, TopicsImage, ClusterImage).
+
+Images are never mutated: a MetadataDelta collects records and `apply()` builds the next image.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+EMPTY: Mapping = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    broker_epoch: int
+    host: str
+    port: int
+    rack: str | None
+    fenced: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    # KIP-253: partition → leader epoch of lower partitions when this one was created / marked
+    # for deletion (empty when not applicable).
+    leader_epoch_after_creation: tuple[tuple[int, int], ...] = ()
+    leader_epoch_before_deletion: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def marked_for_deletion(self) -> bool:
+        return bool(self.leader_epoch_before_deletion)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: Mapping[int, PartitionRegistration]
+    initial_partition_count: int
+    undeleted_partition_count: int
+    configs: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name.startswith("__")
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    offset: int = -1                  # last metadata-log offset applied
+    brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: EMPTY)
+    topics: Mapping[str, TopicImage] = field(default_factory=lambda: EMPTY)
+    topics_by_id: Mapping[uuid.UUID, str] = field(default_factory=lambda: EMPTY)
+    broker_configs: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    next_producer_id: int = 0
+    # KIP-179: reassignment requests by id → state (see controller/reassignment.py)
+    reassignments: Mapping[int, tuple] = field(default_factory=lambda: EMPTY)
+
+    def live_brokers(self) -> list[BrokerRegistration]:
+        return [b for _, b in sorted(self.brokers.items()) if not b.fenced]
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicImage | None:
+        name = self.topics_by_id.get(topic_id)
+        return None if name is None else self.topics[name]
+
+    def max_partition_epoch(self) -> int:
+        return max((p.partition_epoch for t in self.topics.values()
+                    for p in t.partitions.values()), default=-1)

@@ -1,0 +1,31 @@
+"""The metadata log: the cluster's durable record of every controller decision.
+
+It outlives controllers (like KRaft's quorum log or ZooKeeper): a new controller replays it.
+Records are stored encoded, so replay proves they survive the wire format.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from minibroker.protocol import records as R
+
+
+class MetadataLog:
+    def __init__(self) -> None:
+        self._entries: list[tuple[str, int, bytes]] = []
+
+    def next_offset(self) -> int:
+        return len(self._entries)
+
+    def append(self, record: Any) -> int:
+        version = record.version if record.version is not None else record.max_version
+        self._entries.append((type(record).__name__, version, bytes(record.encode(version=version))))
+        return len(self._entries) - 1
+
+    def read_all(self) -> Iterator[tuple[int, Any]]:
+        for offset, (name, version, data) in enumerate(self._entries):
+            cls = getattr(R, name)
+            yield offset, cls.decode(data, version=version)
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,194 @@
+"""Sends the brokers what changed: LeaderAndIsr, then UpdateMetadata, then StopReplica.
+
+Real encoded requests over a KafkaClientConnection per broker — the same network layer and fault
+hooks as client traffic. The order matters for KIP-253: a broker must enforce a new undeleted
+partition count (LeaderAndIsr) before any client can learn it (UpdateMetadata).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from minibroker.controller.image import MetadataImage, TopicImage
+from minibroker.network.client import KafkaClientConnection
+from minibroker.protocol.messages import (LeaderAndIsrRequest, StopReplicaRequest,
+                                          UpdateMetadataRequest)
+
+if TYPE_CHECKING:
+    from minibroker.controller.controller import Controller
+    from minibroker.controller.delta import MetadataDelta
+
+log = logging.getLogger("minibroker.propagator")
+
+LEADER_AND_ISR_VERSION = 7
+UPDATE_METADATA_VERSION = 8
+STOP_REPLICA_VERSION = 4
+LEADER_DURING_DELETE = -2          # UpdateMetadata marks a deleted topic's partitions so
+
+_LTopic = LeaderAndIsrRequest.LeaderAndIsrTopicState
+_LPart = _LTopic.LeaderAndIsrPartitionState
+_UTopic = UpdateMetadataRequest.UpdateMetadataTopicState
+_UPart = _UTopic.UpdateMetadataPartitionState
+_UBroker = UpdateMetadataRequest.UpdateMetadataBroker
+_UEndpoint = _UBroker.UpdateMetadataEndpoint
+_STopic = StopReplicaRequest.StopReplicaTopicState
+_SPart = _STopic.StopReplicaPartitionState
+
+
+def _epochs(cls, pairs):
+    return [cls(partition_index=k, leader_epoch=v) for k, v in pairs]
+
+
+def _configs(cls, configs):
+    return [cls(name=k, value=v) for k, v in sorted(configs.items())]
+
+
+class Propagator:
+    def __init__(self, controller: "Controller") -> None:
+        self.controller = controller
+        self._conns: dict[int, KafkaClientConnection] = {}
+
+    async def close(self) -> None:
+        for c in self._conns.values():
+            c.close()
+        self._conns.clear()
+
+    # ------------------------------------------------------------------ diffing
+    async def full_sync(self, image: MetadataImage) -> None:
+        """After a controller change: every live broker gets the whole state."""
+        names = sorted(image.topics)
+        await self._send(image, {b.broker_id for b in image.live_brokers()}, names, names, {})
+
+    async def propagate(self, old: MetadataImage, new: MetadataImage,
+                        delta: "MetadataDelta") -> None:
+        live = {b.broker_id for b in new.live_brokers()}
+        changed = sorted(delta.changed_topics)
+        lai_topics = []
+        stops: dict[int, list[tuple[str, int, bool]]] = {}
+        for name in changed:
+            o, n = old.topics.get(name), new.topics.get(name)
+            if o is not None and (n is None or n.topic_id != o.topic_id):
+                for pid, p in sorted(o.partitions.items()):
+                    for r in p.replicas:
+                        stops.setdefault(r, []).append((name, pid, True))
+            if n is None:
+                continue
+            for pid, p in sorted(o.partitions.items() if o and o.topic_id == n.topic_id else ()):
+                np = n.partitions.get(pid)
+                removed = set(p.replicas) - set(np.replicas if np else ())
+                for r in sorted(removed):
+                    stops.setdefault(r, []).append((name, pid, True))
+            lai_topics.append(name)
+        # Newly registered / unfenced brokers need everything they host and all metadata.
+        fresh = sorted(b for b in delta.changed_brokers
+                       if b in live and (b not in old.brokers or old.brokers[b].fenced))
+        if fresh:
+            await self._send(new, set(fresh), sorted(new.topics), sorted(new.topics), {})
+        if lai_topics or stops or delta.changed_brokers:
+            await self._send(new, live, lai_topics, changed, stops, removed=old)
+
+    # ------------------------------------------------------------------ sending
+    async def _send(self, image: MetadataImage, brokers: set[int], lai_topics: list[str],
+                    um_topics: list[str], stops: dict, removed: MetadataImage | None = None):
+        ctl = self.controller
+        lai: dict[int, list] = {}
+        for name in lai_topics:
+            t = image.topics.get(name)
+            if t is None:
+                continue
+            per_broker: dict[int, list] = {}
+            for pid, p in t.partitions.items():
+                for r in p.replicas:
+                    if r in brokers:
+                        per_broker.setdefault(r, []).append(_LPart(
+                            partition_index=pid, controller_epoch=ctl.controller_epoch,
+                            leader=p.leader, leader_epoch=p.leader_epoch, isr=list(p.isr),
+                            partition_epoch=p.partition_epoch, replicas=list(p.replicas),
+                            adding_replicas=[], removing_replicas=[], is_new=False,
+                            leader_recovery_state=0,
+                            leader_epoch_after_creation=_epochs(
+                                _LPart.PartitionLeaderEpochAfterCreation,
+                                p.leader_epoch_after_creation),
+                            leader_epoch_before_deletion=_epochs(
+                                _LPart.PartitionLeaderEpochBeforeDeletion,
+                                p.leader_epoch_before_deletion)))
+            for r, parts in per_broker.items():
+                lai.setdefault(r, []).append(_LTopic(
+                    topic_name=name, topic_id=t.topic_id, partition_states=parts,
+                    undeleted_partition_count=t.undeleted_partition_count,
+                    configs=_configs(_LTopic.TopicConfig, t.configs)))
+        um_states = [self._um_topic(image, name, removed) for name in um_topics]
+        um_states = [s for s in um_states if s is not None]
+        live_brokers = [_UBroker(id=b.broker_id, endpoints=[_UEndpoint(
+            port=b.port, host=b.host, listener="PLAINTEXT", security_protocol=0)], rack=b.rack)
+            for b in image.live_brokers()]
+        await asyncio.gather(*(self._send_one(r, lai.get(r), um_states, live_brokers,
+                                              stops.get(r), image)
+                               for r in sorted(brokers | set(stops))))
+
+    def _um_topic(self, image: MetadataImage, name: str, removed: MetadataImage | None):
+        t: TopicImage | None = image.topics.get(name)
+        ctl = self.controller
+        if t is None:
+            old = removed.topics.get(name) if removed is not None else None
+            if old is None:
+                return None
+            return _UTopic(topic_name=name, topic_id=old.topic_id, partition_states=[_UPart(
+                partition_index=pid, controller_epoch=ctl.controller_epoch,
+                leader=LEADER_DURING_DELETE, leader_epoch=p.leader_epoch, isr=[], zk_version=0,
+                replicas=[], offline_replicas=[]) for pid, p in sorted(old.partitions.items())])
+        live = {b.broker_id for b in image.live_brokers()}
+        parts = [_UPart(
+            partition_index=pid, controller_epoch=ctl.controller_epoch, leader=p.leader,
+            leader_epoch=p.leader_epoch, isr=list(p.isr), zk_version=p.partition_epoch,
+            replicas=list(p.replicas), offline_replicas=[r for r in p.replicas if r not in live],
+            partition_epoch=p.partition_epoch,
+            leader_epoch_after_creation=_epochs(_UPart.PartitionLeaderEpochAfterCreation,
+                                                p.leader_epoch_after_creation),
+            leader_epoch_before_deletion=_epochs(_UPart.PartitionLeaderEpochBeforeDeletion,
+                                                 p.leader_epoch_before_deletion))
+            for pid, p in sorted(t.partitions.items())]
+        return _UTopic(topic_name=name, topic_id=t.topic_id, partition_states=parts,
+                       initial_partition_count=t.initial_partition_count,
+                       undeleted_partition_count=t.undeleted_partition_count,
+                       configs=_configs(_UTopic.TopicConfig, t.configs))
+
+    async def _send_one(self, broker_id: int, lai_topics, um_states, live_brokers, stops,
+                        image: MetadataImage) -> None:
+        ctl = self.controller
+        b = image.brokers.get(broker_id)
+        if b is None or b.fenced:
+            return
+        common = dict(controller_id=ctl.controller_id, is_k_raft_controller=False,
+                      controller_epoch=ctl.controller_epoch, broker_epoch=b.broker_epoch)
+        try:
+            conn = await self._conn(broker_id, b.host, b.port)
+            if lai_topics:
+                await conn.request(LeaderAndIsrRequest(
+                    request_type=0, topic_states=lai_topics, live_leaders=[], **common),
+                    LEADER_AND_ISR_VERSION)
+            await conn.request(UpdateMetadataRequest(
+                request_type=0, topic_states=um_states, live_brokers=live_brokers,
+                max_partition_epoch=image.max_partition_epoch(), **common),
+                UPDATE_METADATA_VERSION)
+            if stops:
+                by_topic: dict[str, list] = {}
+                for name, pid, delete in stops:
+                    by_topic.setdefault(name, []).append(
+                        _SPart(partition_index=pid, leader_epoch=-1, delete_partition=delete))
+                await conn.request(StopReplicaRequest(topic_states=[
+                    _STopic(topic_name=n, partition_states=ps) for n, ps in by_topic.items()],
+                    **common), STOP_REPLICA_VERSION)
+        except Exception as e:  # noqa: BLE001 — the broker is down; it gets a full sync on return
+            log.info("controller: broker %d unreachable: %r", broker_id, e)
+            c = self._conns.pop(broker_id, None)
+            if c is not None:
+                c.close()
+
+    async def _conn(self, broker_id: int, host: str, port: int) -> KafkaClientConnection:
+        c = self._conns.get(broker_id)
+        if c is None or c.closed:
+            c = await KafkaClientConnection.connect(host, port, client_id="controller", timeout=5)
+            self._conns[broker_id] = c
+        return c

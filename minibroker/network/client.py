@@ -1,0 +1,168 @@
+"""A pipelined Kafka client connection: many requests in flight, responses matched in order.
+
+Used by the controller (LeaderAndIsr/UpdateMetadata/StopReplica to brokers), by followers'
+replica fetchers, and by the reference client in minibroker.client.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import struct
+import sys
+from typing import Any
+
+from minibroker.protocol.framing import FrameReader, ProtocolViolation
+
+_I32 = struct.Struct(">i")
+_REQ_HDR = struct.Struct(">hhih")
+
+
+class ConnectionClosed(ConnectionError):
+    pass
+
+
+def response_class_for(req: Any) -> Any:
+    name = type(req).__name__
+    mod = sys.modules[type(req).__module__]
+    resp_name = name.replace("Request", "Response", 1)
+    cls = getattr(mod, resp_name, None)
+    if cls is None:
+        cls = getattr(mod, name.split("Request")[0] + "Response")
+    return cls[None] if hasattr(cls, "_class_version") and cls._class_version is not None else cls
+
+
+def encode_request(req: Any, version: int, correlation_id: int, client_id: str) -> list:
+    cls = type(req)
+    flexible = cls.flexible_version_q(version) or (cls.API_KEY == 18 and version >= 3)
+    cid = client_id.encode()
+    hdr = _REQ_HDR.pack(cls.API_KEY, version, correlation_id, len(cid)) + cid
+    if flexible:
+        hdr += b"\x00"
+    body = req.encode(version=version)
+    return [_I32.pack(len(hdr) + len(body)), hdr, body]
+
+
+class KafkaClientConnection(asyncio.Protocol):
+    def __init__(self, client_id: str = "minibroker", max_frame_bytes: int = 1 << 30) -> None:
+        self.client_id = client_id
+        self.reader = FrameReader(max_frame_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.inflight: collections.deque[tuple[int, Any, int, asyncio.Future]] = collections.deque()
+        self._corr = 0
+        self.closed = False
+        self.close_reason: str | None = None
+        self._drain_waiter: asyncio.Future | None = None
+        self._write_paused = False
+
+    @classmethod
+    async def connect(cls, host: str, port: int, client_id: str = "minibroker",
+                      timeout: float = 10.0) -> "KafkaClientConnection":
+        loop = asyncio.get_running_loop()
+        _, proto = await asyncio.wait_for(
+            loop.create_connection(lambda: cls(client_id), host, port), timeout)
+        return proto
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def connection_lost(self, exc) -> None:
+        self._fail(ConnectionClosed(self.close_reason or f"connection lost: {exc!r}"))
+
+    def _fail(self, exc: Exception) -> None:
+        self.closed = True
+        while self.inflight:
+            _, _, _, fut = self.inflight.popleft()
+            if not fut.done():
+                fut.set_exception(exc)
+        if self._drain_waiter is not None and not self._drain_waiter.done():
+            self._drain_waiter.set_result(None)
+
+    def close(self, reason: str = "closed by client") -> None:
+        if not self.closed:
+            self.close_reason = reason
+            self.closed = True
+            if self.transport is not None:
+                self.transport.close()
+            self._fail(ConnectionClosed(reason))
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self._drain_waiter is not None and not self._drain_waiter.done():
+            self._drain_waiter.set_result(None)
+
+    async def drain(self) -> None:
+        if self._write_paused and not self.closed:
+            self._drain_waiter = asyncio.get_running_loop().create_future()
+            await self._drain_waiter
+
+    def send(self, req: Any, version: int, response_class: Any = None) -> asyncio.Future:
+        """Queue a request; the future resolves to the decoded response (None for acks=0)."""
+        fut = asyncio.get_running_loop().create_future()
+        if self.closed:
+            fut.set_exception(ConnectionClosed(self.close_reason or "connection closed"))
+            return fut
+        self._corr = (self._corr + 1) & 0x7FFFFFFF
+        corr = self._corr
+        self.transport.writelines(encode_request(req, version, corr, self.client_id))
+        if not req.expect_response():
+            fut.set_result(None)
+            return fut
+        rcls = response_class or response_class_for(req)
+        self.inflight.append((corr, rcls, version, fut))
+        return fut
+
+    async def request(self, req: Any, version: int, timeout: float | None = 30.0,
+                      response_class: Any = None) -> Any:
+        fut = self.send(req, version, response_class)
+        if timeout is None:
+            return await fut
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            # A lost response desynchronises the stream: the connection is unusable.
+            self.close("request timed out")
+            raise
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.reader.feed(data)
+        except ProtocolViolation as e:
+            self.close(str(e))
+            return
+        for frame in frames:
+            if not self.inflight:
+                self.close("unexpected response")
+                return
+            corr, rcls, version, fut = self.inflight.popleft()
+            (rcorr,) = _I32.unpack_from(frame, 0)
+            if rcorr != corr:
+                self.close(f"correlation id mismatch: got {rcorr}, want {corr}")
+                return
+            if fut.done():
+                continue
+            try:
+                fut.set_result(decode_response(rcls, frame, version))
+            except Exception as e:  # noqa: BLE001
+                fut.set_exception(e)
+
+
+def decode_response(rcls: Any, frame: memoryview, version: int) -> Any:
+    pos = 4
+    flexible = rcls.flexible_version_q(version)
+    if flexible and rcls.API_KEY != 18:
+        n = frame[pos]
+        pos += 1
+        assert n == 0, "tagged fields in response header are not expected"
+    if rcls.API_KEY == 18:
+        (err,) = struct.unpack_from(">h", frame, pos)
+        if err != 0:
+            version = 0
+            flexible = False
+    decode = rcls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible,
+                                               data_class=rcls[None])
+    obj, _ = decode(frame, pos)
+    obj._version = version
+    return obj

@@ -1,0 +1,86 @@
+"""A Cluster running on its own event loop in a background thread, with a synchronous API.
+
+For test suites of clients that are not asyncio (kafka-python, confluent-kafka, a JVM client
+via subprocess): `with ThreadedCluster(brokers=3) as c: use(c.bootstrap)`.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from minibroker.cluster import Cluster
+
+
+class ThreadedCluster:
+    def __init__(self, brokers: int = 3, start_timeout: float = 30.0, **config: Any) -> None:
+        self._kw = dict(brokers=brokers, **config)
+        self._timeout = start_timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self.cluster: Cluster | None = None
+
+    def start(self) -> "ThreadedCluster":
+        ready = threading.Event()
+        errors: list[BaseException] = []
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            try:
+                self.cluster = Cluster(**self._kw)
+                loop.run_until_complete(self.cluster.start())
+            except BaseException as e:  # noqa: BLE001 — reported to the starting thread
+                errors.append(e)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self.cluster.stop())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="minibroker", daemon=True)
+        self._thread.start()
+        if not ready.wait(self._timeout):
+            raise TimeoutError("cluster did not start")
+        if errors:
+            raise errors[0]
+        return self
+
+    def call(self, fn, *args, timeout: float = 60.0, **kw) -> Any:
+        """Run cluster coroutine fn(*args) on the cluster's loop and return its result."""
+        fut = asyncio.run_coroutine_threadsafe(fn(*args, **kw), self._loop)
+        return fut.result(timeout)
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(30)
+            self._thread = None
+
+    def __enter__(self) -> "ThreadedCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # The control API, synchronously.
+    @property
+    def bootstrap(self) -> str:
+        return self.cluster.bootstrap
+
+    def stop_broker(self, broker_id: int) -> None:
+        self.call(self.cluster.stop_broker, broker_id)
+
+    def start_broker(self, broker_id: int) -> None:
+        self.call(self.cluster.start_broker, broker_id)
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+                     configs: dict[str, str] | None = None) -> None:
+        self.call(self.cluster.create_topic, name, partitions, replication_factor, configs)
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        return self.call(self.cluster.leader_of, topic, partition)
+
+    def partition_state(self, topic: str, partition: int) -> dict:
+        return self.call(self.cluster.partition_state, topic, partition)
