@@ -74,7 +74,8 @@ class ReplicaFetcher:
                 conn = await self._connect()
                 req, sent = self._build_request()
                 resp = await conn.request(req, FETCH_VERSION, timeout=30)
-                self._handle_response(resp, sent)
+                if not self._handle_response(resp, sent):
+                    await asyncio.sleep(0.05)      # only errors: wait for the next LeaderAndIsr
                 backoff = 0.05
             except asyncio.CancelledError:
                 raise
@@ -105,9 +106,11 @@ class ReplicaFetcher:
             forgotten_topics_data=[], rack_id="")
         return req, sent
 
-    def _handle_response(self, resp, sent) -> None:
+    def _handle_response(self, resp, sent) -> bool:
+        """Apply a fetch response; False when no partition made progress without error."""
         if resp.error_code:
             raise ConnectionError(f"fetch error {resp.error_code}")
+        ok = False
         for t in resp.responses:
             for pd in t.partitions:
                 key = (t.topic, pd.partition_index)
@@ -118,26 +121,28 @@ class ReplicaFetcher:
                 _, fetch_offset, epoch = entry
                 if p.leader_epoch != epoch or p.log.log_end_offset != fetch_offset:
                     continue        # state changed while the request was in flight
-                self._handle_partition(p, pd)
+                ok |= self._handle_partition(p, pd)
+        return ok
 
-    def _handle_partition(self, p: "Partition", pd) -> None:
+    def _handle_partition(self, p: "Partition", pd) -> bool:
         err = pd.error_code
         if err == 0:
             div = pd.diverging_epoch
             if div is not None and div.epoch >= 0:
                 p.log.truncate_to(min(div.end_offset, p.log.log_end_offset))
-                return
+                return True
             if pd.records:
                 p.log.append_as_follower(pd.records)
             if pd.log_start_offset > p.log.log_start_offset:
                 p.log.delete_records_before(min(pd.log_start_offset, p.log.log_end_offset))
             p.update_follower_hw(pd.high_watermark)
-        elif err == OffsetOutOfRangeError.errno:
+            return True
+        if err == OffsetOutOfRangeError.errno:
             # Our log end is below the leader's log start (it deleted records): start over there.
             p.log.truncate_fully_and_start_at(max(pd.log_start_offset, 0))
-        elif err in (NotLeaderForPartitionError.errno, FencedLeaderEpochError.errno,
-                     UnknownLeaderEpochError.errno, UnknownTopicOrPartitionError.errno):
-            pass                    # a LeaderAndIsr is on its way; keep polling gently
-        else:
+            return True
+        if err not in (NotLeaderForPartitionError.errno, FencedLeaderEpochError.errno,
+                       UnknownLeaderEpochError.errno, UnknownTopicOrPartitionError.errno):
             log.warning("broker %d: fetch %s-%d from %d: error %d", self.rm.node_id, p.topic,
                         p.partition, self.leader_id, err)
+        return False                # a LeaderAndIsr is on its way; keep polling gently

@@ -8,8 +8,10 @@ Not implemented: transactional produce (answers TRANSACTIONAL_ID_AUTHORIZATION_F
 from __future__ import annotations
 
 import asyncio
+import struct
 
-from kafka.errors import (InvalidRequiredAcksError, KafkaError, NotEnoughReplicasAfterAppendError,
+from kafka.errors import (InvalidRecordError, InvalidRequiredAcksError, KafkaError,
+                          NotEnoughReplicasAfterAppendError,
                           NotEnoughReplicasError, RequestTimedOutError,
                           TransactionalIdAuthorizationFailedError)
 from kafka.protocol.api_key import ApiKey
@@ -18,6 +20,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from minibroker.broker.dispatch import RequestContext, handles
 
 _Topic = ProduceResponse.TopicProduceResponse
+_BATCH_LENGTH = struct.Struct(">i")
 _Part = _Topic.PartitionProduceResponse
 
 
@@ -57,8 +60,15 @@ async def handle_produce(ctx: RequestContext, req: ProduceRequest):
                                  message=f"ISR {list(p.isr)} is smaller than "
                                          f"min.insync.replicas={min_isr}"))
                 continue
+            records = pd.records or b""
+            if len(records) >= 12 and _BATCH_LENGTH.unpack_from(records, 8)[0] + 12 < len(records):
+                # Produce v3+: exactly one record batch per partition (Kafka's rule).
+                out.append(_part(pd.index, InvalidRecordError.errno,
+                                 message="Produce requests carry exactly one record batch "
+                                         "per partition"))
+                continue
             try:
-                res = p.log.append_as_leader(pd.records or b"", p.leader_epoch)
+                res = p.log.append_as_leader(records, p.leader_epoch)
             except KafkaError as e:
                 out.append(_part(pd.index, e.errno, message=str(e)))
                 continue
