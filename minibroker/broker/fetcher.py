@@ -42,8 +42,11 @@ class ReplicaFetcher:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            # Python 3.11's wait_for swallows a cancel that races a completing future (gh-86296),
+            # so one cancel() can leave the retry loop running: cancel until the task ends.
+            while not self._task.done():
+                self._task.cancel()
+                await asyncio.wait([self._task], timeout=0.1)
         if self._conn is not None:
             self._conn.close()
 
