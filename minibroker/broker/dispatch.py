@@ -27,19 +27,22 @@ class Handler:
     versions: tuple[int, int]
     fn: Callable[..., Awaitable[Any]]
     name: str
+    raw: bool = False       # the handler gets the request body (a memoryview) and decodes it itself
 
 
 HANDLERS: dict[int, Handler] = {}
 
 
-def handles(api_key: int, request_class: Any, versions: tuple[int, int]):
+def handles(api_key: int, request_class: Any, versions: tuple[int, int], raw: bool = False):
+    """Register a handler. raw=True: it receives the undecoded body (a memoryview of the frame) and
+    must reject malformed input with ProtocolViolation itself (hand-rolled hot-path decoders)."""
     lo, hi = versions
     assert 0 <= lo <= hi <= request_class.max_version, (request_class, versions)
 
     def register(fn):
         assert int(api_key) not in HANDLERS, f"api key {api_key} registered twice"
         HANDLERS[int(api_key)] = Handler(int(api_key), request_class, (lo, hi), fn,
-                                         request_class.__name__.removesuffix("Request"))
+                                         request_class.__name__.removesuffix("Request"), raw)
         return fn
     return register
 
@@ -120,9 +123,15 @@ async def dispatch(broker: "Broker", conn: Any, frame: memoryview) -> list | Non
     if api_key == 18 and api_version >= 3:
         flexible = True
     header = parse_request_header(frame, flexible)
-    req = decode_exact(cls, frame[header.body_offset:], api_version)
     ctx = RequestContext(broker, header, api_version, conn, frame)
-    resp = broker.faults.intercept(api_key, req, ctx)
+    if handler.raw:
+        req = frame[header.body_offset:]
+        # Fault controls see the decoded request, as for every other API.
+        resp = broker.faults.intercept(api_key, decode_exact(cls, req, api_version), ctx) \
+            if broker.faults._controls.get(api_key) else None
+    else:
+        req = decode_exact(cls, frame[header.body_offset:], api_version)
+        resp = broker.faults.intercept(api_key, req, ctx)
     if resp is None:
         resp = await handler.fn(ctx, req)
     if resp is None:

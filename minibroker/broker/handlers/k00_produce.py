@@ -4,6 +4,7 @@ v3: transactional_id, magic 2 only.  v5: log_start_offset.  v8: record_errors, e
 v9: flexible.  v10-12: current_leader / node_endpoints tags (not filled).
 acks: 0 (no response), 1 (leader append), -1 (wait for the high watermark; min.insync.replicas).
 Not implemented: transactional produce (answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+Hot path: the body is decoded by minibroker.protocol.fast (records stay memoryviews of the frame).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.protocol.fast import decode_produce
 
 _Topic = ProduceResponse.TopicProduceResponse
 _BATCH_LENGTH = struct.Struct(">i")
@@ -31,15 +33,16 @@ def _part(index, error_code, base_offset=-1, log_append_time_ms=-1, log_start_of
                  record_errors=[], error_message=message)
 
 
-@handles(ApiKey.Produce, ProduceRequest, versions=(3, 12))
-async def handle_produce(ctx: RequestContext, req: ProduceRequest):
+@handles(ApiKey.Produce, ProduceRequest, versions=(3, 12), raw=True)
+async def handle_produce(ctx: RequestContext, body: memoryview):
+    req = decode_produce(body, ctx.api_version)
     rm = ctx.broker.replica_manager
     acks = req.acks
     results: dict[str, list] = {}
     waits = []          # (partition result index, topic name, future, partition)
-    for td in req.topic_data:
+    for td in req.topics:
         out = results.setdefault(td.name, [])
-        for pd in td.partition_data:
+        for pd in td.partitions:
             if acks not in (0, 1, -1):
                 out.append(_part(pd.index, InvalidRequiredAcksError.errno))
                 continue

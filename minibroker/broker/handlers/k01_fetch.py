@@ -5,6 +5,8 @@ protocol allows; clients then keep sending full fetches.  v9: current_leader_epo
 v11: rack_id (no follower fetching: preferred_read_replica -1).  v12: flexible, last_fetched_epoch
 and diverging_epoch (followers truncate from it).
 Long poll: waits up to max_wait_ms until min_bytes are available, woken by appends / HW moves.
+Hot path: the response is encoded by minibroker.protocol.fast as a prefix + the stored batches'
+memoryviews (no copy of record bytes), sent with writelines.
 """
 from __future__ import annotations
 
@@ -12,19 +14,19 @@ import asyncio
 
 from kafka.errors import FetchSessionIdNotFoundError, OffsetOutOfRangeError
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.consumer import FetchRequest, FetchResponse
+from kafka.protocol.consumer import FetchRequest
 
-from minibroker.broker.dispatch import RequestContext, handles
-
-_Topic = FetchResponse.FetchableTopicResponse
-_Part = _Topic.PartitionData
-_Epoch = _Part.EpochEndOffset
+from minibroker.broker.dispatch import RawResponse, RequestContext, handles
+from minibroker.protocol.fast import FetchPartition as _Part, encode_fetch_response
 
 
-def _error(index: int, code: int):
-    return _Part(partition_index=index, error_code=code, high_watermark=-1,
-                 last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
-                 preferred_read_replica=-1, records=None)
+def _error(index: int, code: int, high_watermark: int = -1, log_start_offset: int = -1) -> _Part:
+    return _Part(index, code, high_watermark, -1, log_start_offset, None)
+
+
+def _response(ctx: RequestContext, error_code: int, topics) -> RawResponse:
+    return RawResponse(encode_fetch_response(ctx.api_version, ctx.header.correlation_id, 0,
+                                             error_code, 0, topics))
 
 
 def _diverging(p, last_fetched_epoch: int, fetch_offset: int):
@@ -32,15 +34,14 @@ def _diverging(p, last_fetched_epoch: int, fetch_offset: int):
         return None
     epoch, end_offset = p.log.end_offset_for_epoch(last_fetched_epoch)
     if epoch < last_fetched_epoch or end_offset < fetch_offset:
-        return _Epoch(epoch=epoch, end_offset=end_offset)
+        return (epoch, end_offset)
     return None
 
 
 @handles(ApiKey.Fetch, FetchRequest, versions=(4, 12))
 async def handle_fetch(ctx: RequestContext, req: FetchRequest):
     if req.session_id != 0:
-        return FetchResponse(throttle_time_ms=0, error_code=FetchSessionIdNotFoundError.errno,
-                             session_id=0, responses=[])
+        return _response(ctx, FetchSessionIdNotFoundError.errno, [])
     rm = ctx.broker.replica_manager
     replica_id = req.replica_id
     follower = replica_id >= 0
@@ -69,37 +70,29 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
                 continue
             div = _diverging(p, fp.last_fetched_epoch, fp.fetch_offset) if follower else None
             if div is not None:
-                out.append(_Part(partition_index=fp.partition, error_code=0,
-                                 high_watermark=p.high_watermark,
-                                 last_stable_offset=p.last_stable_offset(),
-                                 log_start_offset=p.log.log_start_offset, diverging_epoch=div,
-                                 aborted_transactions=None, preferred_read_replica=-1,
-                                 records=None))
+                out.append(_Part(fp.partition, 0, p.high_watermark, p.last_stable_offset(),
+                                 p.log.log_start_offset, None, div))
                 errors = True
                 continue
             max_offset = p.log.log_end_offset if follower else (
                 p.last_stable_offset() if req.isolation_level else p.high_watermark)
             if not p.log.log_start_offset <= fp.fetch_offset <= p.log.log_end_offset:
-                out.append(_error(fp.partition, OffsetOutOfRangeError.errno))
-                out[-1].log_start_offset = p.log.log_start_offset
-                out[-1].high_watermark = p.high_watermark
+                out.append(_error(fp.partition, OffsetOutOfRangeError.errno, p.high_watermark,
+                                  p.log.log_start_offset))
                 errors = True
                 continue
-            records = b""
+            records = ()
             if fp.fetch_offset < max_offset and remaining > 0:
                 r = p.log.read(fp.fetch_offset, min(fp.partition_max_bytes, remaining), max_offset,
                                min_one=(total == 0))
                 if r.size:
-                    records = b"".join(r.records)
+                    records = r.records
                     total += r.size
                     remaining -= r.size
             else:
                 waiters.append(p)
-            out.append(_Part(partition_index=fp.partition, error_code=0,
-                             high_watermark=p.high_watermark,
-                             last_stable_offset=p.last_stable_offset(),
-                             log_start_offset=p.log.log_start_offset, aborted_transactions=None,
-                             preferred_read_replica=-1, records=records))
+            out.append(_Part(fp.partition, 0, p.high_watermark, p.last_stable_offset(),
+                             p.log.log_start_offset, records))
         timeout = deadline - loop.time()
         if total >= req.min_bytes or errors or timeout <= 0 or not waiters \
                 or not ctx.broker.running:
@@ -108,5 +101,4 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
         await asyncio.wait(futs, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         for f in futs:
             f.cancel()
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0,
-                         responses=[_Topic(topic=n, partitions=ps) for n, ps in results.items()])
+    return _response(ctx, 0, list(results.items()))
