@@ -111,6 +111,19 @@ class Cluster:
         self.controller = ctl
         self._controller_ready.set()
 
+    def controller_halted(self, ctl: Controller) -> None:
+        """A controller stopped itself (a fault site): elect the next one, as Kafka would."""
+        if ctl is not self.controller:
+            return
+        self._controller_ready.clear()
+
+        async def failover() -> None:
+            await ctl.stop()
+            if self.controller is ctl:
+                self.controller = None
+                await self.start_controller()
+        asyncio.get_running_loop().create_task(failover())
+
     async def stop_controller(self) -> None:
         """Kill the active controller (wherever it is in a procedure). Records stay in the log."""
         self._controller_ready.clear()

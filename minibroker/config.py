@@ -39,6 +39,7 @@ class ClusterConfig:
     broker_session_timeout_ms: int = 9000
     max_incremental_fetch_session_cache_slots: int = 1000
     controlled_shutdown_enable: bool = True
+    partition_deletion_check_interval_ms: int = 5000     # KIP-253: drained marked partitions
     extra: dict[str, str] = field(default_factory=dict)   # any other broker config, by Kafka name
 
     def rack_of(self, broker_id: int) -> str | None:

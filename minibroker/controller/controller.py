@@ -49,7 +49,12 @@ class Controller:
             delta.replay(record, offset)
         self.image = delta.apply()
         self.running = True
+        from minibroker.controller.partition_count import removal_loop, resume_records
+        resumed = resume_records(self)
+        if resumed:
+            await self.commit(resumed, propagate=False)
         await self.propagator.full_sync(self.image)
+        self.spawn(removal_loop(self))
 
     async def stop(self) -> None:
         self.running = False
@@ -62,17 +67,33 @@ class Controller:
         self._tasks.append(asyncio.get_running_loop().create_task(coro))
 
     # ------------------------------------------------------------------ commit
-    async def commit(self, records: list) -> MetadataImage:
+    async def commit(self, records: list, propagate: bool = True) -> MetadataImage:
         """Append, replay, apply, propagate. Caller holds the lock."""
         if not records:
             return self.image
+        return await self.commit_steps([records], site=None, propagate=propagate)
+
+    async def commit_steps(self, steps: list[list], site: str | None,
+                           propagate: bool = True) -> MetadataImage:
+        """Append each step to the log in turn, then propagate once.
+
+        A named fault site `<site>.step<N>` stops this controller right after step N was
+        appended, as a crash between two steps would; the next controller resumes from the log.
+        """
+        from minibroker.controller.partition_count import ControllerHalted
         old = self.image
         delta = MetadataDelta(old)
-        for record in records:
-            offset = self.log.append(record)
-            delta.replay(record, offset)
+        for i, records in enumerate(steps, 1):
+            for record in records:
+                delta.replay(record, self.log.append(record))
+            if site and i < len(steps) and f"{site}.step{i}" in self.cluster.faults.enabled_sites:
+                self.image = delta.apply()
+                self.running = False
+                self.cluster.controller_halted(self)
+                raise ControllerHalted(f"{site}.step{i}")
         self.image = delta.apply()
-        await self.propagator.propagate(old, self.image, delta)
+        if propagate:
+            await self.propagator.propagate(old, self.image, delta)
         return self.image
 
     # ------------------------------------------------------------------ brokers

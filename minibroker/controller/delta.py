@@ -42,7 +42,7 @@ class MetadataDelta:
                 name=name, topic_id=img.topic_id, partitions=dict(img.partitions),
                 initial_partition_count=img.initial_partition_count,
                 undeleted_partition_count=img.undeleted_partition_count,
-                configs=dict(img.configs))
+                configs=dict(img.configs), pending_after_creation=img.pending_after_creation)
         self.changed_topics.add(name)
         return t
 
@@ -78,13 +78,14 @@ class MetadataDelta:
         self.topics_by_id[r.topic_id] = r.name
         self.topics[r.name] = dict(name=r.name, topic_id=r.topic_id, partitions={},
                                    initial_partition_count=0, undeleted_partition_count=0,
-                                   configs={})
+                                   configs={}, pending_after_creation=())
         self.changed_topics.add(r.name)
 
     def _replay_TopicPartitionCountRecord(self, r) -> None:
         t = self._topic(r.topic_id)
         t["initial_partition_count"] = r.initial_partition_count
         t["undeleted_partition_count"] = r.undeleted_partition_count
+        t["pending_after_creation"] = _pairs(r.pending_leader_epoch_after_creation)
 
     def _replay_PartitionRecord(self, r) -> None:
         t = self._topic(r.topic_id)
@@ -93,6 +94,9 @@ class MetadataDelta:
             leader_epoch=r.leader_epoch, partition_epoch=r.partition_epoch,
             leader_epoch_after_creation=_pairs(r.leader_epoch_after_creation),
             leader_epoch_before_deletion=_pairs(r.leader_epoch_before_deletion))
+        expected = set(range(t["undeleted_partition_count"]))
+        if t["pending_after_creation"] and expected <= set(t["partitions"]):
+            t["pending_after_creation"] = ()           # the expansion is complete
 
     def _replay_PartitionChangeRecord(self, r) -> None:
         t = self._topic(r.topic_id)
@@ -152,7 +156,8 @@ class MetadataDelta:
                 partitions=MappingProxyType(dict(sorted(t["partitions"].items()))),
                 initial_partition_count=t["initial_partition_count"],
                 undeleted_partition_count=t["undeleted_partition_count"],
-                configs=MappingProxyType(dict(sorted(t["configs"].items()))))
+                configs=MappingProxyType(dict(sorted(t["configs"].items()))),
+                pending_after_creation=t["pending_after_creation"])
         return MetadataImage(
             offset=self.offset, brokers=MappingProxyType(dict(sorted(self.brokers.items()))),
             topics=MappingProxyType(topics), topics_by_id=MappingProxyType(self.topics_by_id),

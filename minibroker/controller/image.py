@@ -47,6 +47,9 @@ class TopicImage:
     initial_partition_count: int
     undeleted_partition_count: int
     configs: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    # KIP-253: an expansion whose new partitions are not all created yet carries the
+    # pre-bump epochs they get as leaderEpochAfterCreation.
+    pending_after_creation: tuple[tuple[int, int], ...] = ()
 
     @property
     def is_internal(self) -> bool:

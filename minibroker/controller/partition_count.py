@@ -1,28 +1,54 @@
 """KIP-253: changing a topic's partition count — expansion, and deletion by marking.
 
-Expansion (count > undeleted count): the pre-bump leader epoch of every existing partition is
-recorded in each new partition's leaderEpochAfterCreation, every existing partition's leader
-epoch is bumped, and the new undeleted count is set. LeaderAndIsr (new epochs + count) reaches
-the brokers before UpdateMetadata, so producers can only learn the new count once leaders
-enforce it. Deletion (count < undeleted count, >= initial count): partitions >= count get
-leaderEpochBeforeDeletion (survivor → its current epoch); survivors' epochs are bumped.
+Expansion (count > undeleted count), the seed's part 2, as two log steps:
+  1. TopicPartitionCountRecord(new count, the pre-bump leader epochs) and a leader-epoch bump of
+     every existing partition;
+  2. PartitionRecords for the new partitions with leaderEpochAfterCreation = those epochs.
+Deletion (initial count <= count < undeleted count), part 3:
+  1. TopicPartitionCountRecord(new count);
+  2. partitions >= count get leaderEpochBeforeDeletion (survivor → its current epoch) and every
+     survivor's leader epoch is bumped.
+Propagation happens once, after the last step: LeaderAndIsr (new epochs + count) reaches every
+broker before UpdateMetadata, so a client can only learn a count its leaders already enforce.
+A controller that stops between steps leaves step 1 in the log; the next controller finds it on
+replay and finishes (resume_procedures). Drained marked partitions (log start offset == end
+offset, by retention or DeleteRecords) are removed by a controller task (StopReplica delete=true).
 With enable.ordered.delivery=false the epoch steps are skipped and shrinking is refused.
 """
 from __future__ import annotations
 
-from kafka.errors import InvalidPartitionsError, InvalidReplicationAssignmentError
+import asyncio
+import logging
+
+from kafka.errors import (InvalidPartitionsError, InvalidReplicationAssignmentError,
+                          RequestTimedOutError, UnknownTopicOrPartitionError)
+from kafka.protocol.consumer import ListOffsetsRequest
 
 from minibroker.controller.placement import assign_replicas
 from minibroker.controller.topics import ItemResult, partition_records
 from minibroker.protocol import records as R
+
+log = logging.getLogger("minibroker.controller")
+
+
+class ControllerHalted(Exception):
+    """A named fault site stopped the controller between two steps of a procedure."""
 
 
 def ordered_delivery(topic) -> bool:
     return topic.configs.get("enable.ordered.delivery", "true").lower() != "false"
 
 
+def _count_record(t, count: int, pending=()) -> R.TopicPartitionCountRecord:
+    entry = R.TopicPartitionCountRecord.PendingLeaderEpoch
+    return R.TopicPartitionCountRecord(
+        topic_id=t.topic_id, initial_partition_count=t.initial_partition_count,
+        undeleted_partition_count=count,
+        pending_leader_epoch_after_creation=[entry(partition_index=p, leader_epoch=e)
+                                             for p, e in pending] or None)
+
+
 async def change_partition_count(ctl, name: str, count: int, assignments, validate_only: bool):
-    from kafka.errors import UnknownTopicOrPartitionError
     t = ctl.image.topics.get(name)
     if t is None:
         return ItemResult(UnknownTopicOrPartitionError.errno, f"Topic {name} does not exist")
@@ -36,7 +62,9 @@ async def change_partition_count(ctl, name: str, count: int, assignments, valida
             return ItemResult(InvalidPartitionsError.errno,
                               f"Topic {name} has partitions {marked} marked for deletion; "
                               "expansion is refused until they are removed (KIP-253)")
-        records, err = _expansion(ctl, t, count, assignments)
+        steps, err = _expansion(ctl, t, count, assignments)
+        if err is not None:
+            return err
     else:
         if not ordered_delivery(t):
             return ItemResult(InvalidPartitionsError.errno,
@@ -49,11 +77,15 @@ async def change_partition_count(ctl, name: str, count: int, assignments, valida
         if marked:
             return ItemResult(InvalidPartitionsError.errno,
                               f"Partitions {marked} are already marked for deletion")
-        records, err = _deletion(t, count), None
-    if err is not None:
-        return err
-    if not validate_only:
-        await ctl.commit(records)
+        steps = [[_count_record(t, count)], _deletion_marks(t, count)]
+    if validate_only:
+        return ItemResult(0)
+    try:
+        await ctl.commit_steps(steps, site="controller.partition_count")
+    except ControllerHalted:
+        return ItemResult(RequestTimedOutError.errno,
+                          "The controller stopped during the change; the next controller "
+                          "completes it from the metadata log")
     return ItemResult(0)
 
 
@@ -72,30 +104,98 @@ def _expansion(ctl, t, count: int, assignments):
             return None, ItemResult(InvalidPartitionsError.errno,
                                     f"Replication factor {rf} larger than available brokers")
         new = assign_replicas(live, first, count - first, rf, ctl.ids.rng)
-    ordered = ordered_delivery(t)
-    records = [R.TopicPartitionCountRecord(topic_id=t.topic_id,
-                                           initial_partition_count=t.initial_partition_count,
-                                           undeleted_partition_count=count)]
-    after_creation = ()
-    if ordered:
-        after_creation = tuple(sorted((p, reg.leader_epoch) for p, reg in t.partitions.items()))
-        for p, reg in sorted(t.partitions.items()):
-            records.append(ctl._change(t.topic_id, p, leader_epoch=reg.leader_epoch + 1))
     alive = {b.broker_id for b in live}
-    records += partition_records(t.topic_id, new, alive, after_creation)
-    return records, None
+    if not ordered_delivery(t):
+        return [[_count_record(t, count)], partition_records(t.topic_id, new, alive)], None
+    pre_bump = tuple(sorted((p, reg.leader_epoch) for p, reg in t.partitions.items()))
+    step1 = [_count_record(t, count, pre_bump)]
+    step1 += [ctl._change(t.topic_id, p, leader_epoch=e + 1) for p, e in pre_bump]
+    return [step1, partition_records(t.topic_id, new, alive, pre_bump)], None
 
 
-def _deletion(t, count: int) -> list:
+def _deletion_marks(t, count: int) -> list:
+    from minibroker.controller.controller import Controller
     survivors = {p: reg for p, reg in t.partitions.items() if p < count}
     before = tuple(sorted((p, reg.leader_epoch) for p, reg in survivors.items()))
-    records = [R.TopicPartitionCountRecord(topic_id=t.topic_id,
-                                           initial_partition_count=t.initial_partition_count,
-                                           undeleted_partition_count=count)]
-    from minibroker.controller.controller import Controller
-    for p in sorted(t.partitions):
-        if p >= count:
-            records.append(Controller._change(t.topic_id, p, before_deletion=before))
-    for p, reg in sorted(survivors.items()):
-        records.append(Controller._change(t.topic_id, p, leader_epoch=reg.leader_epoch + 1))
+    records = [Controller._change(t.topic_id, p, before_deletion=before)
+               for p in sorted(t.partitions) if p >= count and not
+               t.partitions[p].marked_for_deletion]
+    if records:
+        records += [Controller._change(t.topic_id, p, leader_epoch=e + 1) for p, e in before]
     return records
+
+
+def resume_records(ctl) -> list:
+    """Records finishing procedures a previous controller left half-done in the log."""
+    out = []
+    live = ctl.image.live_brokers()
+    alive = {b.broker_id for b in live}
+    for name in sorted(ctl.image.topics):
+        t = ctl.image.topics[name]
+        have = len(t.partitions)
+        if t.pending_after_creation and have < t.undeleted_partition_count:
+            rf = len(next(iter(t.partitions.values())).replicas)
+            new = assign_replicas(live, have, t.undeleted_partition_count - have,
+                                  min(rf, len(live)), ctl.ids.rng)
+            out += partition_records(t.topic_id, new, alive, t.pending_after_creation)
+            log.info("controller: resuming expansion of %s to %d partitions", name,
+                     t.undeleted_partition_count)
+        elif have > t.undeleted_partition_count and ordered_delivery(t):
+            marks = _deletion_marks(t, t.undeleted_partition_count)
+            if marks:
+                log.info("controller: resuming deletion in %s down to %d partitions", name,
+                         t.undeleted_partition_count)
+            out += marks
+    return out
+
+
+# ---------------------------------------------------------------------- removal of drained
+async def removal_loop(ctl) -> None:
+    interval = ctl.config.partition_deletion_check_interval_ms / 1000
+    while ctl.running:
+        await asyncio.sleep(interval)
+        try:
+            await remove_drained_partitions(ctl)
+        except Exception:  # noqa: BLE001 — a broker may be down; try again next round
+            log.exception("controller: checking partitions marked for deletion failed")
+
+
+async def remove_drained_partitions(ctl) -> list[tuple[str, int]]:
+    """One round: remove every marked partition whose log start offset reached its end."""
+    candidates = [(name, pid, reg.leader)
+                  for name in sorted(ctl.image.topics)
+                  for pid, reg in sorted(ctl.image.topics[name].partitions.items())
+                  if reg.marked_for_deletion and reg.leader >= 0]
+    removed = []
+    for name, pid, leader in candidates:
+        start, end = await _log_bounds(ctl, leader, name, pid)
+        if start is not None and start == end:
+            async with ctl._lock:
+                t = ctl.image.topics.get(name)
+                if t is None or pid not in t.partitions:
+                    continue
+                await ctl.commit([R.RemovePartitionRecord(topic_id=t.topic_id, partition_id=pid)])
+                removed.append((name, pid))
+                log.info("controller: removed drained partition %s-%d", name, pid)
+    return removed
+
+
+async def _log_bounds(ctl, leader: int, topic: str, partition: int):
+    """(log start offset, log end offset) from the leader: ListOffsets -2 / -1 as the debugging
+    replica id, for which Kafka answers the log end offset rather than the high watermark."""
+    b = ctl.image.brokers.get(leader)
+    if b is None or b.fenced:
+        return None, None
+    conn = await ctl.propagator.connection(leader)
+    T = ListOffsetsRequest.ListOffsetsTopic
+    out = []
+    for ts in (-2, -1):
+        req = ListOffsetsRequest(replica_id=-2, isolation_level=0, topics=[T(
+            name=topic, partitions=[T.ListOffsetsPartition(
+                partition_index=partition, current_leader_epoch=-1, timestamp=ts)])])
+        resp = await conn.request(req, 7, timeout=10)
+        p = resp.topics[0].partitions[0]
+        if p.error_code:
+            return None, None
+        out.append(p.offset)
+    return out[0], out[1]

@@ -186,6 +186,10 @@ class Propagator:
             if c is not None:
                 c.close()
 
+    async def connection(self, broker_id: int) -> KafkaClientConnection:
+        b = self.controller.image.brokers[broker_id]
+        return await self._conn(broker_id, b.host, b.port)
+
     async def _conn(self, broker_id: int, host: str, port: int) -> KafkaClientConnection:
         c = self._conns.get(broker_id)
         if c is None or c.closed:

@@ -24,6 +24,7 @@ class LogConfig:
     cleanup_policy: str = "delete"          # "delete", "compact" or "compact,delete"
     min_insync_replicas: int = 1
     segment_bytes: int = 1073741824
+    enable_ordered_delivery: bool = True    # KIP-253's topic config
 
     @property
     def log_append_time(self) -> bool:
@@ -49,7 +50,11 @@ class LogConfig:
         return cls(**kwargs)
 
     def to_configs(self) -> dict[str, str]:
-        return {kname: str(getattr(self, fname)) for kname, fname in KAFKA_NAMES.items()}
+        out = {}
+        for kname, fname in KAFKA_NAMES.items():
+            v = getattr(self, fname)
+            out[kname] = str(v).lower() if isinstance(v, bool) else str(v)
+        return out
 
 
 KAFKA_NAMES: dict[str, str] = {f.name.replace("_", "."): f.name for f in fields(LogConfig)}
@@ -58,6 +63,12 @@ DEFAULTS: dict[str, str] = LogConfig().to_configs()
 
 def _invalid(name: str, value: str, why: str) -> ValueError:
     return ValueError(f"Invalid value {value} for configuration {name}: {why}")
+
+
+def _boolean(name: str, value: str) -> bool:
+    if value.strip().lower() not in ("true", "false"):
+        raise _invalid(name, value, "Expected value to be either true or false")
+    return value.strip().lower() == "true"
 
 
 def _number(kind: str, lo: int, hi: int, at_least: int | None) -> Callable[[str, str], int]:
@@ -95,6 +106,7 @@ VALIDATORS: dict[str, Callable[[str, str], Any]] = {
     "cleanup.policy": _cleanup_policy,
     "min.insync.replicas": _number("INT", INT32_MIN, INT32_MAX, 1),
     "segment.bytes": _number("INT", INT32_MIN, INT32_MAX, 14),   # LegacyRecord.RECORD_OVERHEAD_V0
+    "enable.ordered.delivery": _boolean,
 }
 assert VALIDATORS.keys() == KAFKA_NAMES.keys()
 

@@ -8,7 +8,8 @@ from minibroker.log.config import DEFAULTS, LogConfig, validate
 def test_defaults():
     assert DEFAULTS == {"max.message.bytes": "1048588", "retention.ms": "604800000", "retention.bytes": "-1",
                         "message.timestamp.type": "CreateTime", "cleanup.policy": "delete",
-                        "min.insync.replicas": "1", "segment.bytes": "1073741824"}
+                        "min.insync.replicas": "1", "segment.bytes": "1073741824",
+                        "enable.ordered.delivery": "true"}
     assert LogConfig.from_configs(DEFAULTS) == LogConfig()
 
 

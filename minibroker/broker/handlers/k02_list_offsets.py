@@ -1,5 +1,6 @@
 """ListOffsets (key 2), v1-9.
 
+replica_id -2 (debugging) and >= 0 get the log end offset for -1; consumers the HW.
 Timestamps: -2 earliest, -1 latest (high watermark; last stable offset for read_committed),
 -3 max timestamp (KIP-734), -4 earliest local (= earliest, no tiered storage), -5 latest tiered
 (= -1/-1 with no tiered storage), >= 0 the first offset with a timestamp >= it.
@@ -19,9 +20,14 @@ _Part = _Topic.ListOffsetsPartitionResponse
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 
 
-def lookup(p, ts: int, isolation_level: int) -> tuple[int, int]:
+DEBUGGING_REPLICA_ID = -2
+
+
+def lookup(p, ts: int, isolation_level: int, replica_id: int = -1) -> tuple[int, int]:
     if ts in (EARLIEST, EARLIEST_LOCAL):
         return p.log.log_start_offset, -1
+    if ts == LATEST and (replica_id >= 0 or replica_id == DEBUGGING_REPLICA_ID):
+        return p.log.log_end_offset, -1          # Kafka: replicas and debugging see the LEO
     if ts == LATEST:
         return (p.last_stable_offset() if isolation_level else p.high_watermark), -1
     if ts == LATEST_TIERED:
@@ -53,7 +59,7 @@ async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest):
                                    error_code=OffsetNotAvailableError.errno, timestamp=-1,
                                    offset=-1, leader_epoch=-1, old_style_offsets=[]))
                 continue
-            offset, ts = lookup(p, rp.timestamp, req.isolation_level)
+            offset, ts = lookup(p, rp.timestamp, req.isolation_level, req.replica_id)
             epoch = p.log.epochs.epoch_for_offset(offset) if offset >= 0 else -1
             parts.append(_Part(partition_index=rp.partition_index, error_code=0, timestamp=ts,
                                offset=offset, leader_epoch=epoch if epoch is not None else -1,
