@@ -51,10 +51,14 @@ class MetadataCache:
         self.cluster_id: str | None = None
         self.max_partition_epoch = -1
         self.encoded: dict[tuple, bytes] = {}   # (topic, version, ...) → encoded topic entry
+        # Bumped on every broker/topic change; whole encoded Metadata responses are kept per generation.
+        self.generation = 0
+        self.responses: dict[tuple, bytes] = {}
 
     def update_brokers(self, brokers: list[BrokerInfo]) -> None:
         self.brokers = {b.node_id: b for b in sorted(brokers, key=lambda b: b.node_id)}
         self.encoded.clear()
+        self._changed()
 
     def put_topic(self, topic: TopicInfo) -> None:
         old = self.topics.get(topic.name)
@@ -70,7 +74,12 @@ class MetadataCache:
             self.topics_by_id.pop(t.topic_id, None)
         self._drop_encoded(name)
 
+    def _changed(self) -> None:
+        self.generation += 1
+        self.responses.clear()
+
     def _drop_encoded(self, name: str) -> None:
+        self._changed()
         for k in [k for k in self.encoded if k[0] == name]:
             del self.encoded[k]
 

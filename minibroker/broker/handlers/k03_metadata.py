@@ -5,6 +5,8 @@ v5: offline_replicas.  v7: leader_epoch.  v8-10: authorized operations (we repor
 v9: flexible.  v10: topic ids.  v13: top-level error_code.
 KIP-253: initial/undeleted partition counts, partition_epoch, max_partition_epoch as tagged
 fields (see schemas/README.md).  Not implemented: authorized operations (no ACLs).
+Encoded responses are cached per (version, requested topics) in the broker's MetadataCache, which
+drops them whenever it changes; a request that triggers auto-creation is never cached.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from kafka.errors import (InvalidTopicError, LeaderNotAvailableError,
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import MetadataRequest
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.dispatch import RawResponse, RequestContext, handles
+from minibroker.protocol.framing import frame_parts, response_header
 from minibroker.broker.topic_names import invalid_reason
 from minibroker.protocol.messages import MetadataResponseKip253 as MetadataResponse
 
@@ -45,15 +48,39 @@ def _error_entry(code: int, name: str | None, topic_id=_ZERO_UUID):
                   partitions=[], authorized_operations=None)
 
 
+_MAX_CACHED_RESPONSES = 1024
+
+
 @handles(ApiKey.Metadata, MetadataRequest, versions=(0, 13))
 async def handle_metadata(ctx: RequestContext, req: MetadataRequest):
     cache = ctx.broker.metadata
+    version = ctx.api_version
+    wanted = None if req.topics is None else tuple(
+        (t.name, t.topic_id if version >= 10 else None) for t in req.topics)
+    auto = ctx.broker.config.auto_create_topics_enable and (
+        version < 4 or bool(req.allow_auto_topic_creation))
+    key = (version, wanted, auto, cache.generation, cache.controller_id, cache.cluster_id,
+           cache.max_partition_epoch)
+    body = cache.responses.get(key)
+    if body is None:
+        resp, created = _metadata(ctx, req)
+        body = bytes(resp.encode(version=version))
+        if not created:
+            if len(cache.responses) >= _MAX_CACHED_RESPONSES:
+                cache.responses.clear()
+            cache.responses[key] = body
+    return RawResponse(frame_parts([response_header(ctx.header.correlation_id, version >= 9), body]))
+
+
+def _metadata(ctx: RequestContext, req: MetadataRequest):
+    """The response, and whether it asked the controller to auto-create topics."""
+    cache = ctx.broker.metadata
+    to_create = []
     version = ctx.api_version
     topics = []
     if req.topics is None or (version == 0 and not req.topics):
         topics = [_topic_entry(cache.topics[n], version) for n in sorted(cache.topics)]
     else:
-        to_create = []
         auto = ctx.broker.config.auto_create_topics_enable and (
             version < 4 or req.allow_auto_topic_creation)
         for t in req.topics:
@@ -81,4 +108,4 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest):
         throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,
         controller_id=cache.controller_id, topics=topics,
         authorized_operations=None, error_code=0,
-        max_partition_epoch=cache.max_partition_epoch)
+        max_partition_epoch=cache.max_partition_epoch), bool(to_create)

@@ -10,9 +10,11 @@ from kafka.errors import UnsupportedVersionError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
-from minibroker.broker.dispatch import RequestContext, encode_response, handles, supported_versions
+from minibroker.broker.dispatch import (
+    HANDLERS, RawResponse, RequestContext, encode_response, handles, supported_versions)
+from minibroker.protocol.framing import frame_parts, response_header
 
-_cache: dict[int, bytes] = {}
+_cache: dict[tuple[int, int], bytes] = {}     # (version, number of registered APIs) → encoded body
 
 
 def _response(error_code: int) -> ApiVersionsResponse:
@@ -27,4 +29,9 @@ def unsupported_version_response(correlation_id: int) -> list:
 
 @handles(ApiKey.ApiVersions, ApiVersionsRequest, versions=(0, 4))
 async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest):
-    return _response(0)
+    key = (ctx.api_version, len(HANDLERS))
+    body = _cache.get(key)
+    if body is None:
+        body = _cache[key] = bytes(_response(0).encode(version=ctx.api_version))
+    # ApiVersions responses always use header v0 (KIP-511).
+    return RawResponse(frame_parts([response_header(ctx.header.correlation_id, False), body]))
