@@ -12,10 +12,12 @@ import uuid
 from typing import TYPE_CHECKING
 
 from kafka.errors import (FencedLeaderEpochError, NotLeaderForPartitionError,
+                          OffsetOutOfRangeError, PolicyViolationError,
                           StaleControllerEpochError, UnknownLeaderEpochError,
                           UnknownTopicOrPartitionError)
 
 from minibroker.broker.partition import Partition
+from minibroker.protocol.errors import INVALID_PARTITION_METADATA
 from minibroker.log.config import LogConfig
 
 if TYPE_CHECKING:
@@ -73,12 +75,45 @@ class ReplicaManager:
         return p, 0
 
     @staticmethod
+    def check_partition_metadata(p: Partition, undeleted_partition_count: int,
+                                 producing: bool) -> int:
+        """KIP-253: a client's undeleted partition count must equal the leader's (from the latest
+        LeaderAndIsr), newer or older; -1 is a legacy client and is not compared. Writes into a
+        partition marked for deletion are refused for every producer, legacy ones included: it
+        must drain, and a write there could be delivered after a newer record of its key."""
+        if not p.log.config.enable_ordered_delivery:
+            return 0
+        if undeleted_partition_count >= 0 and \
+                undeleted_partition_count != p.undeleted_partition_count:
+            return INVALID_PARTITION_METADATA
+        if producing and p.leader_epoch_before_deletion:
+            return INVALID_PARTITION_METADATA
+        return 0
+
+    @staticmethod
     def check_epoch(p: Partition, current_leader_epoch: int) -> int:
         if current_leader_epoch < 0 or current_leader_epoch == p.leader_epoch:
             return 0
         if current_leader_epoch < p.leader_epoch:
             return FencedLeaderEpochError.errno
         return UnknownLeaderEpochError.errno
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> tuple[int, int]:
+        """DeleteRecords on the leader: move the log start offset up to `offset` (-1: the high
+        watermark), never past the high watermark. Returns (low_watermark, error_code); followers
+        follow through the log_start_offset of their fetch responses."""
+        p, err = self.leader_partition(topic, partition)
+        if err:
+            return -1, err
+        if not p.log.config.deletes:
+            return -1, PolicyViolationError.errno
+        if offset == -1:
+            offset = p.high_watermark
+        if offset < 0 or offset > p.high_watermark:
+            return -1, OffsetOutOfRangeError.errno
+        low_watermark = p.log.delete_records_before(offset)
+        p.notify_data()
+        return low_watermark, 0
 
     # ------------------------------------------------------------------ LeaderAndIsr
     def check_controller_epoch(self, controller_epoch: int) -> int:
