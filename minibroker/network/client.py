@@ -11,6 +11,8 @@ import struct
 import sys
 from typing import Any
 
+from kafka.protocol.api_header import ResponseClassRegistry
+
 from minibroker.protocol.framing import FrameReader, ProtocolViolation
 
 _I32 = struct.Struct(">i")
@@ -22,13 +24,14 @@ class ConnectionClosed(ConnectionError):
 
 
 def response_class_for(req: Any) -> Any:
+    """XRequest → XResponse from the same module; an extended stock request (XRequestKip253)
+    → kafka-python's stock response for its api key."""
     name = type(req).__name__
     mod = sys.modules[type(req).__module__]
-    resp_name = name.replace("Request", "Response", 1)
-    cls = getattr(mod, resp_name, None)
+    cls = getattr(mod, name.replace("Request", "Response", 1), None)
     if cls is None:
-        cls = getattr(mod, name.split("Request")[0] + "Response")
-    return cls[None] if hasattr(cls, "_class_version") and cls._class_version is not None else cls
+        cls = ResponseClassRegistry._response_class_registry[req.API_KEY]
+    return cls[None] if getattr(cls, "_class_version", None) is not None else cls
 
 
 def encode_request(req: Any, version: int, correlation_id: int, client_id: str) -> list:

@@ -4,6 +4,8 @@ v3: transactional_id, magic 2 only.  v5: log_start_offset.  v8: record_errors, e
 v9: flexible.  v10-12: current_leader / node_endpoints tags (not filled).
 acks: 0 (no response), 1 (leader append), -1 (wait for the high watermark; min.insync.replicas).
 Not implemented: transactional produce (answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+KIP-253: a topic's undeleted_partition_count (tag 10000, v9+) must match the leader's, else
+INVALID_PARTITION_METADATA per partition; writes into partitions marked for deletion are refused.
 Hot path: the body is decoded by minibroker.protocol.fast (records stay memoryviews of the frame).
 """
 from __future__ import annotations
@@ -56,6 +58,12 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
             p, err = rm.leader_partition(td.name, pd.index)
             if err:
                 out.append(_part(pd.index, err))
+                continue
+            err = rm.check_partition_metadata(p, td.undeleted_partition_count, producing=True)
+            if err:
+                out.append(_part(pd.index, err, message=(
+                    f"undeleted_partition_count {td.undeleted_partition_count} != "
+                    f"{p.undeleted_partition_count}, or the partition is marked for deletion")))
                 continue
             min_isr = p.log.config.min_insync_replicas
             if acks == -1 and len(p.isr) < min_isr:

@@ -5,6 +5,8 @@ protocol allows; clients then keep sending full fetches.  v9: current_leader_epo
 v11: rack_id (no follower fetching: preferred_read_replica -1).  v12: flexible, last_fetched_epoch
 and diverging_epoch (followers truncate from it).
 Long poll: waits up to max_wait_ms until min_bytes are available, woken by appends / HW moves.
+KIP-253: a topic's undeleted_partition_count (tag 10000, v12+) must match the leader's, else
+INVALID_PARTITION_METADATA for that partition (the consumer refreshes metadata and rejoins).
 Hot path: the response is encoded by minibroker.protocol.fast as a prefix + the stored batches'
 memoryviews (no copy of record bytes), sent with writelines.
 """
@@ -14,10 +16,10 @@ import asyncio
 
 from kafka.errors import FetchSessionIdNotFoundError, OffsetOutOfRangeError
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.consumer import FetchRequest
 
 from minibroker.broker.dispatch import RawResponse, RequestContext, handles
 from minibroker.protocol.fast import FetchPartition as _Part, encode_fetch_response
+from minibroker.protocol.messages import FetchRequestKip253 as FetchRequest
 
 
 def _error(index: int, code: int, high_watermark: int = -1, log_start_offset: int = -1) -> _Part:
@@ -53,6 +55,8 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
     for t in req.topics:
         for fp in t.partitions:
             p, err = rm.leader_partition(t.topic, fp.partition, fp.current_leader_epoch)
+            if not err and not follower:
+                err = rm.check_partition_metadata(p, t.undeleted_partition_count, producing=False)
             if not err and follower:
                 p.update_follower_fetch(replica_id, fp.fetch_offset, now)
             plan.append((t.topic, fp, p, err))
