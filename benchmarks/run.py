@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""minibroker side by side with the librdkafka mock (C) and Tansu (Rust), in one run.
+
+    python benchmarks/run.py [--quick] [--repeat 3] [--duration 10] [--only mb1,mb3,mock,tansu]
+
+1. `bash ../shared/perf/setup.sh` if $PERF_DIR (default /tmp/minibroker-perf) is not ready.
+2. ../shared/perf/anchor.py per broker (fresh broker per repeat, broker pinned to CPU 1 and load.py to
+   CPU 0): minibroker 1 broker (topics RF 1), minibroker 3 brokers (topics RF 3), the librdkafka mock
+   and Tansu; a table of minibroker/peer and minibroker/best-peer ratios per scenario.
+3. In-process extras: cluster start-up to the first ApiVersions answer (median of 20), broker CPU
+   seconds per GB (from anchor's broker_cpu_s), RSS of a served broker holding 10,000 partitions.
+4. Writes benchmarks/results/side_by_side.json and benchmarks/results/latest.txt; the previous
+   side_by_side.json is kept as side_by_side.previous.json and regressions > 10% are printed.
+
+--quick: 3 s per scenario, 1 repeat, fewer start-up samples (a smoke run; numbers are noisy).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shlex
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PERF = os.path.join(os.path.dirname(REPO), "shared", "perf")
+ANCHOR = os.path.join(PERF, "anchor.py")
+RESULTS = os.path.join(REPO, "benchmarks", "results")
+RESULT_FILE = os.path.join(RESULTS, "side_by_side.json")
+
+# (scenario, metric, higher_is_better)
+ROWS = [
+    ("produce_100B_acks1", "msgs_per_s", True), ("produce_100B_acks1", "MB_per_s", True),
+    ("produce_100B_acksall", "msgs_per_s", True), ("produce_100B_acksall", "MB_per_s", True),
+    ("produce_10KiB_acks1", "msgs_per_s", True), ("produce_10KiB_acks1", "MB_per_s", True),
+    ("produce_10KiB_acksall", "msgs_per_s", True), ("produce_10KiB_acksall", "MB_per_s", True),
+    ("consume_100B", "MB_per_s", True), ("consume_10KiB", "MB_per_s", True),
+    ("latency_100B_acks_all", "p50_ms", False), ("latency_100B_acks_all", "p99_ms", False),
+    ("apiversions_c1", "req_per_s", True), ("apiversions_c8", "req_per_s", True),
+    ("metadata_c1", "req_per_s", True), ("metadata_c8", "req_per_s", True),
+]
+PEERS = ("mock", "tansu")
+
+
+def perf_dir() -> str:
+    return os.environ.get("PERF_DIR", "/tmp/minibroker-perf")
+
+
+def ensure_setup() -> str:
+    d = perf_dir()
+    py = os.path.join(d, "venv", "bin", "python")
+    ok = os.path.exists(os.path.join(d, "tansu", "tansu")) and os.path.exists(py) and subprocess.run(
+        [py, "-c", "import confluent_kafka, kafka, psutil"], capture_output=True).returncode == 0
+    if not ok:
+        print(f"# setting up peers in {d} (bash ../shared/perf/setup.sh)", file=sys.stderr, flush=True)
+        subprocess.run(["bash", os.path.join(PERF, "setup.sh")], check=True,
+                       env={**os.environ, "PERF_DIR": d})
+    return py
+
+
+def broker_commands(venv_py: str) -> dict[str, tuple[str, dict]]:
+    """label → (shell command printing BOOTSTRAP, extra env for load.py)."""
+    mb = f"exec {shlex.quote(sys.executable)} -m minibroker serve --port 0"
+    # auto-create is the fallback for brokers without CreateTopics (load.py tries CreateTopics first).
+    auto = "--override auto.create.topics.enable=true --override num.partitions=4"
+    return {
+        "mb1": (f"cd {shlex.quote(REPO)} && {mb} --brokers 1 {auto} --override default.replication.factor=1",
+                {"MB_PERF_RF": "1"}),
+        "mb3": (f"cd {shlex.quote(REPO)} && {mb} --brokers 3 {auto} --override default.replication.factor=3"
+                " --override min.insync.replicas=2", {"MB_PERF_RF": "3"}),
+        "mock": (f"exec {shlex.quote(venv_py)} {shlex.quote(os.path.join(PERF, 'librdkafka_mock.py'))}"
+                 " --brokers 1", {"MB_PERF_RF": "1"}),
+        "tansu": (f"PORT=$({shlex.quote(venv_py)} -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\", 0));"
+                  f" print(s.getsockname()[1])'); exec bash {shlex.quote(os.path.join(PERF, 'tansu_run.sh'))} $PORT",
+                  {"MB_PERF_RF": "1"}),
+    }
+
+
+def run_anchor(label: str, cmd: str, env_extra: dict, venv_py: str, a, tmp: str) -> dict:
+    wrapper = os.path.join(tmp, "python_rf.sh")     # anchor runs `--python load.py ...`
+    with open(wrapper, "w") as f:
+        f.write(f"#!/bin/sh\nexec {shlex.quote(venv_py)} "
+                f"{shlex.quote(os.path.join(REPO, 'benchmarks', '_load_rf.py'))} \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    out = os.path.join(tmp, f"anchor-{label}.json")
+    argv = [venv_py, ANCHOR, "--label", label, "--peer-cmd", cmd, "--repeat", str(a.repeat),
+            "--duration", str(a.duration), "--out", out, "--python", wrapper]
+    print(f"# {label}: {cmd}", file=sys.stderr, flush=True)
+    r = subprocess.run(argv, env={**os.environ, **env_extra, "PERF_DIR": perf_dir()},
+                       stdout=subprocess.PIPE, text=True)
+    sys.stderr.write(r.stdout)
+    if not os.path.exists(out):
+        return {"label": label, "runs": 0, "median": {}, "error": f"anchor rc={r.returncode}"}
+    with open(out) as f:
+        return json.load(f)
+
+
+# ------------------------------------------------------------------------------- in-process extras
+
+def _api_versions_frame() -> bytes:
+    body = struct.pack(">hhih", 18, 0, 1, 5) + b"bench"
+    return struct.pack(">i", len(body)) + body
+
+
+async def _startup_once(brokers: int) -> float:
+    from minibroker.cluster import Cluster
+    from minibroker.config import ClusterConfig
+    t0 = time.perf_counter()
+    cluster = Cluster(ClusterConfig(brokers=brokers, port=0))
+    await cluster.start()
+    host, port = cluster.bootstrap.split(",")[0].rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    writer.write(_api_versions_frame())
+    size = struct.unpack(">i", await reader.readexactly(4))[0]
+    await reader.readexactly(size)
+    elapsed = time.perf_counter() - t0
+    writer.close()
+    await cluster.stop()
+    return elapsed
+
+
+def startup_ms(brokers: int, samples: int) -> float:
+    import logging
+    logging.getLogger("minibroker").setLevel(logging.ERROR)     # "closing connection" on each stop
+    async def main():
+        return [await _startup_once(brokers) for _ in range(samples)]
+    return round(statistics.median(asyncio.run(main())) * 1000, 2)
+
+
+def _request(sock: socket.socket, api_key: int, version: int, body: bytes, flexible: bool) -> bytes:
+    hdr = struct.pack(">hhih", api_key, version, 7, 5) + b"bench" + (b"\x00" if flexible else b"")
+    sock.sendall(struct.pack(">i", len(hdr) + len(body)) + hdr + body)
+    size = struct.unpack(">i", _recvn(sock, 4))[0]
+    return _recvn(sock, size)
+
+
+def _recvn(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def rss_10k_partitions(topics: int = 100, per_topic: int = 100) -> dict:
+    """Serve one broker, auto-create topics×per_topic partitions via Metadata, return RSS in MB."""
+    import psutil
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+    p = subprocess.Popen([sys.executable, "-m", "minibroker", "serve", "--brokers", "1", "--port", "0",
+                          "--override", "auto.create.topics.enable=true",
+                          "--override", f"num.partitions={per_topic}"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO)
+    try:
+        bs = p.stdout.readline().decode().split()[1]
+        host, port = bs.split(",")[0].rsplit(":", 1)
+        proc = psutil.Process(p.pid)
+        time.sleep(0.5)
+        rss0 = proc.memory_info().rss
+        names = [f"rss-{i:03d}" for i in range(topics)]
+        req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names],
+                              allow_auto_topic_creation=True)
+        body = bytes(req.encode(version=4))
+        t0 = time.perf_counter()
+        with socket.create_connection((host, int(port))) as s:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                resp = MetadataResponse.decode(_request(s, 3, 4, body, False)[4:], version=4)
+                n = sum(len(t.partitions) for t in resp.topics if t.error_code == 0
+                        and all(pp.leader_id >= 0 for pp in t.partitions))
+                if n >= topics * per_topic:
+                    break
+                time.sleep(0.2)
+        created_s = time.perf_counter() - t0
+        time.sleep(1)
+        rss1 = proc.memory_info().rss
+        return {"partitions": n, "rss_MB": round(rss1 / 1e6, 1), "rss_empty_MB": round(rss0 / 1e6, 1),
+                "kB_per_partition": round((rss1 - rss0) / 1e3 / max(n, 1), 2),
+                "create_s": round(created_s, 2)}
+    finally:
+        p.terminate()
+        p.wait(10)
+
+
+def cpu_per_gb(summary: dict) -> dict:
+    out = {}
+    for scen in ("produce_100B_acks1", "produce_10KiB_acks1", "produce_10KiB_acksall", "consume_10KiB"):
+        m = summary.get("median", {}).get(scen, {})
+        if m.get("broker_cpu_s") is not None and m.get("bytes"):
+            out[scen] = round(m["broker_cpu_s"] / (m["bytes"] / 1e9), 2)
+    return out
+
+
+# ------------------------------------------------------------------------------------- reporting
+
+def _fmt(v) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float) and abs(v) < 100:
+        return f"{v:.2f}"
+    return f"{v:,.0f}"
+
+
+def table(results: dict) -> list[str]:
+    med = {k: v.get("median", {}) for k, v in results["brokers"].items()}
+    lines = [f"{'scenario':22} {'metric':10} {'mb1':>10} {'mb3(rf3)':>10} {'mock':>10} {'tansu':>10}"
+             f" {'mb1/mock':>9} {'mb1/tansu':>9} {'mb1/best':>9} {'mb3/best':>9}"]
+    ratios = {}
+    for scen, metric, higher in ROWS:
+        vals = {k: med.get(k, {}).get(scen, {}).get(metric) for k in ("mb1", "mb3") + PEERS}
+        peers = [vals[p] for p in PEERS if vals[p]]
+        best = (max(peers) if higher else min(peers)) if peers else None
+
+        def r(a, b):
+            return round(a / b, 3) if a is not None and b else None
+        row = {"mb1/mock": r(vals["mb1"], vals["mock"]), "mb1/tansu": r(vals["mb1"], vals["tansu"]),
+               "mb1/best": r(vals["mb1"], best), "mb3/best": r(vals["mb3"], best)}
+        ratios[f"{scen}.{metric}"] = row
+        lines.append(f"{scen:22} {metric:10} " + " ".join(f"{_fmt(vals[k]):>10}" for k in ("mb1", "mb3") + PEERS)
+                     + " " + " ".join(f"{_fmt(v):>9}" for v in row.values()))
+    lines.append("(ratios are minibroker/peer; for p50/p99 latency lower is better, so < 1 favours minibroker;"
+                 " best = the better peer per row; peers run RF 1)")
+    results["ratios"] = ratios
+    ex = results["extras"]
+    lines.append("")
+    lines.append(f"start-up to first ApiVersions answer, in-process, median of {ex['startup_samples']}: "
+                 f"1 broker {ex.get('startup_ms_1')} ms, 3 brokers {ex.get('startup_ms_3')} ms")
+    for k, v in results["brokers"].items():
+        c = cpu_per_gb(v)
+        if c:
+            lines.append(f"broker CPU s/GB {k:6}: " + ", ".join(f"{s} {x}" for s, x in c.items()))
+    if ex.get("rss"):
+        r = ex["rss"]
+        lines.append(f"RSS of a served broker with {r['partitions']:,} partitions: {r['rss_MB']} MB "
+                     f"(empty {r['rss_empty_MB']} MB, {r['kB_per_partition']} kB/partition; "
+                     f"created in {r['create_s']} s)")
+    return lines
+
+
+def _metrics(results: dict) -> dict[str, tuple[float, bool]]:
+    out = {}
+    for label in ("mb1", "mb3"):
+        med = results.get("brokers", {}).get(label, {}).get("median", {})
+        for scen, metric, higher in ROWS:
+            v = med.get(scen, {}).get(metric)
+            if v:
+                out[f"{label}.{scen}.{metric}"] = (v, higher)
+    ex = results.get("extras", {})
+    for k in ("startup_ms_1", "startup_ms_3"):
+        if ex.get(k):
+            out[k] = (ex[k], False)
+    if (ex.get("rss") or {}).get("rss_MB"):
+        out["rss_10k_partitions_MB"] = (ex["rss"]["rss_MB"], False)
+    return out
+
+
+def regressions(prev: dict, cur: dict, threshold: float = 0.10) -> list[str]:
+    p, c = _metrics(prev), _metrics(cur)
+    out = []
+    for k, (v, higher) in c.items():
+        if k not in p or not p[k][0]:
+            continue
+        old = p[k][0]
+        change = (v - old) / old
+        worse = -change if higher else change
+        if worse > threshold:
+            out.append(f"REGRESSION {k}: {_fmt(old)} -> {_fmt(v)} ({change:+.0%})")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--duration", type=float, default=10)
+    ap.add_argument("--only", default="mb1,mb3,mock,tansu", help="comma list of brokers to measure")
+    ap.add_argument("--no-extras", action="store_true", help="skip start-up and RSS measurements")
+    a = ap.parse_args()
+    if a.quick:
+        a.repeat, a.duration = 1, 3
+    venv_py = ensure_setup()
+    started = time.strftime("%Y-%m-%d %H:%M")
+    results: dict = {"started": started, "repeat": a.repeat, "duration_s": a.duration,
+                     "python": sys.version.split()[0], "brokers": {}, "extras": {}}
+    cmds = broker_commands(venv_py)
+    with tempfile.TemporaryDirectory(prefix="mb-bench-") as tmp:
+        for label in a.only.split(","):
+            cmd, env = cmds[label]
+            results["brokers"][label] = run_anchor(label, cmd, env, venv_py, a, tmp)
+    if not a.no_extras:
+        samples = 5 if a.quick else 20
+        results["extras"]["startup_samples"] = samples
+        results["extras"]["startup_ms_1"] = startup_ms(1, samples)
+        results["extras"]["startup_ms_3"] = startup_ms(3, samples)
+        results["extras"]["rss"] = rss_10k_partitions()
+    else:
+        results["extras"]["startup_samples"] = 0
+    lines = [f"# minibroker side by side, {started}, {a.repeat} run(s) x {a.duration:g} s per scenario, "
+             "broker on CPU 1, load.py on CPU 0"] + table(results)
+    prev = None
+    if os.path.exists(RESULT_FILE):
+        with open(RESULT_FILE) as f:
+            prev = json.load(f)
+    if prev is not None:
+        regs = regressions(prev, results)
+        lines.append("")
+        lines.append(f"vs previous run ({prev.get('started')}): "
+                     + ("no regression > 10%" if not regs else f"{len(regs)} regression(s) > 10%"))
+        lines.extend(regs)
+        os.replace(RESULT_FILE, os.path.join(RESULTS, "side_by_side.previous.json"))
+    os.makedirs(RESULTS, exist_ok=True)
+    for b in results["brokers"].values():
+        b.pop("per_run", None)          # medians only; anchor's per-run detail stays in its logs
+    with open(RESULT_FILE, "w") as f:
+        json.dump(results, f, indent=1, sort_keys=True)
+    with open(os.path.join(RESULTS, "latest.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
