@@ -82,7 +82,10 @@ class UnsupportedVersion(Exception):
 
 
 def decode_exact(cls: Any, data: memoryview, version: int) -> Any:
-    """Decode `data` as `cls` at `version`; anything but an exact, complete decode is a bad frame."""
+    """Decode `data` as `cls` at `version`. A decode that fails or runs past the frame (a
+    truncated request) is a bad frame. Bytes left over after a complete decode are tolerated,
+    as Kafka does (it never checks that a body was consumed): librdkafka 2.16's admin client
+    sends Metadata v13 with an extra field and tag section that Kafka leaves unread."""
     flexible = cls.flexible_version_q(version)
     decode = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible,
                                               data_class=cls[None])
@@ -90,9 +93,11 @@ def decode_exact(cls: Any, data: memoryview, version: int) -> Any:
         obj, pos = decode(data, 0)
     except Exception as e:  # noqa: BLE001 — any decoder failure is the client's malformed input
         raise ProtocolViolation(f"cannot decode {cls.__name__} v{version}: {e!r}") from None
-    if pos != len(data):
+    if pos > len(data):
         raise ProtocolViolation(
-            f"{cls.__name__} v{version}: decoded {pos} of {len(data)} bytes (trailing garbage)")
+            f"{cls.__name__} v{version}: needs {pos} bytes, the frame has {len(data)} (truncated)")
+    if pos < len(data):
+        log.debug("%s v%d: %d trailing bytes ignored", cls.__name__, version, len(data) - pos)
     obj._version = version
     return obj
 
