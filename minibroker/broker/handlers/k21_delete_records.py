@@ -1,0 +1,33 @@
+"""DeleteRecords (key 21), v0-2.
+
+Sent to partition leaders. Each partition's log start offset moves up to `offset` (-1: the high
+watermark); an offset past the high watermark (or negative other than -1) is OFFSET_OUT_OF_RANGE,
+a topic whose cleanup.policy lacks "delete" is POLICY_VIOLATION, and low_watermark is the leader's
+new log start offset. Followers follow through the log_start_offset of their fetch responses.
+v2: flexible.
+Not implemented: waiting (timeout_ms) until every replica's log start offset has moved — we answer
+once the leader's has.
+"""
+from __future__ import annotations
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
+
+from minibroker.broker.dispatch import RequestContext, handles
+
+_Topic = DeleteRecordsResponse.DeleteRecordsTopicResult
+_Part = _Topic.DeleteRecordsPartitionResult
+
+
+@handles(ApiKey.DeleteRecords, DeleteRecordsRequest, versions=(0, 2))
+async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest):
+    rm = ctx.broker.replica_manager
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            low_watermark, err = rm.delete_records(t.name, p.partition_index, p.offset)
+            parts.append(_Part(partition_index=p.partition_index, low_watermark=low_watermark,
+                               error_code=err))
+        topics.append(_Topic(name=t.name, partitions=parts))
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,54 @@
+"""OffsetForLeaderEpoch (key 23), v2-4.
+
+For consumers (replica_id -1), followers (replica_id >= 0) and debugging tools (-2, which may also
+ask a follower replica). Per partition: the largest epoch <= leader_epoch this replica knows and
+its end offset (the log end offset for the latest epoch), from the leader epoch cache; an epoch
+the replica does not know answers (-1, -1) with no error, as Kafka does. Nothing is capped at the
+high watermark, as in Kafka.
+v2: current_leader_epoch fencing (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), throttle_time_ms.
+v3: replica_id.  v4: flexible.  Not implemented: v0-1 (pre-KIP-320 shapes).
+"""
+from __future__ import annotations
+
+from kafka.errors import NotLeaderForPartitionError, UnknownTopicOrPartitionError
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
+
+from minibroker.broker.dispatch import RequestContext, handles
+
+_Topic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+_Part = _Topic.EpochEndOffset
+DEBUGGING_REPLICA_ID = -2
+
+
+def _replica(ctx: RequestContext, topic: str, partition: int, current_leader_epoch: int,
+             any_replica: bool):
+    rm = ctx.broker.replica_manager
+    if not any_replica:
+        return rm.leader_partition(topic, partition, current_leader_epoch)
+    p = rm.get(topic, partition)
+    if p is None:
+        known = ctx.broker.metadata.partition(topic, partition) is not None
+        return None, (NotLeaderForPartitionError.errno if known
+                      else UnknownTopicOrPartitionError.errno)
+    err = rm.check_epoch(p, current_leader_epoch)
+    return (None, err) if err else (p, 0)
+
+
+@handles(ApiKey.OffsetForLeaderEpoch, OffsetForLeaderEpochRequest, versions=(2, 4))
+async def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpochRequest):
+    any_replica = ctx.api_version >= 3 and req.replica_id == DEBUGGING_REPLICA_ID
+    topics = []
+    for t in req.topics:
+        parts = []
+        for rp in t.partitions:
+            p, err = _replica(ctx, t.topic, rp.partition, rp.current_leader_epoch, any_replica)
+            if err:
+                parts.append(_Part(error_code=err, partition=rp.partition, leader_epoch=-1,
+                                   end_offset=-1))
+                continue
+            epoch, end_offset = p.log.end_offset_for_epoch(rp.leader_epoch)
+            parts.append(_Part(error_code=0, partition=rp.partition, leader_epoch=epoch,
+                               end_offset=end_offset))
+        topics.append(_Topic(topic=t.topic, partitions=parts))
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

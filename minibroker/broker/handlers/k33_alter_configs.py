@@ -1,0 +1,65 @@
+"""AlterConfigs (key 33), v0-2 — legacy: the given configs replace the topic's whole set.
+
+TOPIC resources are forwarded to the controller (alter_topic_configs, replace=True); unknown names
+and invalid values are INVALID_CONFIG with Kafka's wording ("Unknown topic config name: x",
+"Invalid value abc for configuration retention.ms: Not a number of type LONG"). A null value
+removes the config. validate_only checks without changing anything. A resource given twice is
+answered once with INVALID_REQUEST ("Duplicate resource.").
+v1: throttle_time_ms.  v2: flexible.
+Not implemented: dynamic broker configs — BROKER / BROKER_LOGGER resources answer INVALID_REQUEST.
+"""
+from __future__ import annotations
+
+from kafka.errors import InvalidRequestError, InvalidTopicError
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse
+
+from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.topic_names import invalid_reason
+
+_Result = AlterConfigsResponse.AlterConfigsResourceResponse
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+
+
+def precheck(resources) -> dict[int, tuple[int, str]]:
+    """Errors found before asking the controller, by resource index: resource types other than
+    TOPIC, illegal topic names, duplicate resources (all but the first occurrence left out)."""
+    counts: dict = {}
+    for r in resources:
+        counts[(r.resource_type, r.resource_name)] = counts.get(
+            (r.resource_type, r.resource_name), 0) + 1
+    errors: dict[int, tuple[int, str] | None] = {}
+    answered = set()
+    for i, r in enumerate(resources):
+        key = (r.resource_type, r.resource_name)
+        if counts[key] > 1:
+            errors[i] = None if key in answered else (InvalidRequestError.errno,
+                                                      "Duplicate resource.")
+            answered.add(key)
+        elif r.resource_type in (BROKER, BROKER_LOGGER):
+            errors[i] = (InvalidRequestError.errno, "Dynamic broker configs are not supported.")
+        elif r.resource_type != TOPIC:
+            errors[i] = (InvalidRequestError.errno, f"Unknown resource type {r.resource_type}.")
+        elif invalid_reason(r.resource_name):
+            errors[i] = (InvalidTopicError.errno, invalid_reason(r.resource_name))
+    return errors
+
+
+@handles(ApiKey.AlterConfigs, AlterConfigsRequest, versions=(0, 2))
+async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest):
+    errors = precheck(req.resources)
+    results = []
+    for i, r in enumerate(req.resources):
+        if i in errors:
+            if errors[i] is not None:
+                code, message = errors[i]
+                results.append(_Result(error_code=code, error_message=message,
+                                       resource_type=r.resource_type,
+                                       resource_name=r.resource_name))
+            continue
+        changes = {c.name: c.value for c in r.configs}
+        res = await ctx.broker.controller.alter_topic_configs(
+            r.resource_name, changes, replace=True, validate_only=req.validate_only)
+        results.append(_Result(error_code=res.error_code, error_message=res.message,
+                               resource_type=r.resource_type, resource_name=r.resource_name))
+    return AlterConfigsResponse(throttle_time_ms=0, responses=results)

@@ -1,0 +1,85 @@
+"""IncrementalAlterConfigs (key 44), v0-1.
+
+TOPIC resources: SET (0), DELETE (1, back to the default), APPEND (2) and SUBTRACT (3) — the last
+two only for LIST configs (cleanup.policy), starting from the topic's current value in this
+broker's metadata cache (or the default). The result is forwarded to the controller
+(alter_topic_configs, replace=False), which validates with Kafka's wording (INVALID_CONFIG).
+A config key given twice in one resource is INVALID_REQUEST ("Error due to duplicate config
+keys"); a resource given twice is answered once with INVALID_REQUEST ("Duplicate resource.").
+v1: flexible.
+Not implemented: dynamic broker configs — BROKER / BROKER_LOGGER resources answer INVALID_REQUEST.
+"""
+from __future__ import annotations
+
+from kafka.errors import InvalidConfigurationError, InvalidRequestError
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+
+from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.handlers.k32_describe_configs import LIST, TOPIC_CONFIG_TYPES
+from minibroker.broker.handlers.k33_alter_configs import precheck
+from minibroker.log import config as log_config
+
+_Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+
+def _items(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def changes_for(current: dict[str, str], configs) -> tuple[dict[str, str | None] | None, int, str]:
+    """The name -> new value (None: delete) map, or (None, error code, message)."""
+    names = [c.name for c in configs]
+    if len(set(names)) != len(names):
+        return None, InvalidRequestError.errno, "Error due to duplicate config keys"
+    changes: dict[str, str | None] = {}
+    for c in configs:
+        op, name = c.config_operation, c.name
+        if op == SET:
+            if c.value is None:
+                return None, InvalidRequestError.errno, f"Null value not supported for : {name}"
+            changes[name] = c.value
+        elif op == DELETE:
+            changes[name] = None
+        elif op in (APPEND, SUBTRACT):
+            if name in log_config.DEFAULTS and TOPIC_CONFIG_TYPES.get(name) != LIST:
+                return (None, InvalidConfigurationError.errno,
+                        f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST.")
+            now = _items(current.get(name, log_config.DEFAULTS.get(name)))
+            given = _items(c.value)
+            if op == APPEND:
+                now += [v for v in given if v not in now]
+            else:
+                now = [v for v in now if v not in given]
+            changes[name] = ",".join(now)
+        else:
+            return None, InvalidRequestError.errno, f"Unknown alter config operation type {op}"
+    return changes, 0, ""
+
+
+@handles(ApiKey.IncrementalAlterConfigs, IncrementalAlterConfigsRequest, versions=(0, 1))
+async def handle_incremental_alter_configs(ctx: RequestContext,
+                                           req: IncrementalAlterConfigsRequest):
+    errors = precheck(req.resources)
+    results = []
+    for i, r in enumerate(req.resources):
+        if i in errors:
+            if errors[i] is not None:
+                code, message = errors[i]
+                results.append(_Result(error_code=code, error_message=message,
+                                       resource_type=r.resource_type,
+                                       resource_name=r.resource_name))
+            continue
+        topic = ctx.broker.metadata.topics.get(r.resource_name)
+        changes, code, message = changes_for(topic.configs if topic else {}, r.configs)
+        if changes is None:
+            results.append(_Result(error_code=code, error_message=message,
+                                   resource_type=r.resource_type, resource_name=r.resource_name))
+            continue
+        res = await ctx.broker.controller.alter_topic_configs(
+            r.resource_name, changes, replace=False, validate_only=req.validate_only)
+        results.append(_Result(error_code=res.error_code, error_message=res.message,
+                               resource_type=r.resource_type, resource_name=r.resource_name))
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
