@@ -1,0 +1,13 @@
+"""The reference asyncio client: pipelined Producer, poll-loop Consumer, Admin.
+
+    from minibroker.client import Producer, Consumer, Admin, TopicPartition
+"""
+from __future__ import annotations
+
+from minibroker.client.consumer import Consumer
+from minibroker.client.metadata import TopicMetadata
+from minibroker.client.producer import Producer
+from minibroker.client.records import ConsumerRecord, RecordMetadata, TopicPartition
+
+__all__ = ["Producer", "Consumer", "RecordMetadata", "ConsumerRecord", "TopicPartition",
+           "TopicMetadata"]

@@ -1,0 +1,194 @@
+"""Connections of the reference client: one pipelined connection per broker, ApiVersions on connect.
+
+Every broker connection is a `KafkaClientConnection` (many requests in flight, responses in order).
+On connect the pool asks ApiVersions (v3, falling back to v0) and keeps the broker's ranges on the
+connection, so `version(conn, RequestClass)` picks the highest version both sides speak.
+Connections are created lazily: `get_nowait(node)` never blocks the caller (a producer's sender),
+it starts a connect in the background and returns None until it is up.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable
+
+from kafka.errors import KafkaConnectionError, NodeNotReadyError, UnsupportedVersionError
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+from minibroker.network.client import ConnectionClosed, KafkaClientConnection
+
+log = logging.getLogger("minibroker.client")
+
+BOOTSTRAP = -1      # pseudo node ids below this are bootstrap servers: -1, -2, ...
+
+
+def parse_bootstrap(servers: str | list[str]) -> list[tuple[str, int]]:
+    if isinstance(servers, str):
+        servers = [s for s in servers.split(",") if s.strip()]
+    out = []
+    for s in servers:
+        host, _, port = s.strip().rpartition(":")
+        out.append((host or "127.0.0.1", int(port)))
+    if not out:
+        raise ValueError("bootstrap_servers is empty")
+    return out
+
+
+class ConnectionPool:
+    def __init__(self, bootstrap_servers: str | list[str], client_id: str,
+                 request_timeout_ms: int = 30000, reconnect_backoff_ms: int = 50) -> None:
+        self.client_id = client_id
+        self.request_timeout = request_timeout_ms / 1000
+        self.reconnect_backoff = reconnect_backoff_ms / 1000
+        self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.addresses: dict[int, tuple[str, int]] = {}     # node id -> (host, port)
+        self._conns: dict[int, KafkaClientConnection] = {}
+        self._connecting: dict[int, asyncio.Task] = {}
+        self._backoff_until: dict[int, float] = {}
+        self._listeners: list[Callable[[], None]] = []
+        self._next_bootstrap = 0
+        self.closed = False
+
+    # ------------------------------------------------------------------ addressing
+    def on_ready(self, fn: Callable[[], None]) -> None:
+        """Call `fn()` whenever a connection comes up or fails (senders wake on it)."""
+        self._listeners.append(fn)
+
+    def update_addresses(self, brokers: dict[int, tuple[str, int]]) -> None:
+        for node, addr in brokers.items():
+            old = self.addresses.get(node)
+            self.addresses[node] = addr
+            if old is not None and old != addr and node in self._conns:
+                self._conns.pop(node).close("broker moved")
+
+    def _address(self, node: int) -> tuple[str, int]:
+        if node <= BOOTSTRAP:
+            return self.bootstrap[(-node - 1) % len(self.bootstrap)]
+        return self.addresses[node]
+
+    # ------------------------------------------------------------------ connections
+    def connected(self, node: int) -> KafkaClientConnection | None:
+        conn = self._conns.get(node)
+        if conn is not None and conn.closed:
+            self._conns.pop(node, None)
+            conn = None
+        return conn
+
+    def get_nowait(self, node: int) -> KafkaClientConnection | None:
+        """The live connection to `node`, or None while one is being (re)established."""
+        conn = self.connected(node)
+        if conn is None and not self.closed and node not in self._connecting:
+            loop = asyncio.get_running_loop()
+            if loop.time() >= self._backoff_until.get(node, 0.0):
+                self._connecting[node] = loop.create_task(self._connect(node))
+        return conn
+
+    async def get(self, node: int) -> KafkaClientConnection:
+        conn = self.connected(node)
+        if conn is not None:
+            return conn
+        if self.closed:
+            raise KafkaConnectionError("client closed")
+        task = self._connecting.get(node)
+        if task is None:
+            delay = self._backoff_until.get(node, 0.0) - asyncio.get_running_loop().time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            conn = self.connected(node)
+            if conn is not None:
+                return conn
+            task = self._connecting.get(node)
+            if task is None:
+                task = self._connecting[node] = asyncio.get_running_loop().create_task(
+                    self._connect(node))
+        conn = await asyncio.shield(task)
+        if conn is None:
+            raise KafkaConnectionError(f"cannot connect to node {node} at {self._address(node)}")
+        return conn
+
+    async def _connect(self, node: int) -> KafkaClientConnection | None:
+        try:
+            host, port = self._address(node)
+            conn = await KafkaClientConnection.connect(host, port, self.client_id,
+                                                      timeout=self.request_timeout)
+            conn.api_versions = await self._api_versions(conn)
+            if self.closed:
+                conn.close()
+                return None
+            self._conns[node] = conn
+            self._backoff_until.pop(node, None)
+            return conn
+        except (OSError, ConnectionClosed, asyncio.TimeoutError, KeyError) as e:
+            log.debug("connect to node %s failed: %r", node, e)
+            self._backoff_until[node] = asyncio.get_running_loop().time() + self.reconnect_backoff
+            return None
+        finally:
+            self._connecting.pop(node, None)
+            for fn in self._listeners:
+                fn()
+
+    async def _api_versions(self, conn: KafkaClientConnection) -> dict[int, tuple[int, int]]:
+        req = ApiVersionsRequest(client_software_name="minibroker-client",
+                                 client_software_version="0.1")
+        resp = await conn.request(req, 3, timeout=self.request_timeout,
+                                  response_class=ApiVersionsResponse)
+        if resp.error_code == UnsupportedVersionError.errno:
+            resp = await conn.request(ApiVersionsRequest(), 0, timeout=self.request_timeout,
+                                      response_class=ApiVersionsResponse)
+        return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+    async def any_connection(self, prefer: list[int] | None = None) -> tuple[int, KafkaClientConnection]:
+        """A connection to some live broker: a known one first, then the bootstrap list."""
+        for node in prefer or []:
+            conn = self.connected(node)
+            if conn is not None:
+                return node, conn
+        for node in sorted(self._conns):
+            conn = self.connected(node)
+            if conn is not None:
+                return node, conn
+        candidates = list(prefer or []) + sorted(self.addresses) + \
+            [BOOTSTRAP - i for i in range(len(self.bootstrap))]
+        last: Exception | None = None
+        for node in candidates:
+            try:
+                return node, await self.get(node)
+            except (KafkaConnectionError, KeyError) as e:
+                last = e
+        raise NodeNotReadyError(f"no broker reachable ({last!r})")
+
+    def close_node(self, node: int, reason: str) -> None:
+        conn = self._conns.pop(node, None)
+        if conn is not None:
+            conn.close(reason)
+
+    def close(self) -> None:
+        self.closed = True
+        for task in self._connecting.values():
+            task.cancel()
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+    # ------------------------------------------------------------------ requests
+    @staticmethod
+    def version(conn: KafkaClientConnection, cls: Any, lo: int = 0, hi: int | None = None) -> int:
+        """Highest version of `cls` both the broker and kafka-python (and the caller) support."""
+        key = cls.API_KEY
+        ranges = getattr(conn, "api_versions", {})
+        if key not in ranges:
+            raise UnsupportedVersionError(f"broker does not support api key {key}")
+        blo, bhi = ranges[key]
+        top = min(bhi, cls.max_version, hi if hi is not None else bhi)
+        bottom = max(blo, cls.min_version, lo)
+        if top < bottom:
+            raise UnsupportedVersionError(
+                f"no common version for {cls.__name__}: broker {blo}-{bhi}, client {bottom}-{top}")
+        return top
+
+    async def request(self, node: int, req: Any, lo: int = 0, hi: int | None = None,
+                      response_class: Any = None, timeout: float | None = None) -> Any:
+        conn = await self.get(node)
+        version = self.version(conn, type(req), lo, hi)
+        return await conn.request(req, version, timeout=timeout or self.request_timeout,
+                                  response_class=response_class)

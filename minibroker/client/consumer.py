@@ -1,0 +1,833 @@
+"""The poll-loop consumer: one task drives group membership, heartbeats, fetches and auto commits.
+
+    consumer = Consumer("127.0.0.1:9092", group_id="g", auto_offset_reset="earliest")
+    consumer.subscribe(["topic"])                # or consumer.assign([TopicPartition("topic", 0)])
+    records = await consumer.poll(1.0)           # list[ConsumerRecord]
+    await consumer.close()
+
+The driver task (started by subscribe/assign) loops:
+1. group (subscribe only): find the coordinator, JoinGroup with the 'consumer' protocol and our
+   assignors, the leader assigns (range / roundrobin), SyncGroup, then OffsetFetch for the new
+   partitions; heartbeat every `heartbeat_interval_ms` on a separate coordinator connection.
+   REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID -> commit (auto), revoke, rejoin.
+2. positions: partitions without one get the committed offset, else ListOffsets per
+   `auto_offset_reset` (OFFSET_OUT_OF_RANGE resets the same way).
+3. fetch: one Fetch request per leader, sent to all leaders at once, for the partitions with
+   nothing buffered; responses are decoded (kafka-python's record reader, any codec), records
+   before the fetch position dropped, and buffered per partition.  NOT_LEADER_OR_FOLLOWER /
+   FENCED_LEADER_EPOCH / UNKNOWN_TOPIC_OR_PARTITION -> a metadata refresh of that topic only.
+4. auto commit every `auto_commit_interval_ms`.
+`poll` only takes from the buffers (up to `max_poll_records`), advancing positions.
+
+Not implemented: fetch sessions (KIP-227: always full fetches), read_committed filtering of
+aborted transactions (the broker has no transactions), static membership, cooperative rebalancing.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import inspect
+import logging
+from typing import Any, Iterable
+
+import kafka.errors as Errors
+from kafka.protocol.consumer import (FetchResponse, HeartbeatRequest, JoinGroupRequest,
+                                     LeaveGroupRequest, ListOffsetsRequest, OffsetCommitRequest,
+                                     OffsetFetchRequest, SyncGroupRequest)
+from kafka.protocol.metadata import FindCoordinatorRequest
+
+from minibroker.client.connection_pool import ConnectionPool
+from minibroker.client.group_protocol import (ASSIGNORS, decode_assignment, decode_subscription,
+                                              encode_assignment, encode_subscription)
+from minibroker.client.metadata import ClusterMetadata
+from minibroker.client.records import ConsumerRecord, TopicPartition, decode_records
+from minibroker.protocol.messages import FetchRequestKip253
+
+log = logging.getLogger("minibroker.client.consumer")
+
+EARLIEST, LATEST = -2, -1
+COORDINATOR_NODE_BASE = 1 << 30        # coordinator connections are separate, like Kafka's
+
+_REFRESH_ERRORS = {Errors.NotLeaderForPartitionError.errno, Errors.FencedLeaderEpochError.errno,
+                   Errors.UnknownTopicOrPartitionError.errno, Errors.LeaderNotAvailableError.errno,
+                   Errors.UnknownLeaderEpochError.errno, Errors.KafkaStorageError.errno,
+                   Errors.OffsetNotAvailableError.errno}
+_REJOIN_ERRORS = {Errors.RebalanceInProgressError.errno, Errors.IllegalGenerationError.errno,
+                  Errors.UnknownMemberIdError.errno}
+_COORDINATOR_ERRORS = {Errors.NotCoordinatorError.errno, Errors.CoordinatorNotAvailableError.errno,
+                       Errors.CoordinatorLoadInProgressError.errno}
+
+
+async def list_offsets(pool: ConnectionPool, metadata: ClusterMetadata,
+                       specs: dict[TopicPartition, int], isolation_level: int = 0,
+                       timeout: float = 30.0) -> dict[TopicPartition, tuple[int, int]]:
+    """{tp: timestamp spec (-2 earliest, -1 latest, ...)} -> {tp: (offset, timestamp)}, from leaders.
+
+    Retries partitions whose leader moved until `timeout`; raises the last error then.
+    """
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    out: dict[TopicPartition, tuple[int, int]] = {}
+    todo = dict(specs)
+    while todo:
+        for t in {tp.topic for tp in todo}:
+            if metadata.topic(t) is None:
+                await metadata.wait_for_topic(t, timeout=max(0.1, end - loop.time()))
+        by_node: dict[int, list[TopicPartition]] = collections.defaultdict(list)
+        for tp in todo:
+            by_node[metadata.leader(tp.topic, tp.partition)].append(tp)
+        last_err: Exception | None = None
+
+        async def one(node: int, tps: list[TopicPartition]) -> None:
+            nonlocal last_err
+            if node < 0:
+                return
+            topics: dict[str, list] = collections.defaultdict(list)
+            for tp in tps:
+                topics[tp.topic].append(ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
+                    partition_index=tp.partition, current_leader_epoch=-1, timestamp=todo[tp],
+                    max_num_offsets=1))
+            req = ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=[
+                ListOffsetsRequest.ListOffsetsTopic(name=n, partitions=ps)
+                for n, ps in topics.items()], timeout_ms=int(timeout * 1000))
+            try:
+                resp = await pool.request(node, req, lo=1)
+            except Exception as e:  # noqa: BLE001
+                last_err = e
+                pool.close_node(node, "list offsets failed")
+                return
+            for t in resp.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    if p.error_code == 0:
+                        out[tp] = (p.offset, p.timestamp)
+                        todo.pop(tp, None)
+                    else:
+                        err = Errors.for_code(p.error_code)
+                        last_err = err(f"ListOffsets {tp}")
+                        if not err.retriable and p.error_code not in _REFRESH_ERRORS:
+                            raise last_err
+
+        await asyncio.gather(*(one(n, tps) for n, tps in by_node.items()))
+        if todo:
+            if loop.time() > end:
+                raise last_err or Errors.KafkaTimeoutError(f"ListOffsets for {sorted(todo)}")
+            await metadata.refresh({tp.topic for tp in todo})
+            await asyncio.sleep(0.05)
+    return out
+
+
+class _PartitionState:
+    __slots__ = ("position", "fetch_offset", "buffer", "inflight", "epoch", "reset",
+                 "committed", "high_watermark")
+
+    def __init__(self) -> None:
+        self.position: int | None = None          # next offset poll() returns
+        self.fetch_offset: int | None = None      # next offset to fetch
+        self.buffer: collections.deque[ConsumerRecord] = collections.deque()
+        self.inflight = False
+        self.epoch = 0                            # bumped by seek: drops stale fetch results
+        self.reset: int | None = None             # pending reset spec (EARLIEST/LATEST)
+        self.committed: int | None = None
+        self.high_watermark = -1
+
+    def seek(self, offset: int) -> None:
+        self.position = self.fetch_offset = offset
+        self.buffer.clear()
+        self.epoch += 1
+        self.reset = None
+
+
+class Consumer:
+    def __init__(self, bootstrap_servers: str | list[str], *, group_id: str | None = None,
+                 client_id: str = "minibroker-consumer", auto_offset_reset: str = "latest",
+                 enable_auto_commit: bool = True, auto_commit_interval_ms: int = 5000,
+                 session_timeout_ms: int = 45000, heartbeat_interval_ms: int = 3000,
+                 rebalance_timeout_ms: int = 60000, max_poll_records: int = 500,
+                 fetch_max_wait_ms: int = 500, fetch_min_bytes: int = 1,
+                 fetch_max_bytes: int = 52428800, max_partition_fetch_bytes: int = 1048576,
+                 isolation_level: str = "read_uncommitted", request_timeout_ms: int = 30000,
+                 retry_backoff_ms: int = 100, assignors: Iterable[str] = ("range", "roundrobin"),
+                 allow_auto_create_topics: bool = True) -> None:
+        if auto_offset_reset not in ("earliest", "latest", "none"):
+            raise ValueError(f"auto_offset_reset {auto_offset_reset!r}")
+        self.group_id = group_id
+        self.auto_offset_reset = auto_offset_reset
+        self.enable_auto_commit = enable_auto_commit and group_id is not None
+        self.auto_commit_interval = auto_commit_interval_ms / 1000
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval = heartbeat_interval_ms / 1000
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.max_poll_records = max_poll_records
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.fetch_min_bytes = fetch_min_bytes
+        self.fetch_max_bytes = fetch_max_bytes
+        self.max_partition_fetch_bytes = max_partition_fetch_bytes
+        self.isolation_level = 1 if isolation_level == "read_committed" else 0
+        self.retry_backoff = retry_backoff_ms / 1000
+        self.assignors = [a for a in assignors]
+        for a in self.assignors:
+            if a not in ASSIGNORS:
+                raise ValueError(f"unknown assignor {a!r}")
+        self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms)
+        self.metadata = ClusterMetadata(self.pool,
+                                        allow_auto_topic_creation=allow_auto_create_topics)
+        self._parts: dict[TopicPartition, _PartitionState] = {}
+        self._subscription: list[str] | None = None
+        self._listener: Any = None
+        self._task: asyncio.Task | None = None
+        self._wake: asyncio.Event | None = None
+        self._data: asyncio.Event | None = None
+        self._error: BaseException | None = None
+        self._closed = False
+        self._stopping = False
+        # group state
+        self.member_id = ""
+        self.generation_id = -1
+        self._coordinator: int | None = None
+        self._rejoin = False
+        self._joined = False
+        self._next_heartbeat = 0.0
+        self._heartbeat_inflight = False
+        self._next_commit = 0.0
+        self._node_fetching: set[int] = set()
+        self._fetch_timers: dict[int, asyncio.TimerHandle] = {}
+
+    # ------------------------------------------------------------------ assignment
+    def subscribe(self, topics: Iterable[str], listener: Any = None) -> None:
+        """Group-managed assignment of `topics` (needs group_id). `listener` may define
+        on_partitions_revoked(tps) / on_partitions_assigned(tps), sync or async."""
+        if self.group_id is None:
+            raise Errors.IllegalStateError("subscribe needs a group_id; use assign() without one")
+        self._subscription = sorted(set(topics))
+        self._listener = listener
+        self.metadata.add_topics(self._subscription)
+        self._rejoin = True
+        self._ensure_started()
+
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Static assignment: no group join (offsets still commit to group_id if one is set)."""
+        self._subscription = None
+        wanted = {TopicPartition(*tp) for tp in partitions}
+        self._parts = {tp: self._parts.get(tp) or _PartitionState() for tp in sorted(wanted)}
+        self.metadata.add_topics({tp.topic for tp in wanted})
+        self._ensure_started()
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self._parts)
+
+    def _state(self, tp) -> _PartitionState:
+        tp = TopicPartition(*tp)
+        st = self._parts.get(tp)
+        if st is None:
+            raise Errors.IllegalStateError(f"{tp} is not assigned to this consumer")
+        return st
+
+    def seek(self, tp, offset: int) -> None:
+        self._state(tp).seek(offset)
+        self._kick()
+
+    def seek_to_beginning(self, *tps) -> None:
+        for tp in tps or list(self._parts):
+            st = self._state(tp)
+            st.seek(0)
+            st.position = st.fetch_offset = None
+            st.reset = EARLIEST
+        self._kick()
+
+    def seek_to_end(self, *tps) -> None:
+        for tp in tps or list(self._parts):
+            st = self._state(tp)
+            st.seek(0)
+            st.position = st.fetch_offset = None
+            st.reset = LATEST
+        self._kick()
+
+    async def position(self, tp, timeout: float = 30.0) -> int:
+        """The offset of the next record poll() returns for tp (resolving a reset first)."""
+        st = self._state(tp)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while st.position is None:
+            self._raise_error()
+            if loop.time() > end:
+                raise Errors.KafkaTimeoutError(f"no position for {tp}")
+            self._kick()
+            await asyncio.sleep(0.01)
+        return st.position
+
+    def highwater(self, tp) -> int:
+        return self._state(tp).high_watermark
+
+    # ------------------------------------------------------------------ poll
+    async def poll(self, timeout: float = 0.0) -> list[ConsumerRecord]:
+        self._ensure_started()
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while True:
+            self._raise_error()
+            out = self._take()
+            if out:
+                self._kick()
+                return out
+            remaining = end - loop.time()
+            if remaining <= 0:
+                return []
+            self._data.clear()
+            try:
+                await asyncio.wait_for(self._data.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+
+    def _take(self) -> list[ConsumerRecord]:
+        out: list[ConsumerRecord] = []
+        for tp, st in self._parts.items():
+            while st.buffer and len(out) < self.max_poll_records:
+                rec = st.buffer.popleft()
+                if st.position is not None and rec.offset < st.position:
+                    continue
+                out.append(rec)
+                st.position = rec.offset + 1
+            if len(out) >= self.max_poll_records:
+                break
+        return out
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
+
+    # ------------------------------------------------------------------ offsets
+    async def commit(self, offsets: dict | None = None) -> None:
+        """Commit `offsets` ({tp: offset}) or every assigned partition's position."""
+        if self.group_id is None:
+            raise Errors.IllegalStateError("commit needs a group_id")
+        if offsets is None:
+            offsets = {tp: st.position for tp, st in self._parts.items()
+                       if st.position is not None}
+        offsets = {TopicPartition(*tp): o for tp, o in offsets.items()}
+        if not offsets:
+            return
+        await self._commit(offsets)
+
+    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        node = await self._ensure_coordinator()
+        topics: dict[str, list] = collections.defaultdict(list)
+        P = OffsetCommitRequest.OffsetCommitRequestTopic.OffsetCommitRequestPartition
+        for tp, off in sorted(offsets.items()):
+            topics[tp.topic].append(P(partition_index=tp.partition, committed_offset=off,
+                                      committed_leader_epoch=-1, commit_timestamp=-1,
+                                      committed_metadata=""))
+        subscribed = self._subscription is not None
+        req = OffsetCommitRequest(
+            group_id=self.group_id,
+            generation_id_or_member_epoch=self.generation_id if subscribed else -1,
+            member_id=self.member_id if subscribed else "", group_instance_id=None,
+            retention_time_ms=-1,
+            topics=[OffsetCommitRequest.OffsetCommitRequestTopic(name=n, partitions=ps)
+                    for n, ps in topics.items()])
+        try:
+            resp = await self.pool.request(node, req, lo=2, hi=9)
+        except (ConnectionError, asyncio.TimeoutError, Errors.KafkaConnectionError) as e:
+            self._coordinator_dead(node)
+            raise Errors.KafkaConnectionError(f"OffsetCommit: {e!r}") from e
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    if p.error_code in _REJOIN_ERRORS:
+                        self._need_rejoin(p.error_code)
+                    if p.error_code in _COORDINATOR_ERRORS:
+                        self._coordinator_dead(node)
+                    raise Errors.for_code(p.error_code)(f"OffsetCommit {t.name}-{p.partition_index}")
+                tp = TopicPartition(t.name, p.partition_index)
+                if tp in self._parts:
+                    self._parts[tp].committed = offsets[tp]
+
+    async def committed(self, tp) -> int | None:
+        tp = TopicPartition(*tp)
+        return (await self._offset_fetch([tp])).get(tp)
+
+    async def _offset_fetch(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        if self.group_id is None or not tps:
+            return {}
+        node = await self._ensure_coordinator()
+        topics: dict[str, list[int]] = collections.defaultdict(list)
+        for tp in tps:
+            topics[tp.topic].append(tp.partition)
+        conn = await self.pool.get(node)
+        version = self.pool.version(conn, OffsetFetchRequest, lo=1, hi=9)
+        if version >= 8:
+            G = OffsetFetchRequest.OffsetFetchRequestGroup
+            req = OffsetFetchRequest(groups=[G(
+                group_id=self.group_id, member_id=None, member_epoch=-1,
+                topics=[G.OffsetFetchRequestTopics(name=n, partition_indexes=ps)
+                        for n, ps in topics.items()])], require_stable=False)
+        else:
+            req = OffsetFetchRequest(group_id=self.group_id, topics=[
+                OffsetFetchRequest.OffsetFetchRequestTopic(name=n, partition_indexes=ps)
+                for n, ps in topics.items()], require_stable=False)
+        try:
+            resp = await conn.request(req, version, timeout=self.pool.request_timeout)
+        except (ConnectionError, asyncio.TimeoutError) as e:
+            self._coordinator_dead(node)
+            raise Errors.KafkaConnectionError(f"OffsetFetch: {e!r}") from e
+        if version >= 8:
+            group = resp.groups[0]
+            code, rtopics = group.error_code, group.topics
+        else:
+            code, rtopics = getattr(resp, "error_code", 0), resp.topics
+        if code:
+            if code in _COORDINATOR_ERRORS:
+                self._coordinator_dead(node)
+            raise Errors.for_code(code)("OffsetFetch")
+        out = {}
+        for t in rtopics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise Errors.for_code(p.error_code)(f"OffsetFetch {t.name}-{p.partition_index}")
+                if p.committed_offset >= 0:
+                    out[TopicPartition(t.name, p.partition_index)] = p.committed_offset
+        return out
+
+    # ------------------------------------------------------------------ lifecycle
+    async def close(self, timeout: float = 10.0) -> None:
+        if self._closed:
+            return
+        self._stopping = True
+        try:
+            if self._task is not None:
+                self._task.cancel()
+                try:
+                    await self._task
+                except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                    pass
+            if self.group_id is not None and self._parts and self.enable_auto_commit:
+                try:
+                    await asyncio.wait_for(self.commit(), timeout)
+                except Exception as e:  # noqa: BLE001
+                    log.debug("final commit failed: %r", e)
+            if self._subscription is not None and self.member_id:
+                try:
+                    await asyncio.wait_for(self._leave_group(), timeout)
+                except Exception as e:  # noqa: BLE001
+                    log.debug("LeaveGroup failed: %r", e)
+        finally:
+            self._closed = True
+            for t in self._fetch_timers.values():
+                t.cancel()
+            self.metadata.close()
+            self.pool.close()
+
+    async def __aenter__(self) -> "Consumer":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def _leave_group(self) -> None:
+        node = await self._ensure_coordinator()
+        conn = await self.pool.get(node)
+        version = self.pool.version(conn, LeaveGroupRequest)
+        req = LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id, members=[
+            LeaveGroupRequest.MemberIdentity(member_id=self.member_id, group_instance_id=None,
+                                             reason="consumer closed")])
+        await conn.request(req, version, timeout=self.pool.request_timeout)
+        self.member_id = ""
+        self.generation_id = -1
+
+    def _ensure_started(self) -> None:
+        if self._closed:
+            raise Errors.IllegalStateError("consumer is closed")
+        if self._task is None:
+            self._wake = asyncio.Event()
+            self._data = asyncio.Event()
+            self.metadata.on_update(self._kick)
+            self.pool.on_ready(self._kick)
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="consumer-loop")
+
+    def _kick(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    # ------------------------------------------------------------------ the driver task
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._next_commit = loop.time() + self.auto_commit_interval
+        while not self._stopping:
+            self._wake.clear()
+            try:
+                if self._subscription is not None and (self._rejoin or not self._joined):
+                    await self._rejoin_group()
+                    continue
+                if self._subscription is not None and self._coordinator is None:
+                    await self._ensure_coordinator()
+                await self._resolve_positions()
+                self._send_fetches()
+                delay = 0.2
+                if self._subscription is not None:
+                    delay = min(delay, self._maybe_heartbeat(loop.time()))
+                if self.enable_auto_commit:
+                    if loop.time() >= self._next_commit:
+                        self._next_commit = loop.time() + self.auto_commit_interval
+                        await self._auto_commit()
+                    delay = min(delay, max(0.0, self._next_commit - loop.time()))
+            except asyncio.CancelledError:
+                raise
+            except Errors.KafkaError as e:
+                if isinstance(e, (Errors.OffsetOutOfRangeError, Errors.GroupAuthorizationFailedError,
+                                  Errors.TopicAuthorizationFailedError)) or not e.retriable:
+                    log.debug("consumer error: %r", e)
+                    if not isinstance(e, (Errors.KafkaConnectionError, Errors.NodeNotReadyError)):
+                        self._error = e
+                        self._data.set()
+                await asyncio.sleep(self.retry_backoff)
+                continue
+            except (ConnectionError, asyncio.TimeoutError, OSError) as e:
+                log.debug("consumer loop: %r", e)
+                await asyncio.sleep(self.retry_backoff)
+                continue
+            if self._wake.is_set():
+                continue
+            try:
+                await asyncio.wait_for(self._wake.wait(), max(delay, 0.001))
+            except asyncio.TimeoutError:
+                pass
+
+    async def _auto_commit(self) -> None:
+        offsets = {tp: st.position for tp, st in self._parts.items()
+                   if st.position is not None and st.position != st.committed}
+        if offsets:
+            try:
+                await self._commit(offsets)
+            except Errors.KafkaError as e:
+                log.debug("auto commit failed: %r", e)
+
+    # ------------------------------------------------------------------ positions
+    async def _resolve_positions(self) -> None:
+        missing = [tp for tp, st in self._parts.items() if st.position is None and st.reset is None]
+        if missing:
+            committed = await self._offset_fetch(missing) if self.group_id is not None else {}
+            for tp in missing:
+                st = self._parts.get(tp)
+                if st is None or st.position is not None:
+                    continue
+                if tp in committed:
+                    st.position = st.fetch_offset = committed[tp]
+                    st.committed = committed[tp]
+                elif self.auto_offset_reset == "none":
+                    raise Errors.NoOffsetForPartitionError(f"no committed offset for {tp}")
+                else:
+                    st.reset = EARLIEST if self.auto_offset_reset == "earliest" else LATEST
+        resets = {tp: st.reset for tp, st in self._parts.items() if st.reset is not None}
+        if resets:
+            epochs = {tp: self._parts[tp].epoch for tp in resets}
+            offsets = await list_offsets(self.pool, self.metadata, resets, self.isolation_level,
+                                         timeout=self.pool.request_timeout)
+            for tp, (offset, _) in offsets.items():
+                st = self._parts.get(tp)
+                if st is not None and st.reset is not None and st.epoch == epochs[tp]:
+                    st.seek(offset)
+
+    # ------------------------------------------------------------------ fetching
+    def _send_fetches(self) -> None:
+        by_node: dict[int, list[tuple[TopicPartition, _PartitionState]]] = \
+            collections.defaultdict(list)
+        for tp, st in self._parts.items():
+            if st.fetch_offset is None or st.reset is not None or st.inflight or st.buffer:
+                continue
+            leader = self.metadata.leader(tp.topic, tp.partition)
+            if leader < 0:
+                self.metadata.request_update(tp.topic)
+                continue
+            if leader in self._node_fetching:
+                continue
+            by_node[leader].append((tp, st))
+        for node, parts in by_node.items():
+            conn = self.pool.get_nowait(node)
+            if conn is None:
+                continue
+            self._send_fetch(node, conn, parts)
+
+    def _send_fetch(self, node: int, conn, parts) -> None:
+        version = self.pool.version(conn, FetchRequestKip253, lo=4, hi=12)
+        cls = FetchRequestKip253
+        topics: dict[str, list] = collections.defaultdict(list)
+        sent = []
+        for tp, st in parts:
+            topics[tp.topic].append(cls.FetchTopic.FetchPartition(
+                partition=tp.partition,
+                current_leader_epoch=self.metadata.leader_epoch(tp.topic, tp.partition),
+                fetch_offset=st.fetch_offset, last_fetched_epoch=-1, log_start_offset=-1,
+                partition_max_bytes=self.max_partition_fetch_bytes))
+            st.inflight = True
+            sent.append((tp, st, st.epoch, st.fetch_offset))
+        ftopics = []
+        for name, ps in topics.items():
+            md = self.metadata.topic(name)
+            ftopics.append(cls.FetchTopic(topic=name, partitions=ps,
+                                          undeleted_partition_count=md.undeleted_partition_count
+                                          if md else -1))
+        req = cls(replica_id=-1, max_wait_ms=self.fetch_max_wait_ms,
+                  min_bytes=self.fetch_min_bytes, max_bytes=self.fetch_max_bytes,
+                  isolation_level=self.isolation_level, session_id=0, session_epoch=-1,
+                  topics=ftopics, forgotten_topics_data=[], rack_id="")
+        self._node_fetching.add(node)
+        fut = conn.send(req, version, response_class=FetchResponse)
+        timer = asyncio.get_running_loop().call_later(
+            self.pool.request_timeout + self.fetch_max_wait_ms / 1000,
+            lambda: None if fut.done() else conn.close("fetch timed out"))
+        fut.add_done_callback(lambda f: self._on_fetch(node, sent, f, timer))
+
+    def _on_fetch(self, node: int, sent, fut: asyncio.Future, timer) -> None:
+        timer.cancel()
+        self._node_fetching.discard(node)
+        for _, st, _, _ in sent:
+            st.inflight = False
+        self._kick()
+        if not fut.cancelled():
+            fut.exception()                   # retrieved, even when closing
+        if self._closed or self._stopping:
+            return
+        if fut.cancelled() or fut.exception() is not None:
+            self.pool.close_node(node, "fetch failed")
+            for t in {tp.topic for tp, _, _, _ in sent}:
+                self.metadata.request_update(t)
+            return
+        resp = fut.result()
+        if resp.error_code:
+            log.debug("fetch from %s: error %s", node, resp.error_code)
+            return
+        index = {(tp.topic, tp.partition): (tp, st, epoch, offset) for tp, st, epoch, offset in sent}
+        got_data = False
+        for t in resp.responses:
+            for p in t.partitions:
+                entry = index.get((t.topic, p.partition_index))
+                if entry is None:
+                    continue
+                tp, st, epoch, offset = entry
+                if self._parts.get(tp) is not st or st.epoch != epoch or st.fetch_offset != offset:
+                    continue                       # reassigned or seeked meanwhile
+                if p.error_code == 0:
+                    st.high_watermark = p.high_watermark
+                    try:
+                        recs, next_offset = decode_records(tp.topic, tp.partition, p.records, offset)
+                    except Errors.KafkaError as e:
+                        self._error = e
+                        self._data.set()
+                        continue
+                    st.fetch_offset = next_offset
+                    if recs:
+                        st.buffer.extend(recs)
+                        got_data = True
+                elif p.error_code == Errors.OffsetOutOfRangeError.errno:
+                    if self.auto_offset_reset == "none":
+                        self._error = Errors.OffsetOutOfRangeError(f"{tp} offset {offset}")
+                        self._data.set()
+                    else:
+                        st.position = st.fetch_offset = None
+                        st.reset = EARLIEST if self.auto_offset_reset == "earliest" else LATEST
+                elif p.error_code in _REFRESH_ERRORS:
+                    self.metadata.request_update(tp.topic)
+                else:
+                    log.debug("fetch %s: error %s", tp, p.error_code)
+        if got_data:
+            self._data.set()
+
+    # ------------------------------------------------------------------ group membership
+    def _coordinator_dead(self, node: int | None) -> None:
+        if node is not None:
+            self.pool.close_node(node, "coordinator failed")
+        self._coordinator = None
+
+    def _need_rejoin(self, code: int) -> None:
+        if code in (Errors.UnknownMemberIdError.errno, Errors.IllegalGenerationError.errno):
+            if code == Errors.UnknownMemberIdError.errno:
+                self.member_id = ""
+            self.generation_id = -1
+        self._rejoin = True
+        self._kick()
+
+    async def _ensure_coordinator(self) -> int:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.pool.request_timeout
+        while self._coordinator is None:
+            try:
+                node, conn = await self.pool.any_connection()
+                version = self.pool.version(conn, FindCoordinatorRequest, hi=6)
+                if version >= 4:
+                    req = FindCoordinatorRequest(key_type=0, coordinator_keys=[self.group_id])
+                else:
+                    req = FindCoordinatorRequest(key=self.group_id, key_type=0)
+                resp = await conn.request(req, version, timeout=self.pool.request_timeout)
+                if version >= 4:
+                    c = resp.coordinators[0]
+                    code, cid, host, port = c.error_code, c.node_id, c.host, c.port
+                else:
+                    code, cid, host, port = resp.error_code, resp.node_id, resp.host, resp.port
+                if code == 0:
+                    node_key = COORDINATOR_NODE_BASE + cid
+                    self.pool.update_addresses({node_key: (host, port)})
+                    self._coordinator = node_key
+                    return node_key
+                err = Errors.for_code(code)
+                if not err.retriable and code not in _COORDINATOR_ERRORS:
+                    raise err(f"FindCoordinator {self.group_id}")
+            except (ConnectionError, asyncio.TimeoutError, Errors.KafkaConnectionError,
+                    Errors.NodeNotReadyError) as e:
+                log.debug("FindCoordinator: %r", e)
+            if loop.time() > end:
+                raise Errors.CoordinatorNotAvailableError(f"no coordinator for {self.group_id}")
+            await asyncio.sleep(self.retry_backoff)
+        return self._coordinator
+
+    async def _call_listener(self, name: str, tps: set[TopicPartition]) -> None:
+        fn = getattr(self._listener, name, None)
+        if fn is None:
+            return
+        try:
+            res = fn(sorted(tps))
+            if inspect.isawaitable(res):
+                await res
+        except Exception:  # noqa: BLE001 - a listener's failure must not break the loop
+            log.exception("rebalance listener %s failed", name)
+
+    async def _revoke(self) -> None:
+        if not self._parts:
+            return
+        if self.enable_auto_commit and self.generation_id >= 0:
+            await self._auto_commit()
+        await self._call_listener("on_partitions_revoked", set(self._parts))
+        self._parts = {}
+
+    async def _rejoin_group(self) -> None:
+        await self._revoke()
+        self._joined = False
+        self._rejoin = False
+        node = await self._ensure_coordinator()
+        try:
+            conn = await self.pool.get(node)
+        except Errors.KafkaConnectionError:
+            self._coordinator_dead(node)
+            raise
+        # JoinGroup
+        metadata = encode_subscription(self._subscription)
+        jversion = self.pool.version(conn, JoinGroupRequest)
+        while True:
+            req = JoinGroupRequest(
+                group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
+                rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
+                group_instance_id=None, protocol_type="consumer",
+                protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=a, metadata=metadata)
+                           for a in self.assignors], reason=None)
+            try:
+                resp = await conn.request(req, jversion,
+                                          timeout=self.rebalance_timeout_ms / 1000 + 5)
+            except (ConnectionError, asyncio.TimeoutError) as e:
+                self._coordinator_dead(node)
+                self._rejoin = True
+                raise Errors.KafkaConnectionError(f"JoinGroup: {e!r}") from e
+            if resp.error_code == Errors.MemberIdRequiredError.errno:
+                self.member_id = resp.member_id
+                continue
+            break
+        if resp.error_code:
+            self._rejoin = True
+            if resp.error_code in _COORDINATOR_ERRORS:
+                self._coordinator_dead(node)
+            if resp.error_code in (Errors.UnknownMemberIdError.errno,
+                                   Errors.IllegalGenerationError.errno):
+                self.member_id = ""
+            err = Errors.for_code(resp.error_code)
+            if err.retriable or resp.error_code in _COORDINATOR_ERRORS | _REJOIN_ERRORS:
+                await asyncio.sleep(self.retry_backoff)
+                return
+            raise err(f"JoinGroup {self.group_id}")
+        self.member_id = resp.member_id
+        self.generation_id = resp.generation_id
+        protocol = resp.protocol_name
+        assignments = []
+        if resp.leader == resp.member_id and not getattr(resp, "skip_assignment", False):
+            assignments = await self._assign(protocol, resp.members)
+        # SyncGroup
+        sversion = self.pool.version(conn, SyncGroupRequest)
+        sreq = SyncGroupRequest(
+            group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id,
+            group_instance_id=None, protocol_type="consumer", protocol_name=protocol,
+            assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=a)
+                         for m, a in assignments])
+        try:
+            sresp = await conn.request(sreq, sversion, timeout=self.rebalance_timeout_ms / 1000 + 5)
+        except (ConnectionError, asyncio.TimeoutError) as e:
+            self._coordinator_dead(node)
+            self._rejoin = True
+            raise Errors.KafkaConnectionError(f"SyncGroup: {e!r}") from e
+        if sresp.error_code:
+            self._need_rejoin(sresp.error_code)
+            if sresp.error_code in _COORDINATOR_ERRORS:
+                self._coordinator_dead(node)
+            await asyncio.sleep(self.retry_backoff)
+            return
+        assigned = decode_assignment(sresp.assignment)
+        self._parts = {TopicPartition(t, p): _PartitionState()
+                       for t in sorted(assigned) for p in sorted(assigned[t])}
+        self.metadata.add_topics(assigned)
+        self._joined = True
+        loop = asyncio.get_running_loop()
+        self._next_heartbeat = loop.time() + self.heartbeat_interval
+        await self._call_listener("on_partitions_assigned", set(self._parts))
+
+    async def _assign(self, protocol: str, members) -> list[tuple[str, bytes]]:
+        subscriptions = {}
+        for m in members:
+            topics, _ = decode_subscription(bytes(m.metadata))
+            subscriptions[m.member_id] = topics
+        all_topics = sorted({t for ts in subscriptions.values() for t in ts})
+        counts = {}
+        for t in all_topics:
+            try:
+                md = await self.metadata.wait_for_topic(t, timeout=5.0, need_leaders=False)
+                counts[t] = md.partition_count
+            except (asyncio.TimeoutError, Errors.KafkaError) as e:
+                log.debug("assignor: no metadata for %s: %r", t, e)
+        result = ASSIGNORS[protocol](subscriptions, counts)
+        return [(m, encode_assignment(result.get(m, {}))) for m in sorted(subscriptions)]
+
+    def _maybe_heartbeat(self, now: float) -> float:
+        if self._heartbeat_inflight or self._coordinator is None:
+            return self.heartbeat_interval
+        if now < self._next_heartbeat:
+            return self._next_heartbeat - now
+        node = self._coordinator
+        conn = self.pool.get_nowait(node)
+        if conn is None:
+            return 0.05
+        self._next_heartbeat = now + self.heartbeat_interval
+        self._heartbeat_inflight = True
+        version = self.pool.version(conn, HeartbeatRequest)
+        fut = conn.send(HeartbeatRequest(group_id=self.group_id, generation_id=self.generation_id,
+                                         member_id=self.member_id, group_instance_id=None),
+                        version)
+        timer = asyncio.get_running_loop().call_later(
+            self.pool.request_timeout, lambda: None if fut.done() else conn.close("heartbeat timed out"))
+        fut.add_done_callback(lambda f: self._on_heartbeat(node, f, timer))
+        return self.heartbeat_interval
+
+    def _on_heartbeat(self, node: int, fut: asyncio.Future, timer) -> None:
+        timer.cancel()
+        self._heartbeat_inflight = False
+        if not fut.cancelled():
+            fut.exception()
+        if self._closed or self._stopping:
+            return
+        if fut.cancelled() or fut.exception() is not None:
+            self._coordinator_dead(node)
+            self._kick()
+            return
+        code = fut.result().error_code
+        if code in _REJOIN_ERRORS:
+            self._need_rejoin(code)
+        elif code in _COORDINATOR_ERRORS:
+            self._coordinator_dead(node)
+            self._kick()
+        elif code:
+            log.debug("heartbeat error %s", code)
