@@ -3,24 +3,280 @@
 Groups and offsets live in __consumer_offsets; this broker coordinates the groups whose
 __consumer_offsets partition it leads, loading them by replaying that partition when it becomes
 leader and unloading them when it stops being leader.
+
+One `Shard` per led partition holds that partition's groups. While a shard replays its log,
+requests for its groups get COORDINATOR_LOAD_IN_PROGRESS; groups of partitions this broker does
+not lead get NOT_COORDINATOR. Writes are record batches appended to the partition's log with the
+leader epoch the shard was loaded under (origin "coordinator"); a write completes when the high
+watermark passes it (acks=all), or with an error code (NOT_LEADER → the shard is gone, or
+REQUEST_TIMED_OUT after offsets.commit.timeout.ms).
+
+The protocol itself is minibroker.coordinator.groups.ClassicGroupCoordinator (`self.classic`).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import logging
+import struct
+from typing import TYPE_CHECKING, Callable
+
+import kafka.errors as Errors
+
+from minibroker.coordinator.groups import ClassicGroupCoordinator
+from minibroker.coordinator.offsets import OFFSETS_TOPIC, partition_for, replay
+from minibroker.log.batch import build_batch
 
 if TYPE_CHECKING:
     from minibroker.broker.broker import Broker
+    from minibroker.coordinator.group.classic import ClassicGroup
+
+log = logging.getLogger("minibroker.coordinator")
+
+OFFSETS_COMMIT_TIMEOUT_MS = 5000            # offsets.commit.timeout.ms
+# Kafka's settings for the topic; those our log does not know (compression.type) are left out.
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer",
+                         "segment.bytes": "104857600"}
+_LOAD_READ_BYTES = 1 << 20
+_BASE_OFFSET = struct.Struct(">q")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+
+
+class Shard:
+    """The groups of one __consumer_offsets partition this broker leads."""
+
+    def __init__(self, partition: int, leader_epoch: int) -> None:
+        self.partition = partition
+        self.leader_epoch = leader_epoch
+        self.loading = True
+        self.groups: dict[str, "ClassicGroup"] = {}
+        self.load_task: asyncio.Task | None = None
+
+    def __repr__(self) -> str:
+        return (f"Shard({OFFSETS_TOPIC}-{self.partition}, epoch={self.leader_epoch}, "
+                f"loading={self.loading}, groups={len(self.groups)})")
 
 
 class GroupCoordinatorRuntime:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
+        self.config = broker.config
+        self.clock = broker.clock
+        self.ids = broker.ids
+        self.shards: dict[int, Shard] = {}
+        self.classic = ClassicGroupCoordinator(self)
+        self.running = False
+        self._tasks: list[asyncio.Task] = []
+        self._creating_offsets_topic = False
 
+    # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        pass
+        self.running = True
+        self._tasks = [asyncio.get_running_loop().create_task(self._expiration_loop())]
 
     async def stop(self) -> None:
-        pass
+        self.running = False
+        for pid in sorted(self.shards):
+            self._unload(pid)
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
 
     def on_leadership_change(self) -> None:
         """Called after LeaderAndIsr / StopReplica: load or unload __consumer_offsets partitions."""
+        if not self.running:
+            return
+        rm = self.broker.replica_manager
+        for pid in sorted(self.shards):
+            p = rm.get(OFFSETS_TOPIC, pid)
+            if p is None or not p.is_leader or p.leader_epoch != self.shards[pid].leader_epoch:
+                self._unload(pid)
+        for (topic, pid) in sorted(rm.partitions):
+            if topic != OFFSETS_TOPIC:
+                continue
+            p = rm.partitions[(topic, pid)]
+            if p.is_leader and pid not in self.shards:
+                self._load(pid, p.leader_epoch)
+
+    # ------------------------------------------------------------------ routing
+    def num_partitions(self) -> int:
+        t = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        return len(t.partitions) if t is not None and t.partitions else \
+            self.config.offsets_topic_num_partitions
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions())
+
+    def shard_for(self, group_id: str) -> tuple[Shard | None, int]:
+        shard = self.shards.get(self.partition_for(group_id))
+        if shard is None or not self.running:
+            return None, Errors.NotCoordinatorError.errno
+        if shard.loading:
+            return None, Errors.CoordinatorLoadInProgressError.errno
+        return shard, 0
+
+    def is_active(self, shard: Shard) -> bool:
+        return self.shards.get(shard.partition) is shard and not shard.loading
+
+    def shards_in_order(self) -> list[Shard]:
+        return [self.shards[pid] for pid in sorted(self.shards)]
+
+    @property
+    def max_record_bytes(self) -> int:
+        """What one coordinator record batch may take (max.message.bytes of the topic)."""
+        t = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        if t is not None and t.configs and "max.message.bytes" in t.configs:
+            return int(t.configs["max.message.bytes"])
+        return self.config.message_max_bytes
+
+    # ------------------------------------------------------------------ FindCoordinator
+    def coordinator_for(self, key: str) -> tuple[int, int]:
+        """(error, leader node id) of the group's __consumer_offsets partition; creates the topic
+        through the controller on first use."""
+        topic = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            self._create_offsets_topic()
+            return Errors.CoordinatorNotAvailableError.errno, -1
+        p = topic.partitions.get(partition_for(key, len(topic.partitions)))
+        if p is None or p.leader < 0 or p.leader not in self.broker.metadata.brokers:
+            return Errors.CoordinatorNotAvailableError.errno, -1
+        return 0, p.leader
+
+    def _create_offsets_topic(self) -> None:
+        if self._creating_offsets_topic:
+            return
+        self._creating_offsets_topic = True
+        live = len(self.broker.metadata.alive_brokers()) or 1
+        rf = min(self.config.offsets_topic_replication_factor, live)
+        from minibroker.log.config import VALIDATORS
+        spec = (OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, rf, None,
+                {k: v for k, v in OFFSETS_TOPIC_CONFIGS.items() if k in VALIDATORS})
+
+        async def create() -> None:
+            try:
+                [res] = await self.broker.controller.create_topics([spec], validate_only=False)
+                if res.error_code and res.error_code != Errors.TopicAlreadyExistsError.errno:
+                    log.warning("broker %d: creating %s failed: %s %s", self.broker.node_id,
+                                OFFSETS_TOPIC, res.error_code, res.message)
+            except Exception:  # noqa: BLE001 — the next FindCoordinator retries
+                log.exception("broker %d: creating %s failed", self.broker.node_id, OFFSETS_TOPIC)
+            finally:
+                self._creating_offsets_topic = False
+        task = asyncio.get_running_loop().create_task(create())
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: t in self._tasks and self._tasks.remove(t))
+
+    # ------------------------------------------------------------------ timers
+    def call_later(self, delay_ms: int, fn: Callable, *args) -> asyncio.TimerHandle:
+        """A timer on the event loop's clock (virtual in tests), as Kafka's purgatories."""
+        return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, fn, *args)
+
+    # ------------------------------------------------------------------ writes
+    def append(self, shard: Shard, records: list[tuple[bytes, bytes | None]],
+               on_commit: Callable[[int], None] | None) -> asyncio.Future:
+        """Append `records` as one batch now; the future resolves to 0 once the high watermark
+        passed them, else to an error code. `on_commit(code)` runs first, in the same callback."""
+        loop = asyncio.get_running_loop()
+        result = loop.create_future()
+        timer: list[asyncio.TimerHandle] = []
+
+        def finish(code: int) -> None:
+            if result.done():
+                return
+            for t in timer:
+                t.cancel()
+            if on_commit is not None:
+                try:
+                    on_commit(code)
+                except Exception:  # noqa: BLE001 — a bug here must not hang the waiters
+                    log.exception("coordinator write callback failed")
+            result.set_result(code)
+
+        p = self.broker.replica_manager.get(OFFSETS_TOPIC, shard.partition)
+        if (p is None or not p.is_leader or p.leader_epoch != shard.leader_epoch
+                or self.shards.get(shard.partition) is not shard):
+            loop.call_soon(finish, Errors.NotLeaderForPartitionError.errno)
+            return result
+        now = self.clock.now_ms()
+        batch = build_batch([(k, v, []) for k, v in records], timestamp=now)
+        try:
+            res = p.log.append_as_leader(batch, p.leader_epoch, now, origin="coordinator")
+        except Errors.KafkaError as e:
+            loop.call_soon(finish, e.errno)
+            return result
+        p.maybe_increment_high_watermark()
+        p.notify_data()
+        hw = p.wait_for_high_watermark(res.last_offset + 1)
+        timer.append(loop.call_later(OFFSETS_COMMIT_TIMEOUT_MS / 1000, finish,
+                                     Errors.RequestTimedOutError.errno))
+        hw.add_done_callback(lambda f: finish(f.result() if not f.cancelled()
+                                              else Errors.NotLeaderForPartitionError.errno))
+        return result
+
+    # ------------------------------------------------------------------ load / unload
+    def _load(self, pid: int, leader_epoch: int) -> None:
+        shard = self.shards[pid] = Shard(pid, leader_epoch)
+        shard.load_task = asyncio.get_running_loop().create_task(self._replay(shard))
+
+    async def _replay(self, shard: Shard) -> None:
+        p = self.broker.replica_manager.get(OFFSETS_TOPIC, shard.partition)
+        try:
+            offset = p.log.log_start_offset
+            end = p.log.log_end_offset
+            while offset < end:
+                read = p.log.read(offset, _LOAD_READ_BYTES, max_offset=end)
+                if not read.records:
+                    break
+                for view in read.records:
+                    offset = self._replay_batch(shard, view)
+                await asyncio.sleep(0)          # let other requests in; they see LOAD_IN_PROGRESS
+                if self.shards.get(shard.partition) is not shard:
+                    return
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 — a shard that cannot load stays unavailable
+            log.exception("broker %d: loading %s-%d failed", self.broker.node_id, OFFSETS_TOPIC,
+                          shard.partition)
+            return
+        shard.loading = False
+        self.classic.on_loaded(shard)
+        log.info("broker %d: loaded %s-%d (%d groups)", self.broker.node_id, OFFSETS_TOPIC,
+                 shard.partition, len(shard.groups))
+
+    @staticmethod
+    def _replay_batch(shard: Shard, view: memoryview) -> int:
+        """Replay one stored batch; returns the offset after it."""
+        from kafka.record.default_records import DefaultRecordBatch
+        data = bytes(view)
+        next_offset = _BASE_OFFSET.unpack_from(data, 0)[0] + \
+            _LAST_OFFSET_DELTA.unpack_from(data, 23)[0] + 1
+        batch = DefaultRecordBatch(data)
+        if batch.is_control_batch:
+            return next_offset
+        for record in batch:
+            if record.key is None:
+                continue
+            try:
+                replay(shard.groups, record.key, record.value)
+            except ValueError:
+                log.warning("%s-%d offset %d: undecodable coordinator record", OFFSETS_TOPIC,
+                            shard.partition, record.offset)
+        return next_offset
+
+    def _unload(self, pid: int) -> None:
+        shard = self.shards.pop(pid, None)
+        if shard is None:
+            return
+        if shard.load_task is not None and not shard.load_task.done():
+            shard.load_task.cancel()
+        self.classic.on_unloaded(shard)
+
+    # ------------------------------------------------------------------ retention
+    async def _expiration_loop(self) -> None:
+        interval = self.config.offsets_retention_check_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.classic.expire_offsets()
+            except Exception:  # noqa: BLE001
+                log.exception("offset expiration failed")

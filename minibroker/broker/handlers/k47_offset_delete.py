@@ -1,0 +1,27 @@
+"""OffsetDelete (key 47), v0 (KIP-496).
+
+Deletes committed offsets of an Empty group, or of topics a consumer group does not subscribe to
+(GROUP_SUBSCRIBED_TO_TOPIC otherwise; a non-consumer group that is not Empty: NON_EMPTY_GROUP).
+Unknown group: GROUP_ID_NOT_FOUND. Unknown topic-partition: UNKNOWN_TOPIC_OR_PARTITION.
+Not implemented: —
+"""
+from __future__ import annotations
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
+
+from minibroker.broker.dispatch import RequestContext, handles
+
+_Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
+_Part = _Topic.OffsetDeleteResponsePartition
+
+
+@handles(ApiKey.OffsetDelete, OffsetDeleteRequest, versions=(0, 0))
+async def handle_offset_delete(ctx: RequestContext, req: OffsetDeleteRequest):
+    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    code, results = await ctx.broker.groups.classic.delete_offsets(req.group_id, wanted)
+    topics = [] if code else [
+        _Topic(name=t.name, partitions=[
+            _Part(partition_index=p.partition_index, error_code=results[(t.name, p.partition_index)])
+            for p in t.partitions]) for t in req.topics]
+    return OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=topics)
