@@ -74,6 +74,10 @@ class ConnectionPool:
             conn = None
         return conn
 
+    def connect_failed(self, node: int) -> bool:
+        """Whether the last attempt to connect to `node` failed (it is backing off)."""
+        return node in self._backoff_until
+
     def get_nowait(self, node: int) -> KafkaClientConnection | None:
         """The live connection to `node`, or None while one is being (re)established."""
         conn = self.connected(node)

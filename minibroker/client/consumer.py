@@ -545,6 +545,9 @@ class Consumer:
         for node, parts in by_node.items():
             conn = self.pool.get_nowait(node)
             if conn is None:
+                if self.pool.connect_failed(node):     # leader unreachable: it may have moved
+                    for tp, _ in parts:
+                        self.metadata.request_update(tp.topic)
                 continue
             self._send_fetch(node, conn, parts)
 

@@ -150,7 +150,11 @@ class ClusterMetadata:
 
     async def _refresh_loop(self) -> None:
         try:
+            first = True
             while self._stale and not self.closed:
+                if not first:                    # asked again meanwhile: not more often than this
+                    await asyncio.sleep(self.refresh_backoff)
+                first = False
                 names = sorted(self._stale)
                 self._stale.clear()
                 try:

@@ -334,6 +334,10 @@ class Producer:
         for node, parts in by_node.items():
             conn = self.pool.get_nowait(node)
             if conn is None:
+                if self.pool.connect_failed(node):     # leader unreachable: it may have moved
+                    for tp, _ in parts:
+                        self.metadata.request_update(tp.topic)
+                    delay = min(delay, self.metadata.refresh_backoff)
                 continue
             while parts and self._node_inflight[node] < self.max_in_flight:
                 taken = []

@@ -148,3 +148,37 @@ async def test_consumer_skips_records_before_position_in_compressed_batch(cluste
         assert [r.offset for r in got] == [7, 8, 9]
     finally:
         await consumer.close()
+
+
+async def test_leader_stopped_mid_stream_acks_all_loses_nothing_acked(cluster):
+    await cluster.create_topic("fo", partitions=3, replication_factor=3)
+    producer = Producer(cluster.bootstrap, acks="all", linger_ms=2, retry_backoff_ms=20,
+                        delivery_timeout_ms=8000, request_timeout_ms=2000)
+    await producer.start()
+    acked: list[tuple[int, int, bytes]] = []
+    failed = 0
+    errors: list[str] = []
+    victim = await cluster.leader_of("fo", 0)
+    try:
+        futs = []
+        for i in range(1500):
+            futs.append((i, producer.send("fo", b"%06d" % i, key=b"k%d" % (i % 13))))
+            if i == 500:
+                await asyncio.sleep(0.05)
+                await cluster.stop_broker(victim)
+            if i % 100 == 0:
+                await asyncio.sleep(0.01)
+        for i, f in futs:
+            try:
+                md = await f
+                acked.append((md.partition, md.offset, b"%06d" % i))
+            except Exception as e:  # noqa: BLE001 - only acknowledged records must survive
+                failed += 1
+                errors.append(repr(e))
+    finally:
+        await producer.stop()
+    assert len(acked) >= 1400, f"only {len(acked)} acked, {failed} failed: {sorted(set(errors))[:5]}"
+    consumed = await consume_all(cluster.bootstrap, "fo", 3, len(acked), timeout=6)
+    at = {(r.partition, r.offset): r.value for r in consumed}
+    for p, o, v in acked:
+        assert at.get((p, o)) == v, f"acked ({p}, {o}) lost or different"
