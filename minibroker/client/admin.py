@@ -1,0 +1,295 @@
+"""Admin client: topics, partitions (growing and KIP-253 shrinking), configs, offsets, records, groups.
+
+    admin = Admin("127.0.0.1:9092")
+    await admin.create_topics([NewTopic("t", 3, 3, {"retention.ms": "60000"})])
+    await admin.create_partitions({"t": 6})      # KIP-253: a lower count marks partitions for deletion
+    await admin.close()
+
+Every method takes the highest version both sides speak.  Topic/partition/config requests go to
+the controller (any broker would forward them); group requests to the group's coordinator.
+Per-item errors: by default the first one raises its `kafka.errors` class; with
+`raise_on_error=False` methods return {item: exception or None}.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import kafka.errors as Errors
+from kafka.protocol.admin import (CreatePartitionsRequest, CreateTopicsRequest,
+                                  DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
+                                  DescribeClusterRequest, DescribeConfigsRequest,
+                                  DescribeGroupsRequest, IncrementalAlterConfigsRequest,
+                                  ListGroupsRequest)
+from kafka.protocol.metadata import FindCoordinatorRequest
+
+from minibroker.client.connection_pool import ConnectionPool
+from minibroker.client.consumer import EARLIEST, LATEST, list_offsets
+from minibroker.client.group_protocol import decode_assignment, decode_subscription
+from minibroker.client.metadata import ClusterMetadata
+from minibroker.client.records import TopicPartition
+
+TOPIC, BROKER = 2, 4
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+@dataclass
+class NewTopic:
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+def _check(results: dict, raise_on_error: bool) -> dict:
+    if raise_on_error:
+        for item, exc in results.items():
+            if exc is not None:
+                raise exc
+    return results
+
+
+def _err(code: int, what: str, message: str | None = None) -> Exception | None:
+    if not code:
+        return None
+    return Errors.for_code(code)(f"{what}: {message}" if message else what)
+
+
+class Admin:
+    def __init__(self, bootstrap_servers: str | list[str], *, client_id: str = "minibroker-admin",
+                 request_timeout_ms: int = 30000) -> None:
+        self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms)
+        self.metadata = ClusterMetadata(self.pool, allow_auto_topic_creation=False)
+        self.timeout_ms = request_timeout_ms
+
+    async def close(self) -> None:
+        self.metadata.close()
+        self.pool.close()
+
+    async def __aenter__(self) -> "Admin":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def _controller(self) -> int:
+        if self.metadata.controller_id < 0:
+            await self.metadata.fetch_all()
+        return self.metadata.controller_id
+
+    async def _to_controller(self, req: Any, lo: int = 0, hi: int | None = None) -> Any:
+        node = await self._controller()
+        try:
+            return await self.pool.request(node, req, lo=lo, hi=hi)
+        except (ConnectionError, asyncio.TimeoutError, Errors.KafkaConnectionError):
+            self.metadata.controller_id = -1
+            node, conn = await self.pool.any_connection()
+            return await self.pool.request(node, req, lo=lo, hi=hi)
+
+    # ------------------------------------------------------------------ topics
+    async def list_topics(self) -> dict[str, int]:
+        """{topic: partition count} for every non-internal topic."""
+        resp = await self.metadata.fetch_all()
+        return {t.name: len(t.partitions) for t in resp.topics
+                if not t.error_code and not t.is_internal}
+
+    async def describe_topics(self, topics: Iterable[str]):
+        """Topic metadata (KIP-253 counts included), refreshed now."""
+        topics = list(topics)
+        await self.metadata.refresh(topics)
+        return {t: self.metadata.topic(t) for t in topics}
+
+    async def create_topics(self, topics: Iterable[NewTopic | tuple], validate_only: bool = False,
+                            raise_on_error: bool = True) -> dict:
+        T = CreateTopicsRequest.CreatableTopic
+        items = [t if isinstance(t, NewTopic) else NewTopic(*t) for t in topics]
+        req = CreateTopicsRequest(topics=[T(
+            name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
+            assignments=[], configs=[T.CreatableTopicConfig(name=k, value=v)
+                                     for k, v in sorted(t.configs.items())]) for t in items],
+            timeout_ms=self.timeout_ms, validate_only=validate_only)
+        resp = await self._to_controller(req)
+        return _check({t.name: _err(t.error_code, f"create topic {t.name}",
+                                    getattr(t, "error_message", None)) for t in resp.topics},
+                      raise_on_error)
+
+    async def delete_topics(self, topics: Iterable[str], raise_on_error: bool = True) -> dict:
+        topics = list(topics)
+        node = await self._controller()
+        conn = await self.pool.get(node)
+        version = self.pool.version(conn, DeleteTopicsRequest)
+        if version >= 6:
+            req = DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(name=t)
+                                              for t in topics], timeout_ms=self.timeout_ms)
+        else:
+            req = DeleteTopicsRequest(topic_names=topics, timeout_ms=self.timeout_ms)
+        resp = await conn.request(req, version, timeout=self.pool.request_timeout)
+        return _check({r.name: _err(r.error_code, f"delete topic {r.name}")
+                       for r in resp.responses}, raise_on_error)
+
+    async def create_partitions(self, counts: dict[str, int], validate_only: bool = False,
+                                raise_on_error: bool = True) -> dict:
+        """Set each topic's partition count; lower than now = KIP-253 deletion."""
+        req = CreatePartitionsRequest(topics=[CreatePartitionsRequest.CreatePartitionsTopic(
+            name=t, count=n, assignments=None) for t, n in counts.items()],
+            timeout_ms=self.timeout_ms, validate_only=validate_only)
+        resp = await self._to_controller(req)
+        return _check({r.name: _err(r.error_code, f"create partitions {r.name}",
+                                    r.error_message) for r in resp.results}, raise_on_error)
+
+    # ------------------------------------------------------------------ configs
+    async def describe_configs(self, resources: Iterable[tuple[int, str]] | None = None, *,
+                               topics: Iterable[str] = (), brokers: Iterable[int] = (),
+                               ) -> dict[tuple[int, str], dict[str, str | None]]:
+        res = list(resources or []) + [(TOPIC, t) for t in topics] + \
+            [(BROKER, str(b)) for b in brokers]
+        req = DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=rt, resource_name=name, configuration_keys=None) for rt, name in res],
+            include_synonyms=False, include_documentation=False)
+        resp = await self._to_controller(req)
+        out = {}
+        for r in resp.results:
+            if r.error_code:
+                raise _err(r.error_code, f"describe configs {r.resource_name}", r.error_message)
+            out[(r.resource_type, r.resource_name)] = {c.name: c.value for c in r.configs}
+        return out
+
+    async def alter_configs(self, changes: dict[tuple[int, str], dict[str, tuple[int, str | None] | str | None]],
+                            validate_only: bool = False, raise_on_error: bool = True) -> dict:
+        """Incremental: {(type, name): {config: value | None (delete) | (op, value)}}."""
+        R = IncrementalAlterConfigsRequest.AlterConfigsResource
+        resources = []
+        for (rt, name), cfg in changes.items():
+            entries = []
+            for k, v in sorted(cfg.items()):
+                op, value = v if isinstance(v, tuple) else ((DELETE, None) if v is None else (SET, v))
+                entries.append(R.AlterableConfig(name=k, config_operation=op, value=value))
+            resources.append(R(resource_type=rt, resource_name=name, configs=entries))
+        resp = await self._to_controller(IncrementalAlterConfigsRequest(
+            resources=resources, validate_only=validate_only))
+        return _check({(r.resource_type, r.resource_name): _err(
+            r.error_code, f"alter configs {r.resource_name}", r.error_message)
+            for r in resp.responses}, raise_on_error)
+
+    # ------------------------------------------------------------------ offsets and records
+    async def list_offsets(self, specs: dict[TopicPartition, int | str]) -> dict[TopicPartition, tuple[int, int]]:
+        """{tp: 'earliest' | 'latest' | timestamp_ms | -2 | -1 ...} -> {tp: (offset, timestamp)}."""
+        named = {"earliest": EARLIEST, "latest": LATEST}
+        return await list_offsets(self.pool, self.metadata,
+                                  {TopicPartition(*tp): named.get(s, s) for tp, s in specs.items()},
+                                  timeout=self.pool.request_timeout)
+
+    async def delete_records(self, before: dict[TopicPartition, int],
+                             raise_on_error: bool = True) -> dict:
+        """Advance each partition's log start offset to `before[tp]` (-1: the high watermark)."""
+        by_node: dict[int, dict[str, list]] = collections.defaultdict(lambda: collections.defaultdict(list))
+        for tp, off in before.items():
+            tp = TopicPartition(*tp)
+            if self.metadata.topic(tp.topic) is None:
+                await self.metadata.wait_for_topic(tp.topic, timeout=self.pool.request_timeout)
+            by_node[self.metadata.leader(tp.topic, tp.partition)][tp.topic].append(
+                DeleteRecordsRequest.DeleteRecordsTopic.DeleteRecordsPartition(
+                    partition_index=tp.partition, offset=off))
+        out: dict = {}
+        for node, topics in by_node.items():
+            req = DeleteRecordsRequest(topics=[DeleteRecordsRequest.DeleteRecordsTopic(
+                name=n, partitions=ps) for n, ps in topics.items()], timeout_ms=self.timeout_ms)
+            resp = await self.pool.request(node, req)
+            for t in resp.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    out[tp] = _err(p.error_code, f"delete records {tp}") or p.low_watermark
+        if raise_on_error:
+            for v in out.values():
+                if isinstance(v, Exception):
+                    raise v
+        return out
+
+    # ------------------------------------------------------------------ groups
+    async def _coordinator(self, group: str) -> int:
+        node, conn = await self.pool.any_connection()
+        version = self.pool.version(conn, FindCoordinatorRequest)
+        for _ in range(50):
+            if version >= 4:
+                resp = await conn.request(FindCoordinatorRequest(key_type=0, coordinator_keys=[group]),
+                                          version)
+                c = resp.coordinators[0]
+                code, cid, host, port = c.error_code, c.node_id, c.host, c.port
+            else:
+                resp = await conn.request(FindCoordinatorRequest(key=group, key_type=0), version)
+                code, cid, host, port = resp.error_code, resp.node_id, resp.host, resp.port
+            if code == 0:
+                self.pool.update_addresses({cid: (host, port)})
+                return cid
+            if not Errors.for_code(code).retriable:
+                raise Errors.for_code(code)(f"FindCoordinator {group}")
+            await asyncio.sleep(0.1)
+        raise Errors.CoordinatorNotAvailableError(group)
+
+    async def list_groups(self) -> dict[str, str]:
+        """{group id: protocol type} over every broker."""
+        await self.metadata.fetch_all()
+        out: dict[str, str] = {}
+        for node in sorted(self.metadata.brokers):
+            conn = await self.pool.get(node)
+            version = self.pool.version(conn, ListGroupsRequest)
+            resp = await conn.request(ListGroupsRequest(states_filter=[], types_filter=[]),
+                                      version)
+            if resp.error_code:
+                raise _err(resp.error_code, f"list groups on {node}")
+            for g in resp.groups:
+                out[g.group_id] = g.protocol_type
+        return dict(sorted(out.items()))
+
+    async def describe_groups(self, groups: Iterable[str]) -> dict[str, dict]:
+        out = {}
+        for group in groups:
+            node = await self._coordinator(group)
+            # hi=2: our broker's k15 fails to encode authorized_operations (v3+) as of ad53ea5.
+            resp = await self.pool.request(node, DescribeGroupsRequest(
+                groups=[group], include_authorized_operations=False), hi=2)
+            g = resp.groups[0]
+            if g.error_code:
+                raise _err(g.error_code, f"describe group {group}")
+            members = []
+            for m in g.members:
+                topics, assignment = [], {}
+                if g.protocol_type == "consumer":
+                    try:
+                        topics, _ = decode_subscription(bytes(m.member_metadata))
+                        assignment = decode_assignment(bytes(m.member_assignment))
+                    except Exception:  # noqa: BLE001 - not the consumer protocol after all
+                        pass
+                members.append(dict(member_id=m.member_id, client_id=m.client_id,
+                                    client_host=m.client_host, subscription=topics,
+                                    assignment=assignment))
+            out[group] = dict(state=g.group_state, protocol_type=g.protocol_type,
+                              protocol=g.protocol_data, members=members)
+        return out
+
+    async def delete_groups(self, groups: Iterable[str], raise_on_error: bool = True) -> dict:
+        out = {}
+        for group in groups:
+            node = await self._coordinator(group)
+            resp = await self.pool.request(node, DeleteGroupsRequest(groups_names=[group]))
+            for r in resp.results:
+                out[r.group_id] = _err(r.error_code, f"delete group {r.group_id}")
+        return _check(out, raise_on_error)
+
+    async def describe_cluster(self) -> dict:
+        node, conn = await self.pool.any_connection()
+        try:
+            version = self.pool.version(conn, DescribeClusterRequest)
+        except Errors.UnsupportedVersionError:
+            resp = await self.metadata.fetch_all()
+            return dict(cluster_id=resp.cluster_id, controller_id=resp.controller_id,
+                        brokers={b.node_id: (b.host, b.port, b.rack) for b in resp.brokers})
+        resp = await conn.request(DescribeClusterRequest(
+            include_cluster_authorized_operations=False, endpoint_type=1,
+            include_fenced_brokers=False), version)
+        if resp.error_code:
+            raise _err(resp.error_code, "describe cluster", resp.error_message)
+        return dict(cluster_id=resp.cluster_id, controller_id=resp.controller_id,
+                    brokers={b.broker_id: (b.host, b.port, b.rack) for b in resp.brokers})
