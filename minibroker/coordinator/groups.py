@@ -332,6 +332,7 @@ class ClassicGroupCoordinator:
             group.join_initial_delay = None
             group.join_timer = self.rt.call_later(group.rebalance_timeout_ms(),
                                                   self._on_join_timeout, shard, group)
+            self._try_complete_join(shard, group)     # Kafka's tryCompleteElseWatch
 
     def _try_complete_join(self, shard, group) -> None:
         if (group.is_(PREPARING_REBALANCE) and group.join_initial_delay is None
