@@ -1,0 +1,110 @@
+"""minibroker.client (the reference asyncio client), called in-process through asyncio.run."""
+from __future__ import annotations
+
+import asyncio
+
+from minibroker.client import Admin, Consumer, NewTopic, Producer, TopicPartition
+from minibroker.client.admin import TOPIC
+
+from . import DriverError
+
+NAME = "minibroker_client"
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+MISSING_CODECS: dict[str, str] = {}
+HAS_ADMIN = True
+HAS_IDEMPOTENCE = True
+
+
+def _run(coro, timeout: float):
+    async def bounded():
+        try:
+            return await asyncio.wait_for(coro, timeout)
+        except asyncio.TimeoutError as e:
+            raise DriverError(f"{NAME}: no result within {timeout}s") from e
+    return asyncio.run(bounded())
+
+
+async def _admin(bs, fn):
+    admin = Admin(bs, client_id="conformance-minibroker-admin", request_timeout_ms=15000)
+    try:
+        return await fn(admin)
+    finally:
+        await admin.close()
+
+
+def create_topic(bs, name, partitions, rf, configs=None, timeout: float = 30) -> None:
+    _run(_admin(bs, lambda a: a.create_topics([NewTopic(name, partitions, rf, configs or {})])),
+         timeout)
+
+
+def produce(bs, topic, records, codec, acks="all", idempotent=False, timeout: float = 60, **extra):
+    async def go():
+        producer = Producer(bs, client_id="conformance-minibroker",
+                            acks=-1 if acks == "all" else int(acks),
+                            compression=None if codec == "none" else codec,
+                            enable_idempotence=idempotent, linger_ms=5,
+                            delivery_timeout_ms=int(timeout * 1000), **extra)
+        await producer.start()
+        try:
+            mds = await asyncio.gather(*[producer.send(topic, v, key=k) for k, v in records])
+            return [(md.partition, md.offset) for md in mds]
+        finally:
+            await producer.stop()
+    return _run(go(), timeout)
+
+
+def consume_assigned(bs, topic, partitions, expected_count, timeout: float = 30):
+    async def go():
+        consumer = Consumer(bs, client_id="conformance-minibroker", auto_offset_reset="earliest",
+                            enable_auto_commit=False, fetch_max_wait_ms=200)
+        consumer.assign([TopicPartition(topic, p) for p in partitions])
+        out = []
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout - 1
+        try:
+            while len(out) < expected_count and loop.time() < end:
+                for r in await consumer.poll(0.2):
+                    out.append((r.partition, r.offset, r.key, r.value))
+        finally:
+            await consumer.close()
+        return out
+    return _run(go(), timeout)
+
+
+def list_offsets(bs, topic, timeout: float = 30):
+    async def go(admin):
+        md = (await admin.describe_topics([topic]))[topic]
+        if md is None or not md.partitions:
+            raise DriverError(f"no metadata for {topic}")
+        tps = [TopicPartition(topic, p) for p in sorted(md.partitions)]
+        early = await admin.list_offsets({tp: "earliest" for tp in tps})
+        late = await admin.list_offsets({tp: "latest" for tp in tps})
+        return {tp.partition: (early[tp][0], late[tp][0]) for tp in tps}
+    return _run(_admin(bs, go), timeout)
+
+
+def partition_count(bs, topic, timeout: float = 30) -> int:
+    async def go(admin):
+        topics = await admin.list_topics()
+        if topic not in topics:
+            raise DriverError(f"no topic {topic}")
+        return topics[topic]
+    return _run(_admin(bs, go), timeout)
+
+
+def describe_configs(bs, topic, timeout: float = 30) -> dict[str, str]:
+    async def go(admin):
+        return (await admin.describe_configs(topics=[topic]))[(TOPIC, topic)]
+    return _run(_admin(bs, go), timeout)
+
+
+def create_partitions(bs, topic, total, timeout: float = 30) -> None:
+    _run(_admin(bs, lambda a: a.create_partitions({topic: total})), timeout)
+
+
+def delete_topic(bs, topic, timeout: float = 30) -> None:
+    _run(_admin(bs, lambda a: a.delete_topics([topic])), timeout)
+
+
+def list_topics(bs, timeout: float = 30) -> set[str]:
+    return set(_run(_admin(bs, lambda a: a.list_topics()), timeout))
