@@ -24,7 +24,7 @@ async def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest
         code, state, ptype, pdata, members = ctx.broker.groups.classic.describe_group(gid)
         groups.append(_Group(
             error_code=code, group_id=gid, group_state=state, protocol_type=ptype,
-            protocol_data=pdata, authorized_operations=-2**31,
+            protocol_data=pdata, authorized_operations=None,
             members=[_Member(member_id=mid, group_instance_id=iid, client_id=cid,
                              client_host=host, member_metadata=meta, member_assignment=asg)
                      for mid, iid, cid, host, meta, asg in members]))
