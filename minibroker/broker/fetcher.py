@@ -127,13 +127,33 @@ class ReplicaFetcher:
                 ok |= self._handle_partition(p, pd)
         return ok
 
+    @staticmethod
+    def _truncate_on_divergence(p: "Partition", leader_epoch: int, leader_end_offset: int) -> bool:
+        """Kafka's AbstractFetcherThread.getOffsetTruncationState: the leader answered with the
+        largest epoch it knows <= our last fetched epoch and where that epoch ends on the leader.
+        Truncate to where *both* logs agree: the smaller of the leader's end offset and our own end
+        offset for that epoch; if we do not know that epoch, to the end of our largest smaller epoch
+        (the next fetch narrows it further). Returns whether the log changed."""
+        before = (p.log.log_end_offset, p.log.epochs.latest_epoch)
+        if leader_end_offset < 0:
+            target = p.high_watermark
+        else:
+            epoch, end = p.log.end_offset_for_epoch(leader_epoch)
+            if epoch < 0:
+                target = leader_end_offset
+            elif epoch != leader_epoch:
+                target = end
+            else:
+                target = min(end, leader_end_offset)
+        p.log.truncate_to(min(target, p.log.log_end_offset))
+        return (p.log.log_end_offset, p.log.epochs.latest_epoch) != before
+
     def _handle_partition(self, p: "Partition", pd) -> bool:
         err = pd.error_code
         if err == 0:
             div = pd.diverging_epoch
-            if div is not None and div.epoch >= 0:
-                p.log.truncate_to(min(div.end_offset, p.log.log_end_offset))
-                return True
+            if div is not None:
+                return self._truncate_on_divergence(p, div.epoch, div.end_offset)
             if pd.records:
                 p.log.append_as_follower(pd.records)
             if pd.log_start_offset > p.log.log_start_offset:

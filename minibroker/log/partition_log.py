@@ -236,6 +236,11 @@ class PartitionLog:
         if offset < 0:
             raise ValueError(f"cannot truncate {self.topic}-{self.partition} to negative offset {offset}")
         if offset >= self.log_end_offset:
+            # As Kafka's UnifiedLog.truncateTo: always drop epoch entries at or past the log end. A
+            # broker that became leader and was replaced before appending anything holds such an
+            # entry; kept, it is sent as last_fetched_epoch forever and the leader keeps answering
+            # with a diverging epoch the follower cannot act on.
+            self.epochs.truncate_from_end(self.log_end_offset)
             return False
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
