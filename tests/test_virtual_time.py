@@ -12,7 +12,8 @@ from kafka.protocol.consumer import FetchResponse
 from cluster_helpers import (batch, connect, fetch_request, produce_request, produce_response,
                              wire)
 from minibroker.cluster import Cluster
-from minibroker.testing.virtual_time import VirtualTimeDeadlock, VirtualTimeLoop
+from minibroker.testing.virtual_time import (RealTimeLimitExceeded, VirtualTimeDeadlock,
+                                             VirtualTimeLoop)
 
 
 async def test_async_tests_run_on_virtual_time(virtual_time):
@@ -39,6 +40,26 @@ def test_true_deadlock_raises():
     try:
         with pytest.raises(VirtualTimeDeadlock):
             loop.run_until_complete(loop.create_future())
+    finally:
+        loop.close()
+
+
+def test_livelock_raises_after_the_real_time_limit():
+    """Callbacks that spin forever keep virtual time still; the loop's real-time limit ends it."""
+    loop = VirtualTimeLoop(real_time_limit=0.2)
+
+    async def spin():
+        while True:
+            await asyncio.sleep(0)
+    task = loop.create_task(spin())
+    real0 = time.monotonic()
+    try:
+        with pytest.raises(RealTimeLimitExceeded, match="virtual clock at 0.000 s"):
+            loop.run_until_complete(task)
+        assert 0.2 <= time.monotonic() - real0 < 5
+        task.cancel()                       # the limit fires once: cleanup still runs
+        with pytest.raises(asyncio.CancelledError):
+            loop.run_until_complete(task)
     finally:
         loop.close()
 

@@ -22,16 +22,26 @@ class VirtualTimeDeadlock(RuntimeError):
     """Nothing can ever happen again: no ready callbacks, no timers, no I/O, no threads."""
 
 
+class RealTimeLimitExceeded(Exception):
+    """The loop ran longer in real time than its `real_time_limit` (a livelock in virtual time:
+    busy callbacks that never let the clock reach the test's own timeouts)."""
+
+
 class _VirtualSelector(selectors.DefaultSelector):
     def __init__(self, loop_ref) -> None:
         super().__init__()
         self._loop_ref = loop_ref
 
     def select(self, timeout=None):
+        loop = self._loop_ref()
+        if loop._real_deadline is not None and time.monotonic() > loop._real_deadline:
+            loop._real_deadline = None          # once: the loop must still run its cleanup
+            raise RealTimeLimitExceeded(
+                f"virtual-time loop ran over {loop.real_time_limit} s of real time "
+                f"(virtual clock at {loop.time():.3f} s)")
         ready = super().select(0)
         if ready or timeout == 0:
             return ready
-        loop = self._loop_ref()
         if loop._executor_jobs:
             # A thread works for us: wait for real (its reply arrives through the self-pipe),
             # and let virtual time follow real time meanwhile.
@@ -56,8 +66,13 @@ class _VirtualSelector(selectors.DefaultSelector):
 
 class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def __init__(self, start: float = 0.0, deadlock_is_error: bool = True,
-                 real_io_grace: bool = False) -> None:
+                 real_io_grace: bool = False, real_time_limit: float | None = None) -> None:
+        """real_time_limit: raise RealTimeLimitExceeded out of run_forever()/run_until_complete()
+        once the loop has existed for that many real seconds (exceptions raised in callbacks are
+        swallowed by asyncio, so a watchdog signal cannot stop a livelocked loop; this can)."""
         self._virtual_now = start
+        self.real_time_limit = real_time_limit
+        self._real_deadline = None if real_time_limit is None else time.monotonic() + real_time_limit
         self._executor_jobs = 0
         self.deadlock_is_error = deadlock_is_error
         self.real_io_grace = real_io_grace
