@@ -46,13 +46,13 @@ def test_true_deadlock_raises():
 
 def test_livelock_raises_after_the_real_time_limit():
     """Callbacks that spin forever keep virtual time still; the loop's real-time limit ends it."""
+    real0 = time.monotonic()
     loop = VirtualTimeLoop(real_time_limit=0.2)
 
     async def spin():
         while True:
             await asyncio.sleep(0)
     task = loop.create_task(spin())
-    real0 = time.monotonic()
     try:
         with pytest.raises(RealTimeLimitExceeded, match="virtual clock at 0.000 s"):
             loop.run_until_complete(task)
