@@ -15,23 +15,9 @@ import pytest
 from conformance import checks
 from conformance.drivers import load
 
-_IMPORT_ERROR = ""
-_BROKEN_IMPORT = ""
-try:
-    from minibroker.testing import ThreadedCluster
-except ImportError as e:  # not written yet: skip (only this case)
-    ThreadedCluster = None
-    _IMPORT_ERROR = repr(e)
-except Exception as e:  # noqa: BLE001 — exists but broken: fail the tests, not the collection
-    ThreadedCluster = None
-    _BROKEN_IMPORT = repr(e)
+from minibroker.testing import ThreadedCluster
 
-pytestmark = [
-    pytest.mark.fault,
-    pytest.mark.timeout(150),
-    pytest.mark.skipif(bool(_IMPORT_ERROR),
-                       reason=f"minibroker.testing.ThreadedCluster cannot be imported: {_IMPORT_ERROR}"),
-]
+pytestmark = [pytest.mark.fault, pytest.mark.timeout(150)]
 
 BROKERS = 3
 PARTITIONS = 3
@@ -140,8 +126,6 @@ PRODUCERS = {"kafka_python": produce_kafka_python, "confluent": produce_confluen
 
 @pytest.mark.parametrize("client", sorted(PRODUCERS))
 def test_acked_records_survive_leader_stop(client):
-    if _BROKEN_IMPORT:
-        pytest.fail(f"importing minibroker.testing.ThreadedCluster raised {_BROKEN_IMPORT}")
     records = checks.make_records(N_RECORDS, zlib.crc32(f"failover/{client}".encode()))
     topic = f"conf-failover-{client}"
     with ThreadedCluster(brokers=BROKERS) as tc:
