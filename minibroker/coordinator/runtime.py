@@ -24,6 +24,7 @@ import kafka.errors as Errors
 
 from minibroker.coordinator.groups import ClassicGroupCoordinator
 from minibroker.coordinator.offsets import OFFSETS_TOPIC, partition_for, replay
+from minibroker.coordinator.positions import ConsumerGroupPositions
 from minibroker.log.batch import build_batch
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ class GroupCoordinatorRuntime:
         self.ids = broker.ids
         self.shards: dict[int, Shard] = {}
         self.classic = ClassicGroupCoordinator(self)
+        self.positions = ConsumerGroupPositions(self)     # KIP-253 ConsumerGroupPosition
         self.running = False
         self._tasks: list[asyncio.Task] = []
         self._creating_offsets_topic = False

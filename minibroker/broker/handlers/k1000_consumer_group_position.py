@@ -1,0 +1,28 @@
+"""ConsumerGroupPosition (key 1000, ours), v0 — KIP-253 parts 3, 4 and 7.
+
+A member reports its positions of the partitions the coordinator asked for and asks for the
+group's positions of the partitions its ordering barrier waits on; the coordinator answers those
+positions (-1 unknown) and which of the member's partitions others want (NeedPosition).  The
+group coordinator answers; other brokers say NOT_COORDINATOR.  See minibroker.coordinator.positions.
+Not implemented: KIP-848 groups (their members get UNKNOWN_MEMBER_ID from the classic store).
+"""
+from __future__ import annotations
+
+from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.protocol.messages import (ConsumerGroupPositionRequest,
+                                          ConsumerGroupPositionResponse, PrivateApiKey)
+
+_Topic = ConsumerGroupPositionResponse.ConsumerGroupPositionResponseTopic
+_Part = _Topic.ConsumerGroupPositionResponsePartition
+
+
+@handles(PrivateApiKey.ConsumerGroupPosition, ConsumerGroupPositionRequest, versions=(0, 0))
+async def handle_consumer_group_position(ctx: RequestContext, req: ConsumerGroupPositionRequest
+                                         ) -> ConsumerGroupPositionResponse:
+    code, topics = ctx.broker.groups.positions.consumer_group_position(
+        req.group_id, req.generation_id, req.member_id,
+        [(t.topic, [(p.partition, p.need_position, p.position) for p in t.partitions])
+         for t in req.topics])
+    return ConsumerGroupPositionResponse(throttle_time_ms=0, error_code=code, topics=[
+        _Topic(topic=t, partitions=[_Part(partition=p, need_position=need, position=pos)
+                                    for p, need, pos in parts]) for t, parts in topics])
