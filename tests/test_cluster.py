@@ -168,7 +168,7 @@ class Sim:
         return None
 
     def fail(self, msg: str) -> str:
-        return f"seed={self.seed}: {msg}\nlast steps: {self.history[-15:]}"
+        return f"seed={self.seed}: {msg}\nlast steps: {self.history[-40:]}"
 
     async def conn(self, broker: int):
         conn = self.conns.get(broker)

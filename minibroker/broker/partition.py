@@ -47,6 +47,8 @@ class Partition:
         self.leader_epoch_after_creation: tuple[tuple[int, int], ...] = ()
         self.leader_epoch_before_deletion: tuple[tuple[int, int], ...] = ()
         self.isr_change_in_flight = False
+        # The ISR asked of the controller (AlterPartition) and not yet confirmed by LeaderAndIsr.
+        self.pending_isr: tuple[int, ...] = ()
         self.leader_epoch_start_offset = 0
         self._hw_waiters: list[tuple[int, asyncio.Future]] = []
         self._data_waiters: list[asyncio.Future] = []
@@ -56,9 +58,19 @@ class Partition:
     def is_leader(self) -> bool:
         return self.leader == self.rm.node_id
 
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """Kafka's maximal ISR (KIP-497): the ISR plus replicas an in-flight AlterPartition adds.
+        The controller may already count them in (and elect one of them) before our
+        LeaderAndIsr arrives, so the high watermark must wait for them too."""
+        return self.isr + tuple(r for r in self.pending_isr if r not in self.isr)
+
     def make_leader(self, leader_epoch: int, partition_epoch: int, isr, replicas) -> None:
         now = self.rm.clock.now_ms()
         new_term = leader_epoch != self.leader_epoch or not self.is_leader
+        # The same state sent again (e.g. to every replica when a broker registers) does not
+        # answer our in-flight AlterPartition; only a newer partition epoch does.
+        changed = new_term or partition_epoch != self.partition_epoch
         self.leader = self.rm.node_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
@@ -73,7 +85,9 @@ class Partition:
             for r in self.replicas:
                 if r != self.rm.node_id and r not in self.followers:
                     self.followers[r] = FollowerState()
-        self.isr_change_in_flight = False
+        if changed:
+            self.isr_change_in_flight = False
+            self.pending_isr = ()
         self.maybe_increment_high_watermark()
 
     def make_follower(self, leader: int, leader_epoch: int, partition_epoch: int, isr,
@@ -86,6 +100,7 @@ class Partition:
         self.replicas = tuple(replicas)
         self.followers = {}
         self.isr_change_in_flight = False
+        self.pending_isr = ()
         if was_leader:
             self.fail_waiters(NotLeaderForPartitionError.errno)
         self.notify_data()
@@ -95,7 +110,7 @@ class Partition:
         if not self.is_leader:
             return False
         hw = self.log.log_end_offset
-        for r in self.isr:
+        for r in self.maximal_isr:
             if r != self.rm.node_id:
                 f = self.followers.get(r)
                 leo = f.log_end_offset if f is not None else -1

@@ -201,6 +201,7 @@ class ReplicaManager:
         if p.isr_change_in_flight or not self.broker.running:
             return
         p.isr_change_in_flight = True
+        p.pending_isr = tuple(new_isr)
         asyncio.get_running_loop().create_task(self._alter_partition(p, new_isr))
 
     async def _alter_partition(self, p: Partition, new_isr: tuple[int, ...]) -> None:
@@ -212,6 +213,7 @@ class ReplicaManager:
                           p.partition)
         finally:
             p.isr_change_in_flight = False
+            p.pending_isr = ()
 
     async def _isr_shrink_loop(self) -> None:
         lag_ms = self.broker.config.replica_lag_time_max_ms

@@ -235,6 +235,56 @@ async def test_isr_shrinks_after_replica_lag_time_and_expands_when_caught_up(c):
     conn.close()
 
 
+async def test_acks_all_waits_for_a_replica_whose_isr_addition_is_in_flight(c):
+    """KIP-497's maximal ISR: once the leader asks the controller to add a caught-up replica, the
+    controller may count it in (and elect it) before the leader hears back; so the high
+    watermark, and acks=all, must wait for that replica as well."""
+    leader = await c.leader_of(T, 0)
+    lagging = max(r for r in (1, 2, 3) if r != leader)
+    stall = await FetchStall.engage(c, {lagging})
+    await wait_for_isr(c, T, 0, {1, 2, 3} - {lagging})
+    await c.stop_controller()               # the expansion request will wait for a controller
+    stall.lift()
+    p = c.brokers[leader].replica_manager.get(T, 0)
+    await wait_until(lambda: lagging in p.pending_isr, what="ISR expansion in flight")
+    stall = await FetchStall.engage(c, {lagging})
+    conn = await connect(c, leader)
+    resp = await conn.request(produce_request(T, 0, batch([b"x"], c.clock.now_ms()),
+                                              timeout_ms=2000), 9)
+    assert resp == wire(produce_response(T, 0, RequestTimedOutError.errno, base_offset=-1,
+                                         log_start_offset=0), 9)
+    assert p.high_watermark == 0
+    await c.start_controller()              # resends the old ISR, then commits the expansion
+    st = await wait_for_isr(c, T, 0, {1, 2, 3})
+    assert st["logs"][leader]["high_watermark"] == 0
+    stall.lift()
+    st = await settle(c)
+    assert st["logs"][leader]["high_watermark"] == 1
+    conn.close()
+
+
+def test_resent_leader_and_isr_keeps_the_pending_isr():
+    """Only a newer partition epoch answers an AlterPartition; the same state sent again (a
+    broker registering, a new controller's full sync) must not drop the pending additions."""
+    from types import SimpleNamespace
+
+    from minibroker.broker.partition import Partition
+    from minibroker.clock import Clock
+    from minibroker.log.config import LogConfig
+
+    p = Partition(SimpleNamespace(node_id=1, clock=Clock(wall_base_ms=0)), T, None, 0, LogConfig())
+    p.make_leader(3, 7, (1, 2), (1, 2, 3))
+    p.log.append_as_leader(batch([b"a", b"b"], 0), 3)
+    p.isr_change_in_flight, p.pending_isr = True, (1, 2, 3)
+    p.update_follower_fetch(2, 2, 0)
+    assert p.high_watermark == 0                 # replica 3 is being added and has nothing
+    p.make_leader(3, 7, (1, 2), (1, 2, 3))       # resent: still pending
+    assert (p.pending_isr, p.isr_change_in_flight, p.high_watermark) == ((1, 2, 3), True, 0)
+    p.followers[3].log_end_offset = 2
+    p.make_leader(3, 8, (1, 2, 3), (1, 2, 3))    # the change itself
+    assert (p.pending_isr, p.isr_change_in_flight, p.high_watermark) == ((), False, 2)
+
+
 # ---------------------------------------------------------------------- high watermark
 async def test_consumers_never_see_above_the_high_watermark(c):
     loop = asyncio.get_running_loop()
