@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +55,18 @@ class MetadataCache:
         # Bumped on every broker/topic change; whole encoded Metadata responses are kept per generation.
         self.generation = 0
         self.responses: dict[tuple, bytes] = {}
+        # Called after a change: topic_listeners(name, old TopicInfo | None, new TopicInfo | None)
+        # on every put/remove, broker_listeners(brokers) on every broker list (the group
+        # coordinator's KIP-1101 topic hash cache).
+        self.topic_listeners: list[Callable[[str, TopicInfo | None, TopicInfo | None], None]] = []
+        self.broker_listeners: list[Callable[[list[BrokerInfo]], None]] = []
 
     def update_brokers(self, brokers: list[BrokerInfo]) -> None:
         self.brokers = {b.node_id: b for b in sorted(brokers, key=lambda b: b.node_id)}
         self.encoded.clear()
         self._changed()
+        for listener in self.broker_listeners:
+            listener(list(self.brokers.values()))
 
     def put_topic(self, topic: TopicInfo) -> None:
         old = self.topics.get(topic.name)
@@ -67,12 +75,17 @@ class MetadataCache:
         self.topics[topic.name] = topic
         self.topics_by_id[topic.topic_id] = topic
         self._drop_encoded(topic.name)
+        for listener in self.topic_listeners:
+            listener(topic.name, old, topic)
 
     def remove_topic(self, name: str) -> None:
         t = self.topics.pop(name, None)
         if t is not None:
             self.topics_by_id.pop(t.topic_id, None)
         self._drop_encoded(name)
+        if t is not None:
+            for listener in self.topic_listeners:
+                listener(name, t, None)
 
     def _changed(self) -> None:
         self.generation += 1

@@ -108,6 +108,9 @@ class ClassicGroupCoordinator:
         if rebalance_timeout_ms < 0:           # JoinGroup v0: the session timeout
             rebalance_timeout_ms = session_timeout_ms
         is_unknown = member_id == ""
+        if group_id in shard.consumer_groups:          # a KIP-848 group (no online migration)
+            fut.set_result(JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id))
+            return fut
         group = shard.groups.get(group_id)
         if group is None:
             if not is_unknown:
@@ -615,8 +618,8 @@ class ClassicGroupCoordinator:
         if code:
             return code, "", "", "", []
         group = shard.groups.get(group_id)
-        if group is None or group.is_(DEAD):
-            return NONE, DEAD, "", "", []
+        if group is None or group.is_(DEAD) or group_id in shard.consumer_groups:
+            return NONE, DEAD, "", "", []    # a consumer group: Kafka's "not a classic group"
         if group.is_(STABLE):
             members = [(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                         m.metadata(group.protocol_name), m.assignment)
@@ -641,6 +644,8 @@ class ClassicGroupCoordinator:
                 continue
             for gid in sorted(shard.groups):
                 g = shard.groups[gid]
+                if gid in shard.consumer_groups:        # listed by the consumer coordinator
+                    continue
                 if g.is_(DEAD) or (wanted_states and g.state.lower() not in wanted_states):
                     continue
                 out.append((gid, g.protocol_type or "", g.state))
@@ -707,6 +712,11 @@ class ClassicGroupCoordinator:
         shard, code = self.rt.shard_for(group_id)
         if code:
             return all_(code)
+        code = self.rt.consumer.validate_offset_commit(shard, group_id, member_id, generation_id)
+        if code is not None:            # a KIP-848 group: offsets kept in its offset holder
+            if code:
+                return all_(code)
+            generation_id, member_id, group_instance_id = -1, "", None
         group = shard.groups.get(group_id)
         if group is None:
             if generation_id >= 0:

@@ -11,7 +11,9 @@ leader epoch the shard was loaded under (origin "coordinator"); a write complete
 watermark passes it (acks=all), or with an error code (NOT_LEADER → the shard is gone, or
 REQUEST_TIMED_OUT after offsets.commit.timeout.ms).
 
-The protocol itself is minibroker.coordinator.groups.ClassicGroupCoordinator (`self.classic`).
+The protocol itself is minibroker.coordinator.groups.ClassicGroupCoordinator (`self.classic`);
+KIP-848 consumer groups are minibroker.coordinator.group.consumer (`self.consumer`), kept in
+`Shard.consumer_groups` and replayed from the same partition.
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from typing import TYPE_CHECKING, Callable
 
 import kafka.errors as Errors
 
+from minibroker.coordinator.group import consumer as consumer_group
+from minibroker.coordinator.group.consumer import ConsumerGroupCoordinator
 from minibroker.coordinator.groups import ClassicGroupCoordinator
 from minibroker.coordinator.offsets import OFFSETS_TOPIC, partition_for, replay
 from minibroker.coordinator.positions import ConsumerGroupPositions
@@ -50,6 +54,7 @@ class Shard:
         self.leader_epoch = leader_epoch
         self.loading = True
         self.groups: dict[str, "ClassicGroup"] = {}
+        self.consumer_groups: dict[str, consumer_group.ConsumerGroup] = {}
         self.load_task: asyncio.Task | None = None
 
     def __repr__(self) -> str:
@@ -65,6 +70,7 @@ class GroupCoordinatorRuntime:
         self.ids = broker.ids
         self.shards: dict[int, Shard] = {}
         self.classic = ClassicGroupCoordinator(self)
+        self.consumer = ConsumerGroupCoordinator(self)
         self.positions = ConsumerGroupPositions(self)     # KIP-253 ConsumerGroupPosition
         self.running = False
         self._tasks: list[asyncio.Task] = []
@@ -242,6 +248,7 @@ class GroupCoordinatorRuntime:
             return
         shard.loading = False
         self.classic.on_loaded(shard)
+        self.consumer.on_loaded(shard)
         log.info("broker %d: loaded %s-%d (%d groups)", self.broker.node_id, OFFSETS_TOPIC,
                  shard.partition, len(shard.groups))
 
@@ -259,7 +266,10 @@ class GroupCoordinatorRuntime:
             if record.key is None:
                 continue
             try:
-                replay(shard.groups, record.key, record.value)
+                if consumer_group.is_consumer_group_record(record.key):
+                    consumer_group.replay(shard.consumer_groups, record.key, record.value)
+                else:
+                    replay(shard.groups, record.key, record.value)
             except ValueError:
                 log.warning("%s-%d offset %d: undecodable coordinator record", OFFSETS_TOPIC,
                             shard.partition, record.offset)
@@ -272,6 +282,7 @@ class GroupCoordinatorRuntime:
         if shard.load_task is not None and not shard.load_task.done():
             shard.load_task.cancel()
         self.classic.on_unloaded(shard)
+        self.consumer.on_unloaded(shard)
 
     # ------------------------------------------------------------------ retention
     async def _expiration_loop(self) -> None:

@@ -1,7 +1,7 @@
 """ListGroups (key 16), v0-5.
 
 v1: throttle_time_ms.  v3: flexible.  v4: states_filter (case-insensitive) and group_state.
-v5: types_filter and group_type (every group here is "classic").
+v5: types_filter and group_type ("classic", or "consumer" for KIP-848 groups).
 Lists the groups of the __consumer_offsets partitions this broker leads; while one of them is
 loading the error is COORDINATOR_LOAD_IN_PROGRESS (with the groups known so far).
 Not implemented: —
@@ -21,7 +21,10 @@ async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest):
     v = ctx.api_version
     code, groups = ctx.broker.groups.classic.list_groups(
         req.states_filter if v >= 4 else None, req.types_filter if v >= 5 else None)
+    listed = [(gid, ptype, state, "classic") for gid, ptype, state in groups]
+    listed += ctx.broker.groups.consumer.list_groups(
+        req.states_filter if v >= 4 else None, req.types_filter if v >= 5 else None)
     return ListGroupsResponse(
         throttle_time_ms=0, error_code=code,
-        groups=[_Group(group_id=gid, protocol_type=ptype, group_state=state, group_type="classic")
-                for gid, ptype, state in groups])
+        groups=[_Group(group_id=gid, protocol_type=ptype, group_state=state, group_type=gtype)
+                for gid, ptype, state, gtype in sorted(listed)])

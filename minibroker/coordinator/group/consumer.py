@@ -1,0 +1,990 @@
+"""KIP-848 consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe) with KIP-1101 hashes.
+
+Kafka's GroupMetadataManager.consumerGroupHeartbeat / ConsumerGroup / CurrentAssignmentBuilder,
+on one broker's coordinator runtime (minibroker.coordinator.runtime):
+
+- Epochs. The group epoch is bumped when a member joins, leaves or changes its subscription, and
+  when the subscribed topics' MetadataHash changes. A bump makes the group "Assigning": the next
+  heartbeat computes a new target assignment with the server-side assignor (assignment epoch :=
+  group epoch). Each member then reconciles towards its target: partitions it must give up are
+  "pending revocation" (member epoch unchanged, state UNREVOKED_PARTITIONS) until a heartbeat
+  shows it no longer owns them; only then does it move to the assignment epoch. A partition
+  another member still owns (current assignment or pending revocation) is not given to its new
+  owner ("unreleased", state UNRELEASED_PARTITIONS) until the old owner released it.
+- KIP-1101. One `TopicHashCache` per coordinator (all shards): filled lazily on heartbeats, a
+  topic dropped when UpdateMetadata changes or deletes it (any field: a leader move too — the
+  recomputed hash is then equal and nothing happens), the whole cache dropped when a broker's rack
+  changes, and a topic dropped when no loaded group subscribes to it any more. Each heartbeat
+  recomputes the group's hash over its subscribed existing topics and compares it with the stored
+  `ConsumerGroupMetadataValue.MetadataHash`; a difference bumps the group epoch. Racks are those of
+  registered brokers: a broker that is down keeps its last known rack (Kafka's cluster image keeps
+  fenced brokers), so a restart bumps once, and only if the rack changed.
+- Records. Every change is a coordinator record appended to the group's __consumer_offsets
+  partition and applied by `replay` (the same function that loads a partition): member metadata,
+  group epoch + MetadataHash, target assignment members + metadata, current member assignment;
+  tombstones on removal. The deprecated ConsumerGroupPartitionMetadataValue is only replayed; the
+  first heartbeat of a group that has one writes its tombstone (the seed's migration section).
+- Fencing and timeouts on the event loop's clock: group.consumer.session.timeout.ms from the last
+  heartbeat; a member that does not revoke within its rebalance timeout is fenced too.
+
+Decisions:
+- Records are replayed into memory when generated, before the write is acknowledged (Kafka
+  replays them at once too, and reverts on a failed write; we do not revert: a failed write means
+  the shard is being unloaded, or a timeout after which the client retries).
+- A new target assignment is computed on the heartbeat that sees group epoch > assignment epoch
+  (the bumping heartbeat itself, or the next one after a fence/leave), as Kafka 3.7.
+- SubscribedTopicRegex uses Python `re.fullmatch` (RE2/J's common subset); internal topics never
+  match. An invalid pattern is INVALID_REGULAR_EXPRESSION (Kafka's code 128).
+- An epoch-0 heartbeat of a known dynamic member resets it (it owns nothing any more).
+- A consumer group that becomes Empty stays (with its epoch) like Kafka's; its offsets live in the
+  classic offset holder of shard.groups (OffsetCommit is checked against the member epoch).
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+import kafka.errors as Errors
+
+from minibroker.coordinator.group.assignors import (ASSIGNORS, DEFAULT_ASSIGNOR, MemberSpec,
+                                                    TopicDescription, assign)
+from minibroker.coordinator.group.metadata_hash import TopicHashCache, compute_group_metadata_hash
+from minibroker.protocol.messages import (ConsumerGroupDescribeResponse,
+                                          ConsumerGroupHeartbeatResponse)
+from minibroker.protocol.records import (
+    ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey,
+    ConsumerGroupPartitionMetadataValue, ConsumerGroupTargetAssignmentMemberKey,
+    ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataKey,
+    ConsumerGroupTargetAssignmentMetadataValue, decode_coordinator_record, encode_coordinator_key,
+    encode_coordinator_value)
+
+if TYPE_CHECKING:
+    from minibroker.coordinator.runtime import GroupCoordinatorRuntime, Shard
+
+log = logging.getLogger("minibroker.coordinator")
+
+# Member states (ConsumerGroupCurrentMemberAssignmentValue.State).
+MEMBER_STABLE = 0
+UNREVOKED_PARTITIONS = 1
+UNRELEASED_PARTITIONS = 2
+UNKNOWN = 3
+# Group states as ConsumerGroupDescribe / ListGroups spell them.
+EMPTY, ASSIGNING, RECONCILING, STABLE, DEAD = "Empty", "Assigning", "Reconciling", "Stable", "Dead"
+CONSUMER_GROUP_TYPE = "consumer"
+
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
+
+NONE = 0
+INVALID_REQUEST = Errors.InvalidRequestError.errno
+GROUP_ID_NOT_FOUND = Errors.GroupIdNotFoundError.errno
+UNKNOWN_MEMBER_ID = Errors.UnknownMemberIdError.errno
+FENCED_MEMBER_EPOCH = Errors.FencedMemberEpochError.errno
+FENCED_INSTANCE_ID = Errors.FencedInstanceIdError.errno
+UNRELEASED_INSTANCE_ID = Errors.UnreleasedInstanceIdError.errno
+UNSUPPORTED_ASSIGNOR = Errors.UnsupportedAssignorError.errno
+STALE_MEMBER_EPOCH = Errors.StaleMemberEpochError.errno
+GROUP_MAX_SIZE_REACHED = Errors.GroupMaxSizeReachedError.errno
+NOT_COORDINATOR = Errors.NotCoordinatorError.errno
+COORDINATOR_NOT_AVAILABLE = Errors.CoordinatorNotAvailableError.errno
+INVALID_REGULAR_EXPRESSION = 128        # Kafka's INVALID_REGULAR_EXPRESSION; not in kafka-python
+
+# Kafka's GroupCoordinatorService.handleOperationException for failed writes.
+_WRITE_ERRORS = {
+    Errors.NotLeaderForPartitionError.errno: NOT_COORDINATOR,
+    Errors.KafkaStorageError.errno: NOT_COORDINATOR,
+    Errors.UnknownTopicOrPartitionError.errno: COORDINATOR_NOT_AVAILABLE,
+    Errors.NotEnoughReplicasError.errno: COORDINATOR_NOT_AVAILABLE,
+    Errors.NotEnoughReplicasAfterAppendError.errno: COORDINATOR_NOT_AVAILABLE,
+    Errors.RequestTimedOutError.errno: COORDINATOR_NOT_AVAILABLE,
+}
+
+Assignment = dict[uuid.UUID, frozenset[int]]
+Record = tuple[bytes, "bytes | None"]
+_CONSUMER_RECORD_TYPES = frozenset(range(3, 9))
+
+
+class GroupError(Exception):
+    """A request refused with a Kafka error code (caught in this module, never on the wire)."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+# ---------------------------------------------------------------------------------- model
+@dataclass(frozen=True)
+class ConsumerGroupMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = 0
+    state: int = MEMBER_STABLE
+    assigned_partitions: Assignment = field(default_factory=dict)
+    partitions_pending_revocation: Assignment = field(default_factory=dict)
+
+    def metadata(self) -> tuple:
+        return (self.instance_id, self.rack_id, self.client_id, self.client_host,
+                self.subscribed_topic_names, self.subscribed_topic_regex,
+                self.rebalance_timeout_ms, self.server_assignor)
+
+    def assignment(self) -> tuple:
+        return (self.member_epoch, self.previous_member_epoch, self.state,
+                self.assigned_partitions, self.partitions_pending_revocation)
+
+    def subscription(self) -> tuple:
+        return (self.subscribed_topic_names, self.subscribed_topic_regex)
+
+
+class ConsumerGroup:
+    def __init__(self, group_id: str) -> None:
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.metadata_hash = 0
+        self.assignment_epoch = 0
+        self.members: dict[str, ConsumerGroupMember] = {}
+        self.static_members: dict[str, str] = {}             # instance id -> member id
+        self.target_assignment: dict[str, Assignment] = {}
+        # (topic id, partition) -> (member id, member epoch) of its current owner.
+        self.owners: dict[tuple[uuid.UUID, int], tuple[str, int]] = {}
+        self.has_partition_metadata_record = False
+        # Runtime only (not records): timers and the resolved subscription.
+        self.timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self.subscribed_topics: frozenset[str] = frozenset()
+
+    def __repr__(self) -> str:
+        return (f"ConsumerGroup({self.group_id}, epoch={self.group_epoch}, "
+                f"assignment_epoch={self.assignment_epoch}, hash={self.metadata_hash}, "
+                f"members={sorted(self.members)})")
+
+    @property
+    def state(self) -> str:
+        if not self.members:
+            return EMPTY
+        if self.group_epoch != self.assignment_epoch:
+            return ASSIGNING
+        for m in self.members.values():
+            if m.member_epoch != self.assignment_epoch or m.state != MEMBER_STABLE:
+                return RECONCILING
+        return STABLE
+
+    def preferred_assignor(self) -> str:
+        counts: dict[str, int] = {}
+        for m in self.members.values():
+            if m.server_assignor:
+                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
+        if not counts:
+            return DEFAULT_ASSIGNOR
+        return min(counts, key=lambda a: (-counts[a], a))
+
+    # -------------------------------------------------------------- applied only by replay
+    def update_member(self, new: ConsumerGroupMember) -> None:
+        old = self.members.get(new.member_id)
+        if old is not None:
+            self._drop_owners(old)
+            if old.instance_id and self.static_members.get(old.instance_id) == old.member_id:
+                del self.static_members[old.instance_id]
+        self.members[new.member_id] = new
+        if new.instance_id:
+            self.static_members[new.instance_id] = new.member_id
+        for a in (new.assigned_partitions, new.partitions_pending_revocation):
+            for tid, parts in a.items():
+                for p in parts:
+                    self.owners[(tid, p)] = (new.member_id, new.member_epoch)
+
+    def remove_member(self, member_id: str) -> None:
+        old = self.members.pop(member_id, None)
+        if old is None:
+            return
+        self._drop_owners(old)
+        if old.instance_id and self.static_members.get(old.instance_id) == member_id:
+            del self.static_members[old.instance_id]
+
+    def _drop_owners(self, m: ConsumerGroupMember) -> None:
+        for a in (m.assigned_partitions, m.partitions_pending_revocation):
+            for tid, parts in a.items():
+                for p in parts:
+                    if self.owners.get((tid, p), (None,))[0] == m.member_id:
+                        del self.owners[(tid, p)]
+
+    def cancel_timers(self) -> None:
+        for t in self.timers.values():
+            t.cancel()
+        self.timers.clear()
+
+
+# ---------------------------------------------------------------------------------- records
+def _tps(cls, a: Assignment) -> list:
+    return [cls(topic_id=tid, partitions=sorted(a[tid])) for tid in sorted(a)]
+
+
+def _assignment(tps) -> Assignment:
+    return {tp.topic_id: frozenset(tp.partitions) for tp in tps or () if tp.partitions}
+
+
+def member_metadata_record(group_id: str, m: ConsumerGroupMember) -> Record:
+    return (encode_coordinator_key(ConsumerGroupMemberMetadataKey(group_id=group_id,
+                                                                  member_id=m.member_id)),
+            encode_coordinator_value(ConsumerGroupMemberMetadataValue(
+                instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
+                client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
+                subscribed_topic_regex=m.subscribed_topic_regex,
+                rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
+                classic_member_metadata=None), 0))
+
+
+def member_metadata_tombstone(group_id: str, member_id: str) -> Record:
+    return encode_coordinator_key(ConsumerGroupMemberMetadataKey(group_id=group_id,
+                                                                 member_id=member_id)), None
+
+
+def group_epoch_record(group_id: str, epoch: int, metadata_hash: int) -> Record:
+    return (encode_coordinator_key(ConsumerGroupMetadataKey(group_id=group_id)),
+            encode_coordinator_value(ConsumerGroupMetadataValue(epoch=epoch,
+                                                                metadata_hash=metadata_hash), 0))
+
+
+def group_epoch_tombstone(group_id: str) -> Record:
+    return encode_coordinator_key(ConsumerGroupMetadataKey(group_id=group_id)), None
+
+
+def partition_metadata_tombstone(group_id: str) -> Record:
+    return encode_coordinator_key(ConsumerGroupPartitionMetadataKey(group_id=group_id)), None
+
+
+def target_member_record(group_id: str, member_id: str, a: Assignment) -> Record:
+    V = ConsumerGroupTargetAssignmentMemberValue
+    return (encode_coordinator_key(ConsumerGroupTargetAssignmentMemberKey(group_id=group_id,
+                                                                          member_id=member_id)),
+            encode_coordinator_value(V(topic_partitions=_tps(V.TopicPartition, a)), 0))
+
+
+def target_member_tombstone(group_id: str, member_id: str) -> Record:
+    return encode_coordinator_key(ConsumerGroupTargetAssignmentMemberKey(
+        group_id=group_id, member_id=member_id)), None
+
+
+def target_metadata_record(group_id: str, assignment_epoch: int) -> Record:
+    return (encode_coordinator_key(ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id)),
+            encode_coordinator_value(ConsumerGroupTargetAssignmentMetadataValue(
+                assignment_epoch=assignment_epoch), 0))
+
+
+def target_metadata_tombstone(group_id: str) -> Record:
+    return encode_coordinator_key(ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id)), \
+        None
+
+
+def current_assignment_record(group_id: str, m: ConsumerGroupMember) -> Record:
+    V = ConsumerGroupCurrentMemberAssignmentValue
+    return (encode_coordinator_key(ConsumerGroupCurrentMemberAssignmentKey(
+                group_id=group_id, member_id=m.member_id)),
+            encode_coordinator_value(V(
+                member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,
+                state=m.state, assigned_partitions=_tps(V.TopicPartitions, m.assigned_partitions),
+                partitions_pending_revocation=_tps(V.TopicPartitions,
+                                                   m.partitions_pending_revocation)), 0))
+
+
+def current_assignment_tombstone(group_id: str, member_id: str) -> Record:
+    return encode_coordinator_key(ConsumerGroupCurrentMemberAssignmentKey(
+        group_id=group_id, member_id=member_id)), None
+
+
+def is_consumer_group_record(key: bytes) -> bool:
+    return len(key) >= 2 and int.from_bytes(key[:2], "big", signed=True) in _CONSUMER_RECORD_TYPES
+
+
+def replay(groups: dict[str, ConsumerGroup], key: bytes, value: bytes | None) -> None:
+    """Apply one KIP-848 coordinator record to the consumer groups of one partition."""
+    k, v = decode_coordinator_record(key, value)
+    gid = k.group_id
+    group = groups.get(gid)
+    if isinstance(k, ConsumerGroupMetadataKey):
+        if v is None:
+            if group is not None:
+                group.cancel_timers()
+                del groups[gid]
+            return
+        group = group or groups.setdefault(gid, ConsumerGroup(gid))
+        group.group_epoch = v.epoch
+        group.metadata_hash = v.metadata_hash or 0
+        return
+    if isinstance(k, ConsumerGroupPartitionMetadataKey):
+        if v is not None:
+            groups.setdefault(gid, ConsumerGroup(gid)).has_partition_metadata_record = True
+        elif group is not None:
+            group.has_partition_metadata_record = False
+        return
+    if v is None and group is None:
+        return
+    group = group or groups.setdefault(gid, ConsumerGroup(gid))
+    if isinstance(k, ConsumerGroupTargetAssignmentMetadataKey):
+        group.assignment_epoch = v.assignment_epoch if v is not None else 0
+        return
+    if isinstance(k, ConsumerGroupTargetAssignmentMemberKey):
+        if v is None:
+            group.target_assignment.pop(k.member_id, None)
+        else:
+            group.target_assignment[k.member_id] = _assignment(v.topic_partitions)
+        return
+    old = group.members.get(k.member_id) or ConsumerGroupMember(k.member_id)
+    if isinstance(k, ConsumerGroupMemberMetadataKey):
+        if v is None:
+            group.remove_member(k.member_id)
+            return
+        group.update_member(dataclasses.replace(
+            old, instance_id=v.instance_id, rack_id=v.rack_id, client_id=v.client_id,
+            client_host=v.client_host, subscribed_topic_names=tuple(v.subscribed_topic_names),
+            subscribed_topic_regex=v.subscribed_topic_regex,
+            rebalance_timeout_ms=v.rebalance_timeout_ms, server_assignor=v.server_assignor))
+    elif isinstance(k, ConsumerGroupCurrentMemberAssignmentKey):
+        if v is None:
+            if k.member_id in group.members:
+                group.update_member(dataclasses.replace(
+                    old, member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
+                    previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH, state=MEMBER_STABLE,
+                    assigned_partitions={}, partitions_pending_revocation={}))
+            return
+        group.update_member(dataclasses.replace(
+            old, member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch,
+            state=v.state, assigned_partitions=_assignment(v.assigned_partitions),
+            partitions_pending_revocation=_assignment(v.partitions_pending_revocation)))
+
+
+# ---------------------------------------------------------------------------------- reconciliation
+def _owns_any(owned: Assignment | None, revoking: Assignment) -> bool:
+    """Kafka's ownsRevokedPartitions: unknown owned partitions (null) count as still owned."""
+    if owned is None:
+        return any(revoking.values())
+    return any(owned.get(tid, frozenset()) & parts for tid, parts in revoking.items())
+
+
+def reconcile(member: ConsumerGroupMember, target_epoch: int, target: Assignment,
+              owned: Assignment | None,
+              owner_of: Callable[[uuid.UUID, int], str | None]) -> ConsumerGroupMember:
+    """Kafka's CurrentAssignmentBuilder: the member's next state towards its target assignment.
+    `owned`: the partitions the heartbeat says it owns (None: not sent); `owner_of`: the member id
+    currently owning a partition (assigned or pending revocation), None if free."""
+    if member.state == UNREVOKED_PARTITIONS:
+        if _owns_any(owned, member.partitions_pending_revocation):
+            return member
+        return _next(member, min(member.member_epoch + 1, target_epoch),
+                     member.assigned_partitions, target_epoch, target, owned, owner_of)
+    if member.state in (MEMBER_STABLE, UNRELEASED_PARTITIONS):
+        if member.member_epoch != target_epoch or member.state == UNRELEASED_PARTITIONS:
+            return _next(member, member.member_epoch, member.assigned_partitions, target_epoch,
+                         target, owned, owner_of)
+        return member
+    # UNKNOWN: the member is in an unexpected state; it gets fenced by its next bad epoch.
+    return member
+
+
+def _next(member, member_epoch, current: Assignment, target_epoch, target, owned, owner_of):
+    new_assigned: dict[uuid.UUID, frozenset[int]] = {}
+    revoking: dict[uuid.UUID, frozenset[int]] = {}
+    unreleased = False
+    for tid in sorted(set(current) | set(target)):
+        cur = current.get(tid, frozenset())
+        tgt = target.get(tid, frozenset())
+        keep = set(cur & tgt)
+        for p in sorted(tgt - cur):
+            o = owner_of(tid, p)
+            if o is None or o == member.member_id:
+                keep.add(p)
+            else:
+                unreleased = True
+        if keep:
+            new_assigned[tid] = frozenset(keep)
+        if cur - tgt:
+            revoking[tid] = frozenset(cur - tgt)
+    if revoking and _owns_any(owned, revoking):
+        # Revoke first: the member stays in its epoch, keeping only the partitions it retains.
+        return dataclasses.replace(
+            member, state=UNREVOKED_PARTITIONS, member_epoch=member_epoch,
+            previous_member_epoch=member.member_epoch,
+            assigned_partitions={t: frozenset(cur & target.get(t, frozenset()))
+                                 for t, cur in current.items() if cur & target.get(t, frozenset())},
+            partitions_pending_revocation=revoking)
+    return dataclasses.replace(
+        member, state=UNRELEASED_PARTITIONS if unreleased else MEMBER_STABLE,
+        member_epoch=target_epoch, previous_member_epoch=member_epoch,
+        assigned_partitions=new_assigned, partitions_pending_revocation={})
+
+
+# ---------------------------------------------------------------------------------- coordinator
+class ConsumerGroupCoordinator:
+    def __init__(self, rt: "GroupCoordinatorRuntime") -> None:
+        self.rt = rt
+        self.config = rt.config
+        self.metadata = rt.broker.metadata
+        self.racks: dict[int, str | None] = {}          # broker id -> last registered rack
+        self.topic_hashes = TopicHashCache(self._rack_of)
+        self.subscribers: dict[str, int] = {}           # topic -> loaded groups subscribing
+        self.hash_computations = 0
+        self._on_brokers(list(self.metadata.brokers.values()))
+        self.metadata.topic_listeners.append(self._on_topic)
+        self.metadata.broker_listeners.append(self._on_brokers)
+
+    @property
+    def now_ms(self) -> int:
+        return self.rt.clock.now_ms()
+
+    # ================================================================== metadata (KIP-1101 cache)
+    def _rack_of(self, broker_id: int) -> str | None:
+        return self.racks.get(broker_id)
+
+    def _on_brokers(self, brokers) -> None:
+        changed = False
+        for b in brokers:
+            if self.racks.get(b.node_id) != b.rack:
+                changed = True
+            self.racks[b.node_id] = b.rack
+        if changed:
+            self.topic_hashes.clear()
+
+    def _on_topic(self, name: str, old, new) -> None:
+        if old != new:
+            self.topic_hashes.invalidate(name)
+
+    def _resolve(self, members) -> frozenset[str]:
+        names: set[str] = set()
+        regexes: set[str] = set()
+        for m in members:
+            names.update(m.subscribed_topic_names)
+            if m.subscribed_topic_regex:
+                regexes.add(m.subscribed_topic_regex)
+        for rx in sorted(regexes):
+            try:
+                pattern = re.compile(rx)
+            except re.error:
+                continue
+            names.update(t for t, info in self.metadata.topics.items()
+                         if not info.is_internal and pattern.fullmatch(t))
+        return frozenset(names)
+
+    def _group_hash(self, subscribed: frozenset[str]) -> int:
+        hashes = {}
+        for name in sorted(subscribed):
+            info = self.metadata.topics.get(name)
+            if info is not None:
+                if name not in self.topic_hashes:
+                    self.hash_computations += 1
+                hashes[name] = self.topic_hashes.get(name, info)
+        return compute_group_metadata_hash(hashes)
+
+    def _set_subscribed(self, group: ConsumerGroup, subscribed: frozenset[str]) -> None:
+        """Keep the per-topic subscriber counts; a topic no group subscribes to leaves the cache."""
+        for t in sorted(subscribed - group.subscribed_topics):
+            self.subscribers[t] = self.subscribers.get(t, 0) + 1
+        for t in sorted(group.subscribed_topics - subscribed):
+            n = self.subscribers.get(t, 0) - 1
+            if n <= 0:
+                self.subscribers.pop(t, None)
+                self.topic_hashes.invalidate(t)
+            else:
+                self.subscribers[t] = n
+        group.subscribed_topics = subscribed
+
+    def _topic_descriptions(self, subscribed: frozenset[str]) -> dict[str, TopicDescription]:
+        out = {}
+        for name in sorted(subscribed):
+            info = self.metadata.topics.get(name)
+            if info is None or not info.partitions:
+                continue
+            n = max(info.partitions) + 1
+            racks = []
+            for p in range(n):
+                pi = info.partitions.get(p)
+                replicas = pi.replicas if pi is not None else ()
+                racks.append(frozenset(r for r in map(self._rack_of, replicas) if r is not None))
+            out[name] = TopicDescription(info.topic_id, name, tuple(racks))
+        return out
+
+    # ================================================================== ConsumerGroupHeartbeat
+    def heartbeat(self, req, api_version: int, client_id: str, client_host: str
+                  ) -> asyncio.Future:
+        """A future of ConsumerGroupHeartbeatResponse, resolved once its records are committed."""
+        try:
+            self._validate(req, api_version)
+            shard, code = self.rt.shard_for(req.group_id)
+            if code:
+                raise GroupError(code)
+            if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                response, records = self._leave(shard, req)
+            else:
+                response, records = self._join_or_update(shard, req, api_version, client_id,
+                                                         client_host)
+        except GroupError as e:
+            return self._done(ConsumerGroupHeartbeatResponse(
+                throttle_time_ms=0, error_code=e.code, error_message=e.message, member_id=None,
+                member_epoch=0, heartbeat_interval_ms=0, assignment=None))
+        return self._write(shard, records, response)
+
+    def _write(self, shard, records: list[Record], response):
+        fut = asyncio.get_running_loop().create_future()
+        if not records:
+            fut.set_result(response)
+            return fut
+        write = self.rt.append(shard, records, None)
+
+        def finish(w: asyncio.Future) -> None:
+            code = w.result()
+            if code:
+                code = _WRITE_ERRORS.get(code, code)
+                fut.set_result(ConsumerGroupHeartbeatResponse(
+                    throttle_time_ms=0, error_code=code, error_message=None, member_id=None,
+                    member_epoch=0, heartbeat_interval_ms=0, assignment=None)
+                    if isinstance(response, ConsumerGroupHeartbeatResponse) else code)
+            else:
+                fut.set_result(response)
+        write.add_done_callback(finish)
+        return fut
+
+    @staticmethod
+    def _done(value) -> asyncio.Future:
+        fut = asyncio.get_running_loop().create_future()
+        fut.set_result(value)
+        return fut
+
+    @staticmethod
+    def _validate(req, api_version: int) -> None:
+        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
+        if not req.group_id:
+            raise GroupError(INVALID_REQUEST, "GroupId can't be empty.")
+        if req.instance_id is not None and req.instance_id == "":
+            raise GroupError(INVALID_REQUEST, "InstanceId can't be empty.")
+        if req.rack_id is not None and req.rack_id == "":
+            raise GroupError(INVALID_REQUEST, "RackId can't be empty.")
+        if api_version >= 1 and not req.member_id:
+            raise GroupError(INVALID_REQUEST, "MemberId can't be empty.")
+        epoch = req.member_epoch
+        if epoch == 0:
+            if req.rebalance_timeout_ms == -1:
+                raise GroupError(INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first "
+                                                  "request.")
+            if req.topic_partitions is None or len(req.topic_partitions):
+                raise GroupError(INVALID_REQUEST, "TopicPartitions must be empty when (re-)"
+                                                  "joining.")
+            regex = req.subscribed_topic_regex if api_version >= 1 else None
+            if req.subscribed_topic_names is None and not regex:
+                raise GroupError(INVALID_REQUEST, "SubscribedTopicNames or SubscribedTopicRegex "
+                                                  "must be set in first request.")
+        elif epoch > 0:
+            if not req.member_id:
+                raise GroupError(INVALID_REQUEST, "MemberId can't be empty.")
+        elif epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if req.instance_id is None:
+                raise GroupError(INVALID_REQUEST, "InstanceId can't be null.")
+            if not req.member_id:
+                raise GroupError(INVALID_REQUEST, "MemberId can't be empty.")
+        elif epoch == LEAVE_GROUP_MEMBER_EPOCH:
+            if not req.member_id:
+                raise GroupError(INVALID_REQUEST, "MemberId can't be empty.")
+        else:
+            raise GroupError(INVALID_REQUEST, f"MemberEpoch is invalid: {epoch}.")
+        if req.server_assignor and req.server_assignor not in ASSIGNORS:
+            raise GroupError(UNSUPPORTED_ASSIGNOR,
+                             f"ServerAssignor {req.server_assignor} is not supported. Supported "
+                             f"assignors: {', '.join(sorted(ASSIGNORS))}.")
+        regex = req.subscribed_topic_regex if api_version >= 1 else None
+        if regex:
+            try:
+                re.compile(regex)
+            except re.error as e:
+                raise GroupError(INVALID_REGULAR_EXPRESSION,
+                                 f"SubscribedTopicRegex `{regex}` is not a valid regular "
+                                 f"expression: {e}.") from None
+
+    def _group_for_heartbeat(self, shard, group_id: str, create: bool) -> ConsumerGroup:
+        group = shard.consumer_groups.get(group_id)
+        if group is not None:
+            return group
+        classic = shard.groups.get(group_id)
+        if classic is not None and classic.members:
+            raise GroupError(GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+        if not create:
+            raise GroupError(GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+        return ConsumerGroup(group_id)        # created by the replay of its first records
+
+    @staticmethod
+    def _check_epoch(member: ConsumerGroupMember, received: int, owned: Assignment | None) -> None:
+        """Kafka's throwIfMemberEpochIsInvalid."""
+        if received > member.member_epoch:
+            raise GroupError(FENCED_MEMBER_EPOCH, f"The consumer group member has a greater "
+                             f"member epoch ({received}) than the one known by the group "
+                             f"coordinator ({member.member_epoch}). The member must abandon all "
+                             f"its partitions and rejoin.")
+        if received < member.member_epoch:
+            ok = received == member.previous_member_epoch and owned is not None and all(
+                parts <= member.assigned_partitions.get(tid, frozenset())
+                for tid, parts in owned.items())
+            if not ok:
+                raise GroupError(FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller "
+                                 f"member epoch ({received}) than the one known by the group "
+                                 f"coordinator ({member.member_epoch}). The member must abandon "
+                                 f"all its partitions and rejoin.")
+
+    def _join_or_update(self, shard, req, api_version, client_id, client_host):
+        gid = req.group_id
+        group = self._group_for_heartbeat(shard, gid, create=req.member_epoch == 0)
+        owned = None if req.topic_partitions is None else _assignment(req.topic_partitions)
+        records: list[Record] = []
+        replaced: ConsumerGroupMember | None = None
+        member_id = req.member_id
+        if req.member_epoch == 0 and not member_id:
+            member_id = self.rt.ids.uuid().hex        # v0: the coordinator names the member
+        static = req.instance_id
+        if req.member_epoch == 0:
+            existing_static = group.members.get(group.static_members.get(static, "")) \
+                if static else None
+            if existing_static is not None and existing_static.member_id != member_id:
+                if existing_static.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    raise GroupError(UNRELEASED_INSTANCE_ID, f"Static member {member_id} with "
+                                     f"instance id {static} cannot join the group because the "
+                                     f"instance id is owned by {existing_static.member_id} "
+                                     f"member.")
+                # The new member takes over the old one: its assignment and target.
+                replaced = existing_static
+                member = dataclasses.replace(existing_static, member_id=member_id,
+                                             member_epoch=0, previous_member_epoch=0)
+            else:
+                old = group.members.get(member_id)
+                if old is None and len(group.members) >= self.config_max_size:
+                    raise GroupError(GROUP_MAX_SIZE_REACHED, f"The consumer group has reached "
+                                     f"its maximum capacity of {self.config_max_size} members.")
+                member = ConsumerGroupMember(member_id) if old is None else dataclasses.replace(
+                    old, member_epoch=0, previous_member_epoch=0, state=MEMBER_STABLE,
+                    assigned_partitions={}, partitions_pending_revocation={})
+        else:
+            member = group.members.get(member_id)
+            if static:
+                mapped = group.static_members.get(static)
+                if mapped is None:
+                    raise GroupError(UNKNOWN_MEMBER_ID, f"Instance id {static} is unknown.")
+                if mapped != member_id:
+                    raise GroupError(FENCED_INSTANCE_ID, f"Static member {member_id} with "
+                                     f"instance id {static} was fenced by member {mapped}.")
+            if member is None:
+                raise GroupError(UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of "
+                                 f"group {gid}.")
+            self._check_epoch(member, req.member_epoch, owned)
+        before = group.members.get(member.member_id) if replaced is None else replaced
+
+        names = req.subscribed_topic_names
+        regex = req.subscribed_topic_regex if api_version >= 1 else None
+        updated = dataclasses.replace(
+            member,
+            instance_id=static if static is not None else member.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+            client_id=client_id, client_host=client_host,
+            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms,
+            subscribed_topic_names=tuple(sorted(set(names))) if names is not None
+            else member.subscribed_topic_names,
+            subscribed_topic_regex=(regex or None) if regex is not None
+            else member.subscribed_topic_regex,
+            server_assignor=(req.server_assignor or None) if req.server_assignor is not None
+            else member.server_assignor)
+
+        bump = False
+        if replaced is not None:
+            records += self._removal_records(gid, replaced.member_id)
+            records.append(member_metadata_record(gid, updated))
+            if replaced.member_id in group.target_assignment:
+                records.append(target_member_record(
+                    gid, member_id, group.target_assignment[replaced.member_id]))
+            bump = updated.subscription() != replaced.subscription()
+        elif before is None or updated.metadata() != before.metadata():
+            records.append(member_metadata_record(gid, updated))
+            bump = before is None or updated.subscription() != before.subscription()
+
+        members_after = dict(group.members)
+        if replaced is not None:
+            del members_after[replaced.member_id]
+        members_after[updated.member_id] = updated
+        subscribed = self._resolve(members_after.values())
+        if subscribed != group.subscribed_topics:
+            bump = True
+        metadata_hash = self._group_hash(subscribed)
+        if metadata_hash != group.metadata_hash:
+            bump = True
+        if group.has_partition_metadata_record:
+            records.append(partition_metadata_tombstone(gid))
+        group_epoch = group.group_epoch
+        if bump:
+            group_epoch += 1
+            records.append(group_epoch_record(gid, group_epoch, metadata_hash))
+            log.info("group %s: epoch %d (hash %d)", gid, group_epoch, metadata_hash)
+
+        target_epoch = group.assignment_epoch
+        target = dict(group.target_assignment)
+        if replaced is not None and replaced.member_id in target:
+            target[member_id] = target.pop(replaced.member_id)
+        if group_epoch > target_epoch:
+            new_target = self._compute_target(group, members_after, subscribed, target)
+            for mid in sorted(new_target):
+                if new_target[mid] != target.get(mid):
+                    records.append(target_member_record(gid, mid, new_target[mid]))
+            records.append(target_metadata_record(gid, group_epoch))
+            target, target_epoch = new_target, group_epoch
+
+        def owner_of(tid: uuid.UUID, p: int) -> str | None:
+            o = group.owners.get((tid, p))
+            if o is None or (replaced is not None and o[0] == replaced.member_id):
+                return None
+            return o[0]
+        reconciled = reconcile(updated, target_epoch, target.get(member_id, {}), owned, owner_of)
+        if before is None or replaced is not None or reconciled.assignment() != \
+                before.assignment():
+            records.append(current_assignment_record(gid, reconciled))
+
+        for key, value in records:
+            replay(shard.consumer_groups, key, value)
+        group = shard.consumer_groups[gid]
+        if replaced is not None:
+            self._cancel(group, "session", replaced.member_id)
+            self._cancel(group, "rebalance", replaced.member_id)
+        self._set_subscribed(group, subscribed)
+        self._schedule_session(shard, group, member_id)
+        if reconciled.state == UNREVOKED_PARTITIONS:
+            if before is None or before.state != UNREVOKED_PARTITIONS or \
+                    before.member_epoch != reconciled.member_epoch:
+                self._schedule_rebalance(shard, group, reconciled)
+        else:
+            self._cancel(group, "rebalance", member_id)
+
+        full = req.member_epoch == 0 or (
+            req.rebalance_timeout_ms != -1 and (names is not None or regex is not None)
+            and req.topic_partitions is not None)
+        send = full or before is None or \
+            reconciled.assigned_partitions != before.assigned_partitions
+        response = ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0, error_code=NONE, error_message=None, member_id=member_id,
+            member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
+            assignment=self._response_assignment(reconciled) if send else None)
+        return response, records
+
+    @property
+    def config_max_size(self) -> int:
+        return getattr(self.config, "group_consumer_max_size", 2**31 - 1)
+
+    @staticmethod
+    def _response_assignment(m: ConsumerGroupMember):
+        A = ConsumerGroupHeartbeatResponse.Assignment
+        return A(topic_partitions=_tps(A.TopicPartitions, m.assigned_partitions))
+
+    def _compute_target(self, group, members_after, subscribed, previous_target):
+        topics = self._topic_descriptions(subscribed)
+        specs = {}
+        for mid in sorted(members_after):
+            m = members_after[mid]
+            specs[mid] = MemberSpec(mid, m.rack_id, self._resolve([m]),
+                                    previous_target.get(mid, {}))
+        name = ConsumerGroup.preferred_assignor(_MembersView(members_after))
+        result = assign(name, specs, topics)
+        return {mid: {t: frozenset(ps) for t, ps in a.items()} for mid, a in result.items()}
+
+    @staticmethod
+    def _removal_records(gid: str, member_id: str) -> list[Record]:
+        return [current_assignment_tombstone(gid, member_id),
+                target_member_tombstone(gid, member_id),
+                member_metadata_tombstone(gid, member_id)]
+
+    # ================================================================== leaving and fencing
+    def _leave(self, shard, req):
+        gid = req.group_id
+        group = self._group_for_heartbeat(shard, gid, create=False)
+        member = group.members.get(req.member_id)
+        if req.instance_id:
+            mapped = group.static_members.get(req.instance_id)
+            if mapped is None:
+                raise GroupError(UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+            if mapped != req.member_id:
+                raise GroupError(FENCED_INSTANCE_ID, f"Static member {req.member_id} with "
+                                 f"instance id {req.instance_id} was fenced by member {mapped}.")
+        if member is None:
+            raise GroupError(UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of "
+                             f"group {gid}.")
+        response = ConsumerGroupHeartbeatResponse(
+            throttle_time_ms=0, error_code=NONE, error_message=None, member_id=req.member_id,
+            member_epoch=req.member_epoch, heartbeat_interval_ms=0, assignment=None)
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # Temporarily gone: keep its assignment for the instance id; its session still runs.
+            left = dataclasses.replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+            records = [current_assignment_record(gid, left)]
+            for key, value in records:
+                replay(shard.consumer_groups, key, value)
+            self._cancel(group, "rebalance", member.member_id)
+            return response, records
+        return response, self._remove(shard, group, member.member_id, "left")
+
+    def _remove(self, shard, group: ConsumerGroup, member_id: str, why: str) -> list[Record]:
+        """Kafka's consumerGroupFenceMember: tombstones and a group epoch bump (the new target
+        assignment is computed by the next heartbeat). Applies and returns the records."""
+        gid = group.group_id
+        records = self._removal_records(gid, member_id)
+        rest = [m for mid, m in group.members.items() if mid != member_id]
+        subscribed = self._resolve(rest)
+        records.append(group_epoch_record(gid, group.group_epoch + 1,
+                                          self._group_hash(subscribed)))
+        log.info("group %s: member %s %s, epoch %d", gid, member_id, why, group.group_epoch + 1)
+        for key, value in records:
+            replay(shard.consumer_groups, key, value)
+        self._cancel(group, "session", member_id)
+        self._cancel(group, "rebalance", member_id)
+        self._set_subscribed(group, subscribed)
+        return records
+
+    def _fence(self, shard, group: ConsumerGroup, member_id: str, why: str,
+               epoch: int | None = None) -> None:
+        if not self.rt.is_active(shard) or shard.consumer_groups.get(group.group_id) is not group:
+            return
+        member = group.members.get(member_id)
+        if member is None or (epoch is not None and member.member_epoch != epoch):
+            return
+        if why == "rebalance timeout" and member.state != UNREVOKED_PARTITIONS:
+            return
+        self.rt.append(shard, self._remove(shard, group, member_id, why), None)
+
+    def _schedule_session(self, shard, group: ConsumerGroup, member_id: str) -> None:
+        self._cancel(group, "session", member_id)
+        group.timers[("session", member_id)] = self.rt.call_later(
+            self.config.group_consumer_session_timeout_ms, self._fence, shard, group, member_id,
+            "session timeout")
+
+    def _schedule_rebalance(self, shard, group: ConsumerGroup, m: ConsumerGroupMember) -> None:
+        self._cancel(group, "rebalance", m.member_id)
+        timeout = m.rebalance_timeout_ms if m.rebalance_timeout_ms > 0 else \
+            self.config.group_consumer_session_timeout_ms
+        group.timers[("rebalance", m.member_id)] = self.rt.call_later(
+            timeout, self._fence, shard, group, m.member_id, "rebalance timeout", m.member_epoch)
+
+    @staticmethod
+    def _cancel(group: ConsumerGroup, kind: str, member_id: str) -> None:
+        t = group.timers.pop((kind, member_id), None)
+        if t is not None:
+            t.cancel()
+
+    # ================================================================== ConsumerGroupDescribe
+    def describe(self, group_ids: list[str]) -> list:
+        Described = ConsumerGroupDescribeResponse.DescribedGroup
+        out = []
+        for gid in group_ids:
+            shard, code = self.rt.shard_for(gid)
+            group = shard.consumer_groups.get(gid) if shard is not None else None
+            if code == 0 and group is None:
+                code = GROUP_ID_NOT_FOUND
+                msg = f"Group {gid} is not a consumer group." if gid in shard.groups and \
+                    shard.groups[gid].members else f"Group {gid} not found."
+            else:
+                msg = None
+            if code:
+                out.append(Described(error_code=code, error_message=msg, group_id=gid,
+                                     group_state="", group_epoch=0, assignment_epoch=0,
+                                     assignor_name="", members=[],
+                                     authorized_operations=-2**31))
+                continue
+            out.append(Described(
+                error_code=NONE, error_message=None, group_id=gid, group_state=group.state,
+                group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
+                assignor_name=group.preferred_assignor(),
+                members=[self._describe_member(group, group.members[mid])
+                         for mid in sorted(group.members)],
+                authorized_operations=-2**31))
+        return out
+
+    def _describe_member(self, group: ConsumerGroup, m: ConsumerGroupMember):
+        M = ConsumerGroupDescribeResponse.DescribedGroup.Member
+        A = M.Assignment
+        TP = A.TopicPartitions
+
+        def assignment(a: Assignment):
+            tps = []
+            for tid in sorted(a):
+                info = self.metadata.topics_by_id.get(tid)
+                tps.append(TP(topic_id=tid, topic_name=info.name if info else "",
+                              partitions=sorted(a[tid])))
+            return A(topic_partitions=tps)
+        return M(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                 member_epoch=m.member_epoch, client_id=m.client_id, client_host=m.client_host,
+                 subscribed_topic_names=list(m.subscribed_topic_names),
+                 subscribed_topic_regex=m.subscribed_topic_regex,
+                 assignment=assignment(m.assigned_partitions),
+                 target_assignment=assignment(group.target_assignment.get(m.member_id, {})),
+                 member_type=1)
+
+    # ================================================================== other APIs' hooks
+    def list_groups(self, states: list[str] | None, types: list[str] | None
+                    ) -> list[tuple[str, str, str, str]]:
+        """(group id, protocol type, state, group type) of the loaded consumer groups."""
+        wanted_states = {s.lower() for s in states or ()}
+        if types and CONSUMER_GROUP_TYPE not in {t.lower() for t in types}:
+            return []
+        out = []
+        for shard in self.rt.shards_in_order():
+            if shard.loading:
+                continue
+            for gid in sorted(shard.consumer_groups):
+                state = shard.consumer_groups[gid].state
+                if not wanted_states or state.lower() in wanted_states:
+                    out.append((gid, CONSUMER_GROUP_TYPE, state, CONSUMER_GROUP_TYPE))
+        return out
+
+    def validate_offset_commit(self, shard, group_id: str, member_id: str,
+                               member_epoch: int) -> int | None:
+        """None: not a consumer group; else 0 or the error (Kafka's validateOffsetCommit)."""
+        group = shard.consumer_groups.get(group_id)
+        if group is None:
+            return None
+        if member_epoch < 0 and not group.members:
+            return NONE
+        member = group.members.get(member_id)
+        if member is None:
+            return UNKNOWN_MEMBER_ID
+        if member_epoch != member.member_epoch:
+            return STALE_MEMBER_EPOCH
+        return NONE
+
+    # ================================================================== loading
+    def on_loaded(self, shard) -> None:
+        """Members of loaded groups must heartbeat within their session (and revoke within their
+        rebalance timeout); the resolved subscriptions feed the hash cache's subscriber counts."""
+        for gid in sorted(shard.consumer_groups):
+            group = shard.consumer_groups[gid]
+            self._set_subscribed(group, self._resolve(group.members.values()))
+            for mid in sorted(group.members):
+                self._schedule_session(shard, group, mid)
+                m = group.members[mid]
+                if m.state == UNREVOKED_PARTITIONS:
+                    self._schedule_rebalance(shard, group, m)
+
+    def on_unloaded(self, shard) -> None:
+        for gid in sorted(shard.consumer_groups):
+            group = shard.consumer_groups[gid]
+            group.cancel_timers()
+            self._set_subscribed(group, frozenset())
+        shard.consumer_groups.clear()
+
+
+class _MembersView:
+    """Lets preferred_assignor run on a members dict that is not (yet) a group's."""
+
+    def __init__(self, members: dict[str, ConsumerGroupMember]) -> None:
+        self.members = members
