@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import socket
 import struct
 import sys
 from typing import Any
@@ -45,7 +46,7 @@ def encode_request(req: Any, version: int, correlation_id: int, client_id: str) 
     return [_I32.pack(len(hdr) + len(body)), hdr, body]
 
 
-class KafkaClientConnection(asyncio.Protocol):
+class KafkaClientConnection(asyncio.BufferedProtocol):
     def __init__(self, client_id: str = "minibroker", max_frame_bytes: int = 1 << 30) -> None:
         self.client_id = client_id
         self.reader = FrameReader(max_frame_bytes)
@@ -67,6 +68,12 @@ class KafkaClientConnection(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except (OSError, AttributeError):
+                pass
 
     def connection_lost(self, exc) -> None:
         self._fail(ConnectionClosed(self.close_reason or f"connection lost: {exc!r}"))
@@ -129,12 +136,28 @@ class KafkaClientConnection(asyncio.Protocol):
             self.close("request timed out")
             raise
 
+    # Responses are received straight into the FrameReader's buffer (one copy at most per frame).
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            frames = self.reader.buffer_updated(nbytes)
+        except ProtocolViolation as e:
+            self.close(str(e))
+            return
+        self._handle_frames(frames)
+
     def data_received(self, data: bytes) -> None:
+        """asyncio.Protocol form (kept for callers that feed bytes by hand)."""
         try:
             frames = self.reader.feed(data)
         except ProtocolViolation as e:
             self.close(str(e))
             return
+        self._handle_frames(frames)
+
+    def _handle_frames(self, frames: list) -> None:
         for frame in frames:
             if not self.inflight:
                 self.close("unexpected response")

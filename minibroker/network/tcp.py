@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from typing import TYPE_CHECKING
+import socket
+from typing import TYPE_CHECKING, Any
 
 from minibroker.broker.dispatch import dispatch
 from minibroker.protocol.framing import FrameReader, ProtocolViolation
@@ -22,11 +23,72 @@ log = logging.getLogger("minibroker.network")
 MAX_IN_FLIGHT = 128
 
 
-class KafkaServerConnection(asyncio.Protocol):
+class _Completed:
+    """A request whose handler finished without suspending: quacks like a done Task."""
+    __slots__ = ("_result", "_exc")
+
+    def __init__(self, result: Any, exc: BaseException | None) -> None:
+        self._result = result
+        self._exc = exc
+
+    def done(self) -> bool:
+        return True
+
+    def cancelled(self) -> bool:
+        return isinstance(self._exc, asyncio.CancelledError)
+
+    def exception(self) -> BaseException | None:
+        return self._exc
+
+    def result(self) -> Any:
+        return self._result
+
+
+class _Resume:
+    """Continue a coroutine that was started by hand and suspended on `first` (what it yielded),
+    under a Task: the Task waits on each yielded future and resumes the coroutine through here."""
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro, first) -> None:
+        self.coro = coro
+        self.first = first
+
+    def __await__(self):
+        coro, value = self.coro, self.first
+        self.first = None
+        while True:
+            try:
+                sent = yield value
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as e:  # noqa: BLE001 — cancellation: deliver it to the handler
+                try:
+                    value = coro.throw(e)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    value = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
+async def _resume(coro, first):
+    return await _Resume(coro, first)
+
+
+class KafkaServerConnection(asyncio.BufferedProtocol):
+    """Frames are received straight into the FrameReader's buffer (BufferedProtocol). Each request's
+    handler coroutine is run eagerly: one that completes without suspending (most requests) costs
+    no Task; one that suspends (long-poll Fetch, acks=all Produce) continues under a Task. Responses
+    complete in order are collected and written with one writelines() per batch of received
+    frames or per completed Task."""
+
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.reader = FrameReader(broker.config.socket_request_max_bytes)
-        self.pending: collections.deque[asyncio.Task] = collections.deque()
+        self.pending: collections.deque = collections.deque()     # Tasks and _Completed, in order
         self.transport: asyncio.Transport | None = None
         self.peer = None
         self.closed = False
@@ -36,6 +98,12 @@ class KafkaServerConnection(asyncio.Protocol):
     def connection_made(self, transport) -> None:
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except (OSError, AttributeError):
+                pass
         self.broker.connections.add(self)
 
     def connection_lost(self, exc) -> None:
@@ -50,7 +118,22 @@ class KafkaServerConnection(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.close()
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.closed:
+            return
+        try:
+            frames = self.reader.buffer_updated(nbytes)
+        except ProtocolViolation as e:
+            self.close(str(e))
+            return
+        if frames:
+            self._handle_frames(frames)
+
     def data_received(self, data: bytes) -> None:
+        """asyncio.Protocol form (tests may drive a connection by hand)."""
         if self.closed:
             return
         try:
@@ -58,24 +141,52 @@ class KafkaServerConnection(asyncio.Protocol):
         except ProtocolViolation as e:
             self.close(str(e))
             return
-        loop = asyncio.get_running_loop()
+        if frames:
+            self._handle_frames(frames)
+
+    def _handle_frames(self, frames: list) -> None:
+        broker = self.broker
+        pending = self.pending
+        loop = None
         for frame in frames:
-            task = loop.create_task(dispatch(self.broker, self, frame))
-            self.pending.append(task)
+            coro = dispatch(broker, self, frame)
+            try:
+                first = coro.send(None)
+            except StopIteration as stop:
+                pending.append(_Completed(stop.value, None))
+                continue
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as e:  # noqa: BLE001 — reported in order by _flush
+                pending.append(_Completed(None, e))
+                continue
+            if loop is None:
+                loop = asyncio.get_running_loop()
+            task = loop.create_task(_resume(coro, first))
+            pending.append(task)
             task.add_done_callback(self._on_done)
-        self._update_reading()
+        self._flush()
 
     def _on_done(self, _task: asyncio.Task) -> None:
+        self._flush()
+
+    def _flush(self) -> None:
+        """Write the responses of the requests at the head of the queue that are complete."""
         pending = self.pending
+        out = None
         while pending and pending[0].done():
             task = pending.popleft()
             if self.closed:
                 continue
             if task.cancelled():
+                self._write(out)
+                out = None
                 self.close("request cancelled")
                 continue
             exc = task.exception()
             if exc is not None:
+                self._write(out)
+                out = None
                 if isinstance(exc, ProtocolViolation):
                     self.close(str(exc))
                 else:
@@ -84,8 +195,16 @@ class KafkaServerConnection(asyncio.Protocol):
                 continue
             parts = task.result()
             if parts is not None:
-                self.transport.writelines(parts)
+                if out is None:
+                    out = list(parts)      # never extend a handler's (possibly cached) list
+                else:
+                    out += parts
+        self._write(out)
         self._update_reading()
+
+    def _write(self, out) -> None:
+        if out and not self.closed:
+            self.transport.writelines(out)
 
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:

@@ -16,38 +16,93 @@ class ProtocolViolation(Exception):
 
 
 class FrameReader:
-    """Accumulates bytes and yields complete frames as memoryviews of private buffers."""
+    """Splits a byte stream into size-prefixed frames, yielded as read-only memoryviews.
 
-    __slots__ = ("_buf", "_max")
+    Bytes are received straight into a private bytearray (`get_buffer` / `buffer_updated`, the
+    asyncio.BufferedProtocol interface) and frames are views of it: no copy per complete frame.
+    A buffer is never written again below its write position, and a full buffer is replaced rather
+    than compacted, so frames (and slices handlers keep) stay valid. A frame that does not fit in the
+    rest of the current buffer gets a new buffer sized for the whole frame, into which its received
+    prefix is copied once: a large frame arriving in many chunks costs one copy of at most that
+    prefix, never a re-copy per chunk (amortised O(n)). `feed(data)` is the asyncio.Protocol form:
+    it copies `data` into the same buffers (one copy)."""
+
+    __slots__ = ("_buf", "_view", "_start", "_end", "_max")
+
+    FIRST = 4096                # a connection's first buffer (many connections carry little)
+    CHUNK = 64 * 1024           # buffers double up to this while frames are small
+    MIN_READ = 1024             # below this much room a fresh buffer is taken for the next read
 
     def __init__(self, max_frame_bytes: int) -> None:
-        self._buf = bytearray()
         self._max = max_frame_bytes
+        self._buf = bytearray(self.FIRST)
+        self._view = memoryview(self._buf)
+        self._start = 0         # first unparsed byte
+        self._end = 0           # write position
 
-    def feed(self, data: bytes) -> list[memoryview]:
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Writable space for the next receive (at least 1 byte)."""
+        start, end = self._start, self._end
+        cap = len(self._buf)
+        if end - start >= 4:
+            (size,) = _I32.unpack_from(self._buf, start)
+            if 0 <= size <= self._max and start + 4 + size > cap:
+                # The frame does not fit: a buffer for all of it; its prefix is copied once.
+                self._renew(max(4 + size, min(2 * cap, self.CHUNK)))
+                return self._view[self._end:]
+        elif end - start < 4 and cap - end < self.MIN_READ:
+            self._renew(min(2 * cap, self.CHUNK))
+        return self._view[self._end:]
+
+    def _renew(self, capacity: int) -> None:
+        """Move the unparsed tail into a fresh buffer (the old one may back live frames)."""
+        old, start, end = self._view, self._start, self._end
+        buf = bytearray(capacity)
+        n = end - start
+        if n:
+            buf[:n] = old[start:end]
+        self._buf = buf
+        self._view = memoryview(buf)
+        self._start = 0
+        self._end = n
+
+    def buffer_updated(self, nbytes: int) -> list[memoryview]:
+        """`nbytes` were written into the last get_buffer(); returns the frames now complete."""
+        self._end += nbytes
         buf = self._buf
-        buf += data
+        pos, end = self._start, self._end
         frames = []
-        pos = 0
-        n = len(buf)
-        while n - pos >= 4:
+        view = None
+        while end - pos >= 4:
             (size,) = _I32.unpack_from(buf, pos)
             if size < 0 or size > self._max:
                 raise ProtocolViolation(
                     f"frame of {size} bytes exceeds socket.request.max.bytes={self._max}"
                     if size > 0 else f"invalid frame size {size}")
-            if n - pos - 4 < size:
+            if end - pos - 4 < size:
                 break
-            # bytes() copies once; the frame then owns its memory, so handlers may keep slices.
-            frames.append(memoryview(bytes(buf[pos + 4:pos + 4 + size])))
+            if view is None:
+                view = self._view.toreadonly()
+            frames.append(view[pos + 4:pos + 4 + size])
             pos += 4 + size
-        if pos:
-            del buf[:pos]
+        self._start = pos
+        return frames
+
+    def feed(self, data: bytes) -> list[memoryview]:
+        """Protocol-style input: copy `data` in (once) and return the frames now complete."""
+        frames: list[memoryview] = []
+        mv = memoryview(data)
+        while mv:
+            dst = self.get_buffer(len(mv))
+            n = min(len(dst), len(mv))
+            dst[:n] = mv[:n]
+            frames += self.buffer_updated(n)
+            mv = mv[n:]
         return frames
 
     @property
     def buffered(self) -> int:
-        return len(self._buf)
+        return self._end - self._start
 
 
 @dataclass(slots=True)
