@@ -280,9 +280,14 @@ async def test_acked_writes_survive_stops_starts_and_leader_moves(seed, max_down
     async with Cluster(brokers=3, seed=seed, replica_lag_time_max_ms=10_000) as c:
         await c.create_topic(T, Sim.PARTITIONS, 3)
         sim = Sim(c, seed, max_down)
-        for _ in range(steps):
-            await sim.step()
-        await sim.check()
+        try:
+            for _ in range(steps):
+                await sim.step()
+            await sim.check()
+        except AssertionError:
+            raise
+        except Exception as e:      # noqa: BLE001 — any other failure still names its seed
+            raise AssertionError(sim.fail(repr(e))) from e
         assert sum(len(a) for a in sim.acked.values()) > 10, sim.fail("too few acked records")
         for conn in sim.conns.values():
             conn.close()
