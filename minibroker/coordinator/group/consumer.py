@@ -423,7 +423,7 @@ def _next(member, member_epoch, current: Assignment, target_epoch, target, owned
             partitions_pending_revocation=revoking)
     return dataclasses.replace(
         member, state=UNRELEASED_PARTITIONS if unreleased else MEMBER_STABLE,
-        member_epoch=target_epoch, previous_member_epoch=member_epoch,
+        member_epoch=target_epoch, previous_member_epoch=member.member_epoch,
         assigned_partitions=new_assigned, partitions_pending_revocation={})
 
 
