@@ -1,7 +1,8 @@
 """Fixtures for the black-box conformance suite.
 
 The session fixture ``cluster`` starts the broker under test as a subprocess:
-``$MINIBROKER_CONFORMANCE_CMD`` (default ``python -m minibroker serve --brokers 3 --port 0``) must
+``$MINIBROKER_CONFORMANCE_CMD`` (default ``python -m minibroker serve --brokers 3 --port 0
+--override group.initial.rebalance.delay.ms=0``) must
 print ``BOOTSTRAP host:port,...`` as its first stdout line within 30 s. ``cluster.replication`` is
 ``$MINIBROKER_CONFORMANCE_RF`` (default 3; use 1 against a one-broker peer such as Tansu).
 The process group is killed at the end of the session.
@@ -55,7 +56,9 @@ class ServedCluster:
 
 
 def _default_cmd() -> str:
-    return f"{shlex.quote(sys.executable)} -m minibroker serve --brokers 3 --port 0"
+    # No initial rebalance delay: the group tests join members one by one with bounded waits.
+    return (f"{shlex.quote(sys.executable)} -m minibroker serve --brokers 3 --port 0 "
+            "--override group.initial.rebalance.delay.ms=0")
 
 
 def _wait_listening(bootstrap: str, deadline: float) -> None:

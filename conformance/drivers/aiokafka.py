@@ -162,3 +162,54 @@ def list_topics(bs, timeout: float = 30) -> set[str]:
     async def go(admin):
         return set(await admin.list_topics())
     return _run(_with_admin(bs, go), timeout)
+
+
+# ------------------------------------------------------------------ consumer groups
+from ._group import HEARTBEAT_INTERVAL_MS, POLL_S, SESSION_TIMEOUT_MS, GroupMemberBase  # noqa: E402
+
+
+class GroupMember(GroupMemberBase):
+    """A subscribed AIOKafkaConsumer on its own event loop (in the member's thread), committing
+    each batch with ``await commit(offsets)``."""
+
+    def _loop(self) -> None:
+        asyncio.run(self._aloop())
+
+    async def _aloop(self) -> None:
+        from aiokafka import ConsumerRebalanceListener
+
+        member = self
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked):
+                member.revoked(tp.partition for tp in revoked)
+
+            def on_partitions_assigned(self, assigned):
+                member.assigned(tp.partition for tp in assigned)
+
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bs, client_id=f"conformance-aiokafka-{self.name}",
+            group_id=self.group, enable_auto_commit=False, auto_offset_reset="earliest",
+            session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+            fetch_max_wait_ms=200, retry_backoff_ms=100, request_timeout_ms=15000)
+        await consumer.start()
+        try:
+            consumer.subscribe([self.topic], listener=Listener())
+            while not self.stopping.is_set():
+                batch = await consumer.getmany(timeout_ms=int(POLL_S * 1000))
+                seen = []
+                for tp in sorted(batch, key=lambda t: t.partition):
+                    for m in batch[tp]:
+                        self.got(m.partition, m.offset, m.key, m.value)
+                        seen.append((m.partition, m.offset))
+                if seen and self.commit_enabled:
+                    offsets = self.next_offsets(seen)
+                    try:
+                        await consumer.commit({TopicPartition(self.topic, p): o
+                                               for p, o in offsets.items()})
+                    except Exception as e:  # noqa: BLE001 — at-least-once: redelivered later
+                        self.commit_failed(e)
+                    else:
+                        self.committed(offsets)
+        finally:
+            await asyncio.wait_for(consumer.stop(), 15)

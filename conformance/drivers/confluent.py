@@ -137,3 +137,55 @@ def delete_topic(bs, topic, timeout: float = 30) -> None:
 
 def list_topics(bs, timeout: float = 30) -> set[str]:
     return set(_admin(bs).list_topics(timeout=timeout).topics)
+
+
+# ------------------------------------------------------------------ consumer groups
+from ._group import HEARTBEAT_INTERVAL_MS, POLL_S, SESSION_TIMEOUT_MS, GroupMemberBase  # noqa: E402
+
+
+class GroupMember(GroupMemberBase):
+    """A subscribed librdkafka consumer, classic protocol (``group.protocol=classic``) with the
+    eager range/roundrobin assignors, committing each batch synchronously."""
+
+    def _loop(self) -> None:
+        consumer = Consumer({
+            "bootstrap.servers": self.bs, "client.id": f"conformance-confluent-{self.name}",
+            "group.id": self.group, "group.protocol": "classic",
+            "partition.assignment.strategy": "range,roundrobin",
+            "enable.auto.commit": False, "enable.auto.offset.store": False,
+            "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_TIMEOUT_MS,
+            "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS, "fetch.wait.max.ms": 200,
+            "reconnect.backoff.max.ms": 500, "retry.backoff.ms": 100,
+            "topic.metadata.refresh.interval.ms": 1000})
+
+        def on_assign(c, tps):
+            self.assigned(tp.partition for tp in tps)
+
+        def on_revoke(c, tps):
+            self.revoked(tp.partition for tp in tps)
+
+        try:
+            consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
+            while not self.stopping.is_set():
+                seen = []
+                for m in consumer.consume(num_messages=500, timeout=POLL_S):
+                    if m.error():
+                        self.commit_failed(m.error())   # transient consume errors are logged
+                        continue
+                    self.got(m.partition(), m.offset(), m.key(), m.value())
+                    seen.append((m.partition(), m.offset()))
+                if seen and self.commit_enabled:
+                    offsets = self.next_offsets(seen)
+                    try:
+                        res = consumer.commit(offsets=[TopicPartition(self.topic, p, o)
+                                                       for p, o in offsets.items()],
+                                              asynchronous=False)
+                        bad = [tp for tp in res or [] if tp.error is not None]
+                        if bad:
+                            raise DriverError(f"commit: {bad}")
+                    except Exception as e:  # noqa: BLE001 — at-least-once: redelivered later
+                        self.commit_failed(e)
+                    else:
+                        self.committed(offsets)
+        finally:
+            consumer.close()

@@ -143,3 +143,106 @@ def list_topics(bs, timeout: float = 30) -> set[str]:
         return set(admin.list_topics())
     finally:
         admin.close()
+
+
+# ------------------------------------------------------------------ consumer groups
+from ._group import HEARTBEAT_INTERVAL_MS, POLL_S, SESSION_TIMEOUT_MS, GroupMemberBase  # noqa: E402
+
+
+class GroupMember(GroupMemberBase):
+    """A subscribed KafkaConsumer (range/roundrobin, eager), committing each batch synchronously."""
+
+    def _loop(self) -> None:
+        from kafka import ConsumerRebalanceListener, OffsetAndMetadata
+
+        member = self
+
+        class Listener(ConsumerRebalanceListener):
+            def on_partitions_revoked(self, revoked):
+                member.revoked(tp.partition for tp in revoked)
+
+            def on_partitions_assigned(self, assigned):
+                member.assigned(tp.partition for tp in assigned)
+
+        consumer = KafkaConsumer(
+            bootstrap_servers=self.bs, client_id=f"conformance-kafka-python-{self.name}",
+            group_id=self.group, enable_auto_commit=False, auto_offset_reset="earliest",
+            session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+            fetch_max_wait_ms=200, retry_backoff_ms=100, **_COMMON)
+        try:
+            consumer.subscribe([self.topic], listener=Listener())
+            while not self.stopping.is_set():
+                batch = consumer.poll(timeout_ms=int(POLL_S * 1000))
+                seen = []
+                for tp in sorted(batch, key=lambda t: t.partition):
+                    for m in batch[tp]:
+                        self.got(m.partition, m.offset, m.key, m.value)
+                        seen.append((m.partition, m.offset))
+                if seen and self.commit_enabled:
+                    offsets = self.next_offsets(seen)
+                    try:
+                        consumer.commit({TopicPartition(self.topic, p): OffsetAndMetadata(o, "", -1)
+                                         for p, o in offsets.items()})
+                    except Exception as e:  # noqa: BLE001 — at-least-once: redelivered later
+                        self.commit_failed(e)
+                    else:
+                        self.committed(offsets)
+        finally:
+            consumer.close(autocommit=False)
+
+
+def committed_offsets(bs, group, topic, timeout: float = 30) -> dict[int, int]:
+    """The group's committed offsets for ``topic`` (OffsetFetch through the admin client)."""
+    admin = _admin(bs)
+    try:
+        res = admin.list_group_offsets({group: None})
+        offsets = res.get(group, res) if isinstance(res, dict) else res
+        return {tp.partition: om.offset for tp, om in offsets.items()
+                if tp.topic == topic and om.offset >= 0}
+    finally:
+        admin.close()
+
+
+def describe_group(bs, group, timeout: float = 30) -> dict:
+    """DescribeGroups, normalised: {"state", "protocol", "members": {client_id: [partitions]}}."""
+    admin = _admin(bs)
+    try:
+        g = admin.describe_groups([group])[group]
+    finally:
+        admin.close()
+    members = {}
+    for m in g["members"]:
+        parts = []
+        for a in (m.get("member_assignment") or {}).get("assigned_partitions", []):
+            parts.extend(a["partitions"])
+        members[m["client_id"]] = sorted(parts)
+    return {"state": g["group_state"], "protocol": g["protocol_data"], "members": members}
+
+
+def find_coordinator(bs, group, timeout: float = 30) -> int:
+    """FindCoordinator (key type GROUP) -> the coordinator's node id."""
+    admin = _admin(bs)
+    try:
+        # no public wrapper in kafka-python 3.0; the admin client runs its coroutine like this
+        return admin._manager.run(admin._find_coordinator_id, group)  # noqa: SLF001
+    finally:
+        admin.close()
+
+
+def list_groups(bs, timeout: float = 30) -> dict[str, tuple[str, str]]:
+    """ListGroups on every broker: {group: (state, protocol type)}."""
+    admin = _admin(bs)
+    try:
+        return {g["group_id"]: (g.get("group_state"), g["protocol_type"])
+                for g in admin.list_groups()}
+    finally:
+        admin.close()
+
+
+def delete_groups(bs, groups, timeout: float = 30) -> dict[str, str]:
+    """DeleteGroups: {group: "OK" or the error's name}."""
+    admin = _admin(bs)
+    try:
+        return dict(admin.delete_groups(list(groups)))
+    finally:
+        admin.close()

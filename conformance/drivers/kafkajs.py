@@ -101,3 +101,17 @@ def delete_topic(bs, topic, timeout: float = 30) -> None:
 
 def list_topics(bs, timeout: float = 30) -> set[str]:
     return set(_call("list_topics", bs, timeout))
+
+
+# ------------------------------------------------------------------ consumer groups
+def group_scenario(bs, topic, group, batches, members: int = 3, step_timeout: float = 30,
+                   partitions: int = 6, timeout: float = 100) -> dict:
+    """Run driver.js ``group_scenario``: ``members`` kafkajs consumers in one node process (see
+    the op's comment and conformance/test_groups.py). Returns the JSON trace: ``produced`` per
+    batch, ``consumed`` [(seq, member, partition, offset, key b64, value b64)], ``commits``
+    [(seq, member, {partition: offset})], ``stable_a``/``stable_b`` {member: partitions},
+    ``group_a``/``group_b`` (DescribeGroups), ``leave_seq``, ``left``, ``new_seq``,
+    ``ends_before_new``, ``committed_before_new``, ``new_assignment``."""
+    return _call("group_scenario", bs, timeout, topic=topic, group=group, members=members,
+                 partitions=partitions, step_timeout=step_timeout,
+                 batches=[[[_b64(k), _b64(v)] for k, v in b] for b in batches])

@@ -108,3 +108,51 @@ def delete_topic(bs, topic, timeout: float = 30) -> None:
 
 def list_topics(bs, timeout: float = 30) -> set[str]:
     return set(_run(_admin(bs, lambda a: a.list_topics()), timeout))
+
+
+# ------------------------------------------------------------------ consumer groups
+from ._group import HEARTBEAT_INTERVAL_MS, POLL_S, SESSION_TIMEOUT_MS, GroupMemberBase  # noqa: E402
+
+
+class GroupMember(GroupMemberBase):
+    """A subscribed minibroker.client.Consumer on its own event loop (in the member's thread),
+    committing each batch with ``await commit(offsets)``; close() sends LeaveGroup."""
+
+    def _loop(self) -> None:
+        asyncio.run(self._aloop())
+
+    async def _aloop(self) -> None:
+        member = self
+
+        class Listener:
+            def on_partitions_revoked(self, tps):
+                member.revoked(tp.partition for tp in tps)
+
+            def on_partitions_assigned(self, tps):
+                member.assigned(tp.partition for tp in tps)
+
+        consumer = Consumer(self.bs, group_id=self.group,
+                            client_id=f"conformance-minibroker-{self.name}",
+                            auto_offset_reset="earliest", enable_auto_commit=False,
+                            session_timeout_ms=SESSION_TIMEOUT_MS,
+                            heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+                            rebalance_timeout_ms=20000, fetch_max_wait_ms=200,
+                            request_timeout_ms=15000)
+        try:
+            consumer.subscribe([self.topic], listener=Listener())
+            while not self.stopping.is_set():
+                seen = []
+                for r in await consumer.poll(POLL_S):
+                    self.got(r.partition, r.offset, r.key, r.value)
+                    seen.append((r.partition, r.offset))
+                if seen and self.commit_enabled:
+                    offsets = self.next_offsets(seen)
+                    try:
+                        await consumer.commit({TopicPartition(self.topic, p): o
+                                               for p, o in offsets.items()})
+                    except Exception as e:  # noqa: BLE001 — at-least-once: redelivered later
+                        self.commit_failed(e)
+                    else:
+                        self.committed(offsets)
+        finally:
+            await consumer.close(timeout=10)

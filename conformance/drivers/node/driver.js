@@ -4,8 +4,9 @@
 // Keys/values travel base64-encoded. Logs go to stderr. Every operation is bounded by cmd.timeout.
 'use strict'
 
-const { Kafka, CompressionTypes, CompressionCodecs, ConfigResourceTypes, Partitioners, logLevel } =
-  require('kafkajs')
+const {
+  Kafka, CompressionTypes, CompressionCodecs, ConfigResourceTypes, Partitioners, logLevel, AssignerProtocol
+} = require('kafkajs')
 const SnappyCodec = require('kafkajs-snappy')
 const lz4 = require('lz4js')
 const { ZstdCodec } = require('zstd-codec')
@@ -198,6 +199,174 @@ const ops = {
 
   async list_topics (cmd) {
     return withAdmin(cmd, admin => admin.listTopics())
+  },
+
+  // Server-side group scenario (conformance/test_groups.py): `members` consumers in one group
+  // on a PARTITIONS-partition topic, all in this process. Phases: stable assignment (GROUP_JOIN
+  // events, cross-checked with DescribeGroups) -> batch 0 -> the last member stops committing ->
+  // batch 1 -> it leaves (disconnect: LeaveGroup, no commit) -> stable again -> batch 2 ->
+  // everyone closes -> batch 3 -> a new member reads from the committed offsets. Every event
+  // gets a sequence number; the Python side checks the invariants on the returned trace.
+  async group_scenario (cmd) {
+    const kafka = client(cmd)
+    const topic = cmd.topic
+    const stepMs = Math.floor((cmd.step_timeout || 30) * 1000)
+    let seq = 0
+    const trace = {
+      produced: [], consumed: [], commits: [], rebalances: [], errors: []
+    }
+    const admin = kafka.admin()
+    await admin.connect()
+    const all = []
+    const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
+    const waitUntil = async (pred, what, interval = 100) => {
+      const end = Date.now() + stepMs
+      for (;;) {
+        const got = await pred()
+        if (got) return got
+        if (Date.now() > end) throw new Error(`timed out after ${stepMs} ms waiting for ${what}`)
+        await sleep(interval)
+      }
+    }
+
+    const member = async name => {
+      const consumer = kafka.consumer({
+        groupId: cmd.group,
+        sessionTimeout: 6000,
+        rebalanceTimeout: 10000,
+        heartbeatInterval: 500,
+        maxWaitTimeInMs: 200,
+        allowAutoTopicCreation: false
+      })
+      const m = { name, consumer, current: [], assignCount: 0, commitEnabled: true }
+      consumer.on(consumer.events.GROUP_JOIN, e => {
+        m.current = (e.payload.memberAssignment[topic] || []).slice().sort((a, b) => a - b)
+        m.assignCount++
+        trace.rebalances.push([seq++, name, 'assigned', m.current])
+      })
+      consumer.on(consumer.events.REBALANCING, () => {
+        trace.rebalances.push([seq++, name, 'revoked', m.current])
+        m.current = []
+      })
+      await consumer.connect()
+      await consumer.subscribe({ topics: [topic], fromBeginning: true })
+      await consumer.run({
+        autoCommit: false,
+        eachBatch: async ({ batch }) => {
+          if (batch.messages.length === 0) return
+          let last = -1
+          for (const msg of batch.messages) {
+            trace.consumed.push([seq++, name, batch.partition, Number(msg.offset), b64(msg.key), b64(msg.value)])
+            last = Math.max(last, Number(msg.offset))
+          }
+          if (!m.commitEnabled) return
+          try {
+            await consumer.commitOffsets([{ topic, partition: batch.partition, offset: String(last + 1) }])
+            trace.commits.push([seq++, name, { [batch.partition]: last + 1 }])
+          } catch (e) {
+            trace.errors.push([seq++, name, `commit ${e.name}: ${e.message}`])
+          }
+        }
+      })
+      all.push(m)
+      return m
+    }
+    const close = async m => {
+      if (m.closed) return
+      m.closed = true
+      await m.consumer.disconnect()
+    }
+
+    const consumedPositions = () => new Set(trace.consumed.map(([, , p, o]) => `${p}:${o}`))
+    const consumedAll = batchIds => () => {
+      const seen = consumedPositions()
+      return batchIds.every(b => trace.produced[b].every(([p, o]) => seen.has(`${p}:${o}`)))
+    }
+    const ends = async () => {
+      const out = {}
+      for (const p of await admin.fetchTopicOffsets(topic)) out[p.partition] = Number(p.high)
+      return out
+    }
+    const committedAll = (ms, endOffsets) => () => {
+      const names = new Set(ms.map(m => m.name))
+      const got = {}
+      for (const [, m, offs] of trace.commits) {
+        if (!names.has(m)) continue
+        for (const [p, o] of Object.entries(offs)) got[p] = Math.max(got[p] || 0, o)
+      }
+      return ms.every(m => m.current.every(p => (got[p] || 0) === endOffsets[p]))
+    }
+    const describe = async () => {
+      const { groups } = await admin.describeGroups([cmd.group])
+      const g = groups[0]
+      const members = {}
+      for (const mem of g.members) {
+        const decoded = AssignerProtocol.MemberAssignment.decode(mem.memberAssignment)
+        members[mem.memberId] = ((decoded && decoded.assignment[topic]) || []).slice().sort((a, b) => a - b)
+      }
+      return { state: g.state, protocol: g.protocol, members }
+    }
+    const stableAndDescribed = async (ms, baseline) => waitUntil(async () => {
+      if (baseline && ms.some(m => m.assignCount <= baseline[m.name])) return null
+      const cur = {}
+      for (const m of ms) cur[m.name] = m.current
+      const owned = [].concat(...Object.values(cur)).sort((a, b) => a - b)
+      if (owned.length !== cmd.partitions || owned.some((p, i) => p !== i) ||
+          Object.values(cur).some(ps => ps.length === 0)) return null
+      const g = await describe()
+      if (g.state !== 'Stable' || Object.keys(g.members).length !== ms.length) return null
+      return [cur, g]
+    }, `a stable ${ms.length}-member assignment`, 200)
+    const produce = async b => {
+      trace.produced.push(await ops.produce({
+        bootstrap: cmd.bootstrap, topic, codec: 'none', acks: 'all', records: cmd.batches[b]
+      }))
+    }
+
+    try {
+      const members = []
+      for (let i = 0; i < cmd.members; i++) members.push(await member(`m${i}`))
+      ;[trace.stable_a, trace.group_a] = await stableAndDescribed(members)
+      await produce(0)
+      await waitUntil(consumedAll([0]), 'batch 1 consumed')
+      await waitUntil(committedAll(members, await ends()), 'batch 1 committed')
+      const leaver = members[members.length - 1]
+      const stay = members.slice(0, -1)
+      leaver.commitEnabled = false
+      await produce(1)
+      await waitUntil(consumedAll([0, 1]), 'batch 2 consumed')
+      await waitUntil(committedAll(stay, await ends()), 'batch 2 committed by the staying members')
+      const baseline = {}
+      for (const m of stay) baseline[m.name] = m.assignCount
+      trace.leave_seq = seq++
+      trace.left = leaver.name
+      await close(leaver)
+      ;[trace.stable_b, trace.group_b] = await stableAndDescribed(stay, baseline)
+      await produce(2)
+      await waitUntil(consumedAll([0, 1, 2]), 'batches 1-3 consumed')
+      const e = await ends()
+      await waitUntil(committedAll(stay, e), 'batch 3 committed')
+      for (const m of stay) await close(m)
+      trace.ends_before_new = e
+      const committed = {}
+      for (const t of await admin.fetchOffsets({ groupId: cmd.group, topics: [topic] })) {
+        for (const p of t.partitions) if (Number(p.offset) >= 0) committed[p.partition] = Number(p.offset)
+      }
+      trace.committed_before_new = committed
+      await produce(3)
+      trace.new_seq = seq++
+      const fresh = await member(`m${cmd.members}`)
+      await waitUntil(consumedAll([3]), 'batch 4 consumed by the new member')
+      trace.new_assignment = fresh.current
+      await close(fresh)
+      return trace
+    } catch (e) {
+      e.message = `${e.message}; trace so far: ${JSON.stringify({ rebalances: trace.rebalances, errors: trace.errors, consumed: trace.consumed.length })}`
+      throw e
+    } finally {
+      for (const m of all) { try { await close(m) } catch (e) {} }
+      await admin.disconnect()
+    }
   }
 }
 
@@ -216,9 +385,9 @@ async function main () {
   }, cmd.timeout * 1000)
   try {
     const result = await ops[cmd.op](cmd)
-    process.stdout.write(JSON.stringify({ ok: true, result }) + '\n')
     clearTimeout(killer)
-    process.exit(0)
+    // Exit once the line is flushed: a large result (group_scenario) outgrows the pipe buffer.
+    process.stdout.write(JSON.stringify({ ok: true, result }) + '\n', () => process.exit(0))
   } catch (e) {
     process.stdout.write(JSON.stringify({ ok: false, error: `${e.name}: ${e.message}` }) + '\n')
     clearTimeout(killer)
