@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("minibroker.fetcher")
 
 FETCH_VERSION = 12
+REQUEST_TIMEOUT_S = 30
 _Topic = FetchRequest.FetchTopic
 _Part = _Topic.FetchPartition
 
@@ -67,6 +68,7 @@ class ReplicaFetcher:
         return self._conn
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         backoff = 0.05
         while True:
             if not self.partitions:
@@ -76,7 +78,15 @@ class ReplicaFetcher:
             try:
                 conn = await self._connect()
                 req, sent = self._build_request()
-                resp = await conn.request(req, FETCH_VERSION, timeout=30)
+                # Await the response future itself (wait_for would add two loop passes per fetch,
+                # and a follower's next fetch is what completes the leader's acks=all waiters); a
+                # timer closes a connection that does not answer, which fails the future.
+                fut = conn.send(req, FETCH_VERSION)
+                timer = loop.call_later(REQUEST_TIMEOUT_S, conn.close, "request timed out")
+                try:
+                    resp = await fut
+                finally:
+                    timer.cancel()
                 if not self._handle_response(resp, sent):
                     await asyncio.sleep(0.05)      # only errors: wait for the next LeaderAndIsr
                 backoff = 0.05

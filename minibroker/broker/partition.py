@@ -52,6 +52,7 @@ class Partition:
         self.leader_epoch_start_offset = 0
         self._hw_waiters: list[tuple[int, asyncio.Future]] = []
         self._data_waiters: list[asyncio.Future] = []
+        self._data_waiters_sweep = 16
 
     # ------------------------------------------------------------------ role changes
     @property
@@ -130,6 +131,8 @@ class Partition:
             self.notify_data()
 
     def _complete_hw_waiters(self) -> None:
+        if not self._hw_waiters:
+            return
         hw = self.high_watermark
         keep = []
         for offset, fut in self._hw_waiters:
@@ -157,11 +160,25 @@ class Partition:
     # ------------------------------------------------------------------ long-poll fetch
     def data_waiter(self) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
-        self._data_waiters.append(fut)
+        self.add_data_waiter(fut)
         return fut
 
+    def add_data_waiter(self, fut: asyncio.Future) -> None:
+        """Resolve `fut` (if still pending) on the next append / HW move / role change here. One
+        future may wait on many partitions (a Fetch's long poll): its task then wakes directly, in
+        the loop pass right after the notify. Done futures left by waits that ended elsewhere are
+        dropped when the list has doubled since the last sweep (amortised O(1))."""
+        waiters = self._data_waiters
+        waiters.append(fut)
+        if len(waiters) >= self._data_waiters_sweep:
+            waiters[:] = [f for f in waiters if not f.done()]
+            self._data_waiters_sweep = max(16, 2 * len(waiters))
+
     def notify_data(self) -> None:
-        waiters, self._data_waiters = self._data_waiters, []
+        waiters = self._data_waiters
+        if not waiters:
+            return
+        self._data_waiters = []
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)

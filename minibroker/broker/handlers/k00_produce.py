@@ -35,6 +35,12 @@ def _part(index, error_code, base_offset=-1, log_append_time_ms=-1, log_start_of
                  record_errors=[], error_message=message)
 
 
+def _time_out(futs) -> None:
+    for fut in futs:
+        if not fut.done():
+            fut.set_result(RequestTimedOutError.errno)
+
+
 @handles(ApiKey.Produce, ProduceRequest, versions=(3, 12), raw=True)
 async def handle_produce(ctx: RequestContext, body: memoryview):
     req = decode_produce(body, ctx.api_version)
@@ -92,15 +98,21 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
     if acks == 0:
         return None
     if waits:
-        timeout = max(req.timeout_ms, 0) / 1000
-        futs = [w[1] for w in waits]
-        await asyncio.wait(futs, timeout=timeout)
+        # Each future resolves to an error code (0: the high watermark reached the batch). They are
+        # awaited directly, so the handler resumes in the loop pass after the HW moves; a timer
+        # resolves the rest with REQUEST_TIMED_OUT at the deadline. All done already (RF 1): no wait.
+        pending = [w[1] for w in waits if not w[1].done()]
+        if pending:
+            loop = asyncio.get_running_loop()
+            timer = loop.call_later(max(req.timeout_ms, 0) / 1000, _time_out, pending)
+            try:
+                for fut in pending:
+                    if not fut.done():
+                        await fut
+            finally:
+                timer.cancel()
         for part, fut, p in waits:
-            if not fut.done():
-                fut.cancel()
-                part.error_code = RequestTimedOutError.errno
-                part.base_offset = -1
-            elif fut.result():
+            if fut.result():
                 part.error_code = fut.result()
                 part.base_offset = -1
             elif len(p.isr) < p.log.config.min_insync_replicas:

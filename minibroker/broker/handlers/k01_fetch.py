@@ -40,6 +40,11 @@ def _diverging(p, last_fetched_epoch: int, fetch_offset: int):
     return None
 
 
+def _wake(fut) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 @handles(ApiKey.Fetch, FetchRequest, versions=(4, 12))
 async def handle_fetch(ctx: RequestContext, req: FetchRequest):
     if req.session_id != 0:
@@ -101,8 +106,16 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
         if total >= req.min_bytes or errors or timeout <= 0 or not waiters \
                 or not ctx.broker.running:
             break
-        futs = [p.data_waiter() for p in waiters]
-        await asyncio.wait(futs, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        for f in futs:
-            f.cancel()
+        # One future for every partition waited on: the first append / HW move resolves it and
+        # this task resumes in the next loop pass (no asyncio.wait hop); a timer ends the wait.
+        fut = loop.create_future()
+        for p in waiters:
+            p.add_data_waiter(fut)
+        timer = loop.call_later(timeout, _wake, fut)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            if not fut.done():
+                fut.cancel()
     return _response(ctx, 0, list(results.items()))
