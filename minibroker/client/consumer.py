@@ -271,7 +271,7 @@ class Consumer:
                 self._kick()
                 return out
             remaining = end - loop.time()
-            if remaining <= 0:
+            if remaining <= 1e-6:       # a float remainder below the clock's step never elapses
                 return []
             self._data.clear()
             try:

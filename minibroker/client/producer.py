@@ -25,10 +25,24 @@ How it works:
   NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, lost connections, ...) mark only that topic's metadata
   stale and back off only that partition; other partitions keep flowing.  A batch fails after
   `retries` retries or `delivery_timeout_ms` after it was created.
-- Partitioning: `partitioner(topic, key, topic_metadata) -> partition` if given; otherwise Kafka's
-  default, `(murmur2(key) & 0x7fffffff) % count` for keys and a sticky partition for unkeyed
-  records (kept until its batch is sent, then the next one round-robin).  `count` is KIP-253's
-  undeleted partition count when the broker reports it.
+- Partitioning: `partitioner(topic, key, topic_metadata) -> partition` if given; otherwise
+  KIP-253 linear hashing over N = initial and U = undeleted partition count for keys (equal to
+  Kafka's default `(murmur2(key) & 0x7fffffff) % count` while U == N, and the default itself for
+  brokers that report no counts), and a sticky partition among the U undeleted ones for unkeyed
+  records (kept until its batch is sent, then the next one round-robin).
+- KIP-253 (part 5).  Every batch remembers the U it was partitioned with and Produce carries it per
+  topic.  When the topic's metadata shows another U (after INVALID_PARTITION_METADATA, which is
+  retriable and refreshes metadata, or any refresh), a partition's batches with the old U are
+  taken apart once nothing of that partition is in flight and their records partitioned again, in
+  their order (idempotent: the partition's sequence goes back to the first unacknowledged batch).
+  A key never has records in two partitions at once: a record whose key still has unacknowledged
+  records in another partition is held, with every later record of that key, until those are
+  resolved; so a key that moves keeps its order.
+- KIP-253 part 9.  For a keyed record to a log-compacted topic going to a partition P1 >= N while
+  N < U, the producer looks up (in the background, cached for `tombstone_check_interval_ms`) the
+  parent P2's lowerOffsetThreshold (leaderEpochAfterCreation[P2] of P1 through
+  OffsetForLeaderEpoch) and P2's earliest offset; when the earliest offset is past the threshold
+  it also sends (key, null) to P2 with acks=0.
 
 Not implemented: transactions; resetting the producer id after a fatal (non-retriable) error in
 idempotent mode (the partition's later batches then keep failing with OUT_OF_ORDER_SEQUENCE).
@@ -46,11 +60,16 @@ import kafka.errors as Errors
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest, ProduceResponse
 
 from minibroker.client.connection_pool import ConnectionPool
+from kafka.protocol.admin import DescribeConfigsRequest
+
+from minibroker.client.kip253 import (epoch_end_offset, kip253_counts, linear_hashing_partitioner,
+                                      partition_leader_epochs)
 from minibroker.client.metadata import ClusterMetadata, TopicMetadata
 from minibroker.client.records import (RecordMetadata, TopicPartition, codec_id, encode_batch,
                                        estimate_size)
 from minibroker.clock import Clock
-from minibroker.partitioning import key_hash
+from minibroker.partitioning import parent as partition_parent
+from minibroker.protocol.errors import for_code
 from minibroker.protocol.messages import ProduceRequestKip253
 
 log = logging.getLogger("minibroker.client.producer")
@@ -83,6 +102,8 @@ class _Batch:
     base_sequence: int = -1
     attempts: int = 0
     retry: bool = False
+    count: int = -1                     # KIP-253: the undeleted partition count it was partitioned with
+    pinned: list = field(default_factory=list)      # per record: partition given by the caller
 
 
 class _PartitionState:
@@ -104,7 +125,8 @@ class Producer:
                  partitioner: Partitioner | None = None, client_id: str = "minibroker-producer",
                  retries: int = 2**31 - 1, retry_backoff_ms: int = 100,
                  delivery_timeout_ms: int = 120000, request_timeout_ms: int = 30000,
-                 metadata_timeout_ms: int = 60000, clock: Clock | None = None) -> None:
+                 metadata_timeout_ms: int = 60000, clock: Clock | None = None,
+                 tombstone_check_interval_ms: int = 1000) -> None:
         acks = -1 if acks == "all" else int(acks)
         if acks not in (-1, 0, 1):
             raise ValueError(f"acks must be -1/'all', 0 or 1, not {acks}")
@@ -140,6 +162,19 @@ class Producer:
         self._producer_epoch = -1
         self._started = False
         self._closed = False
+        # KIP-253: keyed records placed in partitions, per (topic, key): [partition, count]; and
+        # records held back until their key's records in another partition are resolved.
+        self._placed_keys: dict[tuple, list] = {}
+        self._held: dict[str, collections.deque] = {}
+        self._held_keys: dict[tuple, int] = collections.defaultdict(int)
+        self._held_futs: set[asyncio.Future] = set()
+        self._unplaced_futs: set[asyncio.Future] = set()      # keyed, waiting for metadata
+        # KIP-253 part 9: cleanup.policy per topic; (topic, P1) -> (valid until, send tombstone)
+        self.tombstone_check_interval = tombstone_check_interval_ms / 1000
+        self._compacted: dict[str, bool] = {}
+        self._tombstone_checks: dict[tuple[str, int], tuple[float, bool]] = {}
+        self._lookups: dict[tuple, asyncio.Task] = {}
+        self.tombstones_sent = 0
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -196,6 +231,8 @@ class Producer:
         for fut in list(self._outstanding):
             if not fut.done():
                 fut.set_exception(Errors.KafkaError("producer closed"))
+        for task in list(self._lookups.values()):
+            task.cancel()
         if self._sender is not None:
             self._sender.cancel()
             try:
@@ -224,46 +261,239 @@ class Producer:
             return fut
         self._outstanding.add(fut)
         fut.add_done_callback(self._outstanding.discard)
+        if key is not None and partition is None:
+            fut.add_done_callback(lambda f, k=(topic, key): self._key_done(k, f))
         ts = self.clock.now_ms() if timestamp_ms is None else timestamp_ms
         rec = (key, value, list(headers or ()), ts)
         md = self.metadata.topic(topic)
         if partition is None and (md is None or not md.partitions or md.error_code):
+            if key is not None:
+                self._unplaced_futs.add(fut)
             self._undesignated.setdefault(topic, []).append((rec, fut, loop.time(), partition))
             self.metadata.request_update(topic)
             self._wake.set()
             return fut
-        if partition is None:
-            partition = self._partition(topic, key, md)
-        self._append(TopicPartition(topic, partition), rec, fut, loop.time())
+        self._place(topic, rec, fut, loop.time(), partition, md)
         return fut
 
     def _partition(self, topic: str, key: bytes | None, md: TopicMetadata) -> int:
         if self.partitioner is not None:
             return self.partitioner(topic, key, md)
-        count = md.producer_partition_count
         if key is not None:
-            return key_hash(key) % count
+            return linear_hashing_partitioner(topic, key, md)
+        counts = kip253_counts(md)
+        count = counts[1] if counts else md.producer_partition_count
         p = self._sticky.get(topic)
         if p is None or p >= count:
             p = self._sticky[topic] = next(self._rr) % count
         return p
 
-    def _append(self, tp: TopicPartition, rec: tuple, fut: asyncio.Future, now: float) -> None:
+    # ------------------------------------------------------------------ KIP-253 key order
+    def _place(self, topic: str, rec: tuple, fut: asyncio.Future, created: float,
+               partition: int | None, md: TopicMetadata | None) -> None:
+        """Partition (unless pinned) and append, or hold a keyed record whose key still has
+        unacknowledged records in another partition (or records held before it)."""
+        key = rec[0]
+        if partition is not None or key is None:
+            p = self._partition(topic, key, md) if partition is None else partition
+            self._append(TopicPartition(topic, p), rec, fut, created,
+                         md.undeleted_partition_count if md is not None else -1,
+                         partition is not None)
+            return
+        self._unplaced_futs.discard(fut)
+        p = self._partition(topic, key, md)
+        k = (topic, key)
+        placed = self._placed_keys.get(k)
+        if self._held_keys.get(k) or (placed is not None and placed[0] != p):
+            self._held.setdefault(topic, collections.deque()).append((rec, fut, created))
+            self._held_keys[k] += 1
+            self._held_futs.add(fut)
+            return
+        self._place_keyed(topic, rec, fut, created, p, md)
+
+    def _place_keyed(self, topic: str, rec: tuple, fut: asyncio.Future, created: float, p: int,
+                     md: TopicMetadata) -> None:
+        key = rec[0]
+        k = (topic, key)
+        placed = self._placed_keys.get(k)
+        if placed is None:
+            self._placed_keys[k] = [p, 1]
+        else:
+            placed[1] += 1
+        self._append(TopicPartition(topic, p), rec, fut, created, md.undeleted_partition_count)
+        self._maybe_tombstone(topic, key, p, md)
+
+    def _key_done(self, k: tuple, fut: asyncio.Future) -> None:
+        if fut in self._unplaced_futs:
+            self._unplaced_futs.discard(fut)
+            return
+        if fut in self._held_futs:
+            self._held_futs.discard(fut)
+            self._held_keys[k] -= 1
+            if self._held_keys[k] <= 0:
+                del self._held_keys[k]
+            return
+        placed = self._placed_keys.get(k)
+        if placed is None:
+            return
+        placed[1] -= 1
+        if placed[1] <= 0:
+            del self._placed_keys[k]
+            if k[0] in self._held and not self._closed:
+                self._release_held(k[0])
+
+    def _release_held(self, topic: str) -> None:
+        md = self.metadata.topic(topic)
+        if topic not in self._held or md is None or not md.partitions or md.error_code:
+            return
+        held = self._held.pop(topic)
+        keep: collections.deque = collections.deque()
+        blocked: set = set()
+        for rec, fut, created in held:
+            if fut.done():
+                continue
+            k = (topic, rec[0])
+            placed = self._placed_keys.get(k)
+            p = self._partition(topic, rec[0], md)
+            if k in blocked or (placed is not None and placed[0] != p):
+                blocked.add(k)
+                keep.append((rec, fut, created))
+                continue
+            self._held_futs.discard(fut)
+            self._held_keys[k] -= 1
+            if self._held_keys[k] <= 0:
+                del self._held_keys[k]
+            self._place_keyed(topic, rec, fut, created, p, md)
+        if keep:
+            self._held[topic] = keep
+        self._wake.set()
+
+    def _repartition(self, tp: TopicPartition, st: _PartitionState, md: TopicMetadata) -> None:
+        """Partition again, in order, every record of tp's batches (none of them in flight)."""
+        batches = list(st.batches)
+        st.batches.clear()
+        st.hold = False
+        sealed = [b.base_sequence for b in batches if b.encoded is not None and b.base_sequence >= 0]
+        if self.idempotent and sealed:
+            st.next_sequence = sealed[0]          # queue order is sequence order
+        if self._sticky.get(tp.topic) == tp.partition:
+            self._sticky.pop(tp.topic, None)
+        for b in batches:
+            for rec, fut, pinned in zip(b.records, b.futures, b.pinned):
+                if fut.done():
+                    continue
+                if pinned or rec[0] is None:
+                    self._place(tp.topic, rec, fut, b.created, tp.partition if pinned else None, md)
+                    continue
+                k = (tp.topic, rec[0])
+                placed = self._placed_keys.get(k)
+                p = self._partition(tp.topic, rec[0], md)
+                if placed is not None:           # all of k's placed records are here: move them
+                    placed[0] = p
+                self._append(TopicPartition(tp.topic, p), rec, fut, b.created,
+                             md.undeleted_partition_count)
+        if tp.topic in self._held:
+            self._release_held(tp.topic)
+
+    # ------------------------------------------------------------------ KIP-253 part 9
+    def _maybe_tombstone(self, topic: str, key: bytes, p: int, md: TopicMetadata) -> None:
+        counts = kip253_counts(md)
+        if counts is None or not (counts[0] < counts[1] and p >= counts[0]):
+            return
+        compacted = self._compacted.get(topic)
+        if compacted is None:
+            self._lookup(("compacted", topic), self._lookup_compacted(topic))
+            return
+        if not compacted:
+            return
+        now = asyncio.get_running_loop().time()
+        check = self._tombstone_checks.get((topic, p))
+        if check is None or now > check[0]:
+            self._lookup(("tombstone", topic, p), self._check_parent(topic, p, counts[0]))
+        if check is not None and check[1]:
+            self._send_tombstone(topic, partition_parent(p, counts[0]), key,
+                                 md.undeleted_partition_count)
+
+    def _lookup(self, name: tuple, coro) -> None:
+        if name in self._lookups or self._closed:
+            coro.close()
+            return
+        task = asyncio.get_running_loop().create_task(coro)
+        self._lookups[name] = task
+        task.add_done_callback(lambda t: (self._lookups.pop(name, None),
+                                          t.cancelled() or t.exception()))
+
+    async def _lookup_compacted(self, topic: str) -> None:
+        try:
+            node, conn = await self.pool.any_connection()
+            R = DescribeConfigsRequest
+            resp = await conn.request(R(resources=[R.DescribeConfigsResource(
+                resource_type=2, resource_name=topic, configuration_keys=["cleanup.policy"])],
+                include_synonyms=False, include_documentation=False),
+                self.pool.version(conn, R, hi=4), timeout=self.pool.request_timeout)
+            r = resp.results[0]
+            if r.error_code == 0:
+                policy = next((c.value for c in r.configs if c.name == "cleanup.policy"), "") or ""
+                self._compacted[topic] = "compact" in policy
+        except Exception as e:  # noqa: BLE001 - looked up again with the next record
+            log.debug("cleanup.policy of %s: %r", topic, e)
+
+    async def _check_parent(self, topic: str, p: int, n: int) -> None:
+        from minibroker.client.consumer import EARLIEST, list_offsets
+        loop = asyncio.get_running_loop()
+        parent = partition_parent(p, n)
+        try:
+            after, _ = (await partition_leader_epochs(self.pool, topic, [p]))[p]
+            if parent not in after:
+                self._tombstone_checks[(topic, p)] = (loop.time() + 3600, False)
+                return
+            lower_end = await epoch_end_offset(self.pool, self.metadata, topic, parent,
+                                               after[parent])
+            tp = TopicPartition(topic, parent)
+            earliest = (await list_offsets(self.pool, self.metadata, {tp: EARLIEST},
+                                           timeout=self.pool.request_timeout))[tp][0]
+            # lowerOffsetThreshold = lower_end - 1; no record before the expansion: nothing to do.
+            send = lower_end > 0 and earliest > lower_end - 1
+            self._tombstone_checks[(topic, p)] = (loop.time() + self.tombstone_check_interval, send)
+        except Exception as e:  # noqa: BLE001 - checked again with the next record
+            log.debug("tombstone check %s-%d: %r", topic, p, e)
+
+    def _send_tombstone(self, topic: str, partition: int, key: bytes, count: int) -> None:
+        leader = self.metadata.leader(topic, partition)
+        conn = self.pool.get_nowait(leader) if leader >= 0 else None
+        if conn is None:
+            return
+        try:
+            version = self.pool.version(conn, ProduceRequest, lo=9)
+        except Errors.KafkaError:
+            return
+        cls = ProduceRequestKip253
+        data = encode_batch([(key, None, [], self.clock.now_ms())], self.compression)
+        req = cls(transactional_id=None, acks=0, timeout_ms=self.request_timeout_ms, topic_data=[
+            cls.TopicProduceData(name=topic, undeleted_partition_count=count, partition_data=[
+                cls.TopicProduceData.PartitionProduceData(index=partition, records=data)])])
+        conn.send(req, version, response_class=ProduceResponse)
+        self.tombstones_sent += 1
+
+    def _append(self, tp: TopicPartition, rec: tuple, fut: asyncio.Future, now: float,
+                count: int = -1, pinned: bool = False) -> None:
         st = self._parts.get(tp)
         if st is None:
             st = self._parts[tp] = _PartitionState()
         size = estimate_size(rec[0], rec[1], rec[2])
         last = st.batches[-1] if st.batches else None
-        if last is None or last.closed or (last.records and last.size + size > self.batch_size):
+        if last is None or last.closed or last.count != count or \
+                (last.records and last.size + size > self.batch_size):
             if last is not None and not last.closed:
                 last.closed = True
                 if self._sticky.get(tp.topic) == tp.partition:
                     self._sticky.pop(tp.topic, None)      # a full batch moves the sticky partition
-            last = _Batch(tp, now)
+            last = _Batch(tp, now, count=count)
             st.batches.append(last)
             self._wake.set()
         last.records.append(rec)
         last.futures.append(fut)
+        last.pinned.append(pinned)
         last.size += size
         if last.size >= self.batch_size:
             last.closed = True
@@ -280,8 +510,9 @@ class Producer:
             for rec, fut, created, _ in self._undesignated.pop(topic):
                 if fut.done():
                     continue
-                self._append(TopicPartition(topic, self._partition(topic, rec[0], md)), rec,
-                             fut, created if created else now)
+                self._place(topic, rec, fut, created if created else now, None, md)
+        for topic in list(self._held):
+            self._release_held(topic)
         self._wake.set()
 
     # ------------------------------------------------------------------ the sender
@@ -302,10 +533,19 @@ class Producer:
         delay = 0.5
         self._expire_undesignated(now)
         by_node: dict[int, list[tuple[TopicPartition, _PartitionState]]] = {}
+        stale: list[tuple[TopicPartition, _PartitionState, TopicMetadata]] = []
         for tp, st in self._parts.items():
             if not st.batches:
                 continue
             first = st.batches[0]
+            md = self.metadata.topic(tp.topic)
+            if md is not None and md.partitions and not md.error_code and \
+                    first.count != md.undeleted_partition_count:
+                # KIP-253: partitioned with another undeleted count; once nothing is in flight,
+                # partition the records again (the broker would refuse them here anyway).
+                if not st.inflight:
+                    stale.append((tp, st, md))
+                continue
             if now - first.created > self.delivery_timeout and not first.encoded:
                 self._expire(st, now)
                 if not st.batches:
@@ -331,6 +571,11 @@ class Producer:
                 self.metadata.request_update(tp.topic)
                 continue
             by_node.setdefault(leader, []).append((tp, st))
+        if stale:
+            for tp, st, md in stale:
+                self._repartition(tp, st, md)
+            self._wake.set()
+            return 0.001
         for node, parts in by_node.items():
             conn = self.pool.get_nowait(node)
             if conn is None:
@@ -382,8 +627,9 @@ class Producer:
         for topic, parts in by_topic.items():
             extra = {}
             if cls is ProduceRequestKip253:
-                md = self.metadata.topic(topic)
-                extra["undeleted_partition_count"] = md.undeleted_partition_count if md else -1
+                # Every batch sent had the topic's current count (stale ones are re-partitioned).
+                extra["undeleted_partition_count"] = next(
+                    b.count for tp, _, b in taken if tp.topic == topic)
             topics.append(cls.TopicProduceData(name=topic, partition_data=[
                 cls.TopicProduceData.PartitionProduceData(index=index, records=data)
                 for index, data in parts], **extra))
@@ -434,7 +680,7 @@ class Producer:
             elif p.error_code == 0 or p.error_code == Errors.DuplicateSequenceNumberError.errno:
                 self._complete(batch, p.base_offset, p.log_append_time_ms)
             else:
-                err_cls = Errors.for_code(p.error_code)
+                err_cls = for_code(p.error_code)
                 self._retry_or_fail(st, batch, err_cls(p.error_message or ""))
 
     def _complete(self, batch: _Batch, base_offset: int, log_append_time: int) -> None:
