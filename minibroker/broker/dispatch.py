@@ -138,7 +138,11 @@ async def dispatch(broker: "Broker", conn: Any, frame: memoryview) -> list | Non
         req = decode_exact(cls, frame[header.body_offset:], api_version)
         resp = broker.faults.intercept(api_key, req, ctx)
     if resp is None:
-        resp = await handler.fn(ctx, req)
+        coro = handler.fn(ctx, req)
+        # Only the handler refers to the frame now: one that waits may let it go (ctx.frame =
+        # None), so the network layer can reuse the receive buffer behind it.
+        del frame, header, req
+        resp = await coro
     if resp is None:
         return None
     return encode_response(resp, api_version, corr)

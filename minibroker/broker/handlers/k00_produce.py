@@ -105,6 +105,10 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
         if pending:
             loop = asyncio.get_running_loop()
             timer = loop.call_later(max(req.timeout_ms, 0) / 1000, _time_out, pending)
+            # The log holds its own copy now: let go of the request frame while waiting, so the
+            # network layer can reuse its receive buffer.
+            del body, req, td, pd, records
+            ctx.frame = None
             try:
                 for fut in pending:
                     if not fut.done():

@@ -108,6 +108,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
             break
         # One future for every partition waited on: the first append / HW move resolves it and
         # this task resumes in the next loop pass (no asyncio.wait hop); a timer ends the wait.
+        ctx.frame = None        # the request is decoded: free the receive buffer behind it
         fut = loop.create_future()
         for p in waiters:
             p.add_data_waiter(fut)
