@@ -1,0 +1,111 @@
+"""Incremental fetch sessions (KIP-227), per broker.
+
+A consumer opens a session with a full fetch (session_id 0, epoch 0); later requests carry only
+the partitions whose fetch position changed (and forgotten ones), and responses carry only the
+partitions with something new: records, an error, or a moved high watermark / last stable offset
+/ log start offset. Requests with epoch -1 are sessionless full fetches, as before.
+Sessions live in a bounded cache (max.incremental.fetch.session.cache.slots), least recently
+used first out; ids come from the broker's seeded rng.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from kafka.errors import FetchSessionIdNotFoundError, InvalidFetchSessionEpochError
+
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+
+
+@dataclass(slots=True)
+class SessionPartition:
+    """The fields of a FetchRequest partition a session remembers, under the same names."""
+    partition: int
+    fetch_offset: int
+    current_leader_epoch: int
+    last_fetched_epoch: int
+    log_start_offset: int
+    partition_max_bytes: int
+    sent: tuple | None = None        # (hw, lso, log start offset) in the last response
+
+
+class FetchSession:
+    def __init__(self, session_id: int) -> None:
+        self.session_id = session_id
+        self.epoch = 1                   # the epoch the next incremental request must carry
+        self.partitions: dict[tuple[str, int], SessionPartition] = {}
+        self.undeleted_counts: dict[str, int] = {}
+
+    def update(self, topics, forgotten) -> None:
+        for t in topics:
+            self.undeleted_counts[t.topic] = getattr(t, "undeleted_partition_count", -1)
+            for fp in t.partitions:
+                key = (t.topic, fp.partition)
+                prev = self.partitions.get(key)
+                self.partitions[key] = SessionPartition(
+                    fp.partition, fp.fetch_offset, fp.current_leader_epoch, fp.last_fetched_epoch,
+                    fp.log_start_offset, fp.partition_max_bytes, prev.sent if prev else None)
+        for t in forgotten or ():
+            for pid in t.partitions:
+                self.partitions.pop((t.topic, pid), None)
+
+    def items(self) -> list[tuple[str, SessionPartition, int]]:
+        return [(topic, sp, self.undeleted_counts.get(topic, -1))
+                for (topic, _), sp in self.partitions.items()]
+
+    def changed(self, topic: str, partition: int, state: tuple) -> bool:
+        """Record what a response says of a partition; True if it differs from the last one."""
+        sp = self.partitions.get((topic, partition))
+        if sp is None:
+            return True
+        if sp.sent == state:
+            return False
+        sp.sent = state
+        return True
+
+
+class FetchSessionCache:
+    def __init__(self, max_slots: int, rng) -> None:
+        self.max_slots = max_slots
+        self._rng = rng
+        self._sessions: OrderedDict[int, FetchSession] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def _new(self) -> FetchSession | None:
+        if self.max_slots <= 0:
+            return None
+        while len(self._sessions) >= self.max_slots:
+            self._sessions.popitem(last=False)
+        session_id = 0
+        while session_id == 0 or session_id in self._sessions:
+            session_id = self._rng.randrange(1, 2**31)
+        s = self._sessions[session_id] = FetchSession(session_id)
+        return s
+
+    def resolve(self, req) -> tuple[int, FetchSession | None, bool, list]:
+        """(error code, session or None, incremental?, [(topic, partition fields, count)])."""
+        sid, epoch = req.session_id, req.session_epoch
+        full_items = [(t.topic, fp, getattr(t, "undeleted_partition_count", -1))
+                      for t in req.topics for fp in t.partitions]
+        if epoch == FINAL_EPOCH:                     # sessionless (closing sid if given)
+            self._sessions.pop(sid, None)
+            return 0, None, False, full_items
+        if epoch == INITIAL_EPOCH:                   # a new full session (replacing sid)
+            self._sessions.pop(sid, None)
+            s = self._new()
+            if s is None:
+                return 0, None, False, full_items
+            s.update(req.topics, ())
+            return 0, s, False, s.items()
+        s = self._sessions.get(sid)
+        if s is None:
+            return FetchSessionIdNotFoundError.errno, None, False, []
+        if epoch != s.epoch:
+            return InvalidFetchSessionEpochError.errno, None, False, []
+        self._sessions.move_to_end(sid)
+        s.epoch += 1
+        s.update(req.topics, req.forgotten_topics_data)
+        return 0, s, True, s.items()
