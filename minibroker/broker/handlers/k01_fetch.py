@@ -103,7 +103,9 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
             out.append(_Part(fp.partition, 0, p.high_watermark, p.last_stable_offset(),
                              p.log.log_start_offset, records))
         timeout = deadline - loop.time()
-        if total >= req.min_bytes or errors or timeout <= 0 or not waiters \
+        # A float remainder below the clock's resolution would re-arm a timer that never moves
+        # the (virtual) clock: treat it as elapsed.
+        if total >= req.min_bytes or errors or timeout <= 1e-6 or not waiters \
                 or not ctx.broker.running:
             break
         # One future for every partition waited on: the first append / HW move resolves it and
