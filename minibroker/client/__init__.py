@@ -5,10 +5,10 @@
 from __future__ import annotations
 
 from minibroker.client.admin import Admin, NewTopic
-from minibroker.client.consumer import Consumer
+from minibroker.client.consumer import Consumer, PartitionKeyRebalanceListener
 from minibroker.client.metadata import TopicMetadata
 from minibroker.client.producer import Producer
 from minibroker.client.records import ConsumerRecord, RecordMetadata, TopicPartition
 
 __all__ = ["Producer", "Consumer", "Admin", "NewTopic", "RecordMetadata", "ConsumerRecord", "TopicPartition",
-           "TopicMetadata"]
+           "TopicMetadata", "PartitionKeyRebalanceListener"]

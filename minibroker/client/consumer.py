@@ -19,6 +19,27 @@ The driver task (started by subscribe/assign) loops:
 4. auto commit every `auto_commit_interval_ms`.
 `poll` only takes from the buffers (up to `max_poll_records`), advancing positions.
 
+KIP-253 (ordered delivery while partitions are added and deleted; `ordering_barrier=False` turns
+the barrier off and gives a plain consumer):
+- Fetch carries the topic's undeleted partition count; INVALID_PARTITION_METADATA refreshes
+  metadata and rejoins the group.  A subscribed member also rejoins when the partitions or the
+  undeleted count of a subscribed topic change in its metadata (drained partitions removed).
+- The leader assigns undeleted and marked-for-deletion partitions as two lists, each with the
+  chosen assignor (part 6).
+- Part 8, expansion: an assigned partition P1 >= N whose start (committed offset) is missing or
+  equals its earliest offset delivers nothing until the group's position of P3 = parent(P1) has
+  reached lowerOffsetThreshold + 1 (the end offset of leaderEpochAfterCreation[P3] of P1, by
+  OffsetForLeaderEpoch); then `on_partition_key_assigned([P1])`.
+- Part 8, deletion: a partition P1 below U delivers offset T only when, for every partition P3
+  marked for deletion that blocks it (linear hashing), T <= upperOffsetThreshold (the last offset
+  of leaderEpochBeforeDeletion[P1] of P3, by OffsetForLeaderEpoch) or the group's position of P3
+  has reached P3's log end offset.
+- Part 7: every heartbeat interval a ConsumerGroupPosition exchange asks the coordinator for the
+  group's positions of the partitions barriers wait on and reports this member's positions of the
+  partitions the coordinator asked for, when the seed's inclusion condition holds (first time;
+  or grown and equal to the last high watermark; or the leader epoch of the last delivered record
+  grew), after `on_partition_key_maybe_revoked` for them.
+
 Not implemented: fetch sessions (KIP-227: always full fetches), read_committed filtering of
 aborted transactions (the broker has no transactions), static membership, cooperative rebalancing.
 """
@@ -38,10 +59,16 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 
 from minibroker.client.connection_pool import ConnectionPool
 from minibroker.client.group_protocol import (ASSIGNORS, decode_assignment, decode_subscription,
-                                              encode_assignment, encode_subscription)
+                                              encode_assignment, encode_subscription, split_assign)
+from minibroker.client.kip253 import (epoch_end_offset, kip253_counts, marked_for_deletion,
+                                      partition_leader_epochs)
 from minibroker.client.metadata import ClusterMetadata
 from minibroker.client.records import ConsumerRecord, TopicPartition, decode_records
-from minibroker.protocol.messages import FetchRequestKip253
+from minibroker.partitioning import blocking_on_deletion
+from minibroker.partitioning import parent as partition_parent
+from minibroker.protocol.errors import INVALID_PARTITION_METADATA
+from minibroker.protocol.messages import (ConsumerGroupPositionRequest,
+                                          ConsumerGroupPositionResponse, FetchRequestKip253)
 
 log = logging.getLogger("minibroker.client.consumer")
 
@@ -117,9 +144,31 @@ async def list_offsets(pool: ConnectionPool, metadata: ClusterMetadata,
     return out
 
 
+class PartitionKeyRebalanceListener:
+    """KIP-253's listener (methods may be sync or async)."""
+
+    def on_partition_key_maybe_revoked(self, tps) -> None:
+        """Flush state of keys received from `tps`: another member may soon take such keys."""
+
+    def on_partition_key_assigned(self, tps) -> None:
+        """Load state for new keys that may arrive from `tps`."""
+
+
+class _Barrier:
+    """Part 8 for one assigned partition: what it waits for (None fields: not looked up yet)."""
+    __slots__ = ("ready", "parent", "lower_end", "blockers", "opened")
+
+    def __init__(self) -> None:
+        self.ready = False            # lookups done
+        self.parent: TopicPartition | None = None     # expansion: P3 and its end offset
+        self.lower_end = -1
+        self.blockers: dict[TopicPartition, tuple[int, int]] = {}   # deletion: P3 -> (upper end, LEO)
+        self.opened = False           # on_partition_key_assigned called
+
+
 class _PartitionState:
     __slots__ = ("position", "fetch_offset", "buffer", "inflight", "epoch", "reset",
-                 "committed", "high_watermark")
+                 "committed", "high_watermark", "gate", "last_epoch", "reported", "backoff_until")
 
     def __init__(self) -> None:
         self.position: int | None = None          # next offset poll() returns
@@ -130,6 +179,10 @@ class _PartitionState:
         self.reset: int | None = None             # pending reset spec (EARLIEST/LATEST)
         self.committed: int | None = None
         self.high_watermark = -1
+        self.gate: int | None = None              # KIP-253: deliver offsets below it only
+        self.last_epoch = -1                      # leader epoch of the last delivered record
+        self.reported: tuple[int, int] | None = None   # (position, last_epoch) last reported
+        self.backoff_until = 0.0
 
     def seek(self, offset: int) -> None:
         self.position = self.fetch_offset = offset
@@ -148,7 +201,8 @@ class Consumer:
                  fetch_max_bytes: int = 52428800, max_partition_fetch_bytes: int = 1048576,
                  isolation_level: str = "read_uncommitted", request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, assignors: Iterable[str] = ("range", "roundrobin"),
-                 allow_auto_create_topics: bool = True) -> None:
+                 allow_auto_create_topics: bool = True, ordering_barrier: bool = True,
+                 metadata_max_age_ms: int = 300000) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"auto_offset_reset {auto_offset_reset!r}")
         self.group_id = group_id
@@ -192,15 +246,32 @@ class Consumer:
         self._next_commit = 0.0
         self._node_fetching: set[int] = set()
         self._fetch_timers: dict[int, asyncio.TimerHandle] = {}
+        # KIP-253
+        self.ordering_barrier = ordering_barrier
+        self.metadata_max_age = metadata_max_age_ms / 1000
+        self._next_metadata = 0.0
+        self._key_listener: Any = None
+        self._barriers: dict[TopicPartition, _Barrier] = {}
+        self._barrier_retry = 0.0
+        self._group_positions: dict[TopicPartition, int] = {}
+        self._asked: set[TopicPartition] = set()      # the coordinator wants our position of these
+        self._next_positions = 0.0
+        self._joined_md: dict[str, tuple] = {}
+        self._refresh_before_join = False
+        self._take_start = 0
 
     # ------------------------------------------------------------------ assignment
-    def subscribe(self, topics: Iterable[str], listener: Any = None) -> None:
+    def subscribe(self, topics: Iterable[str], listener: Any = None,
+                  partition_key_listener: Any = None) -> None:
         """Group-managed assignment of `topics` (needs group_id). `listener` may define
-        on_partitions_revoked(tps) / on_partitions_assigned(tps), sync or async."""
+        on_partitions_revoked(tps) / on_partitions_assigned(tps), sync or async;
+        `partition_key_listener` (KIP-253, a PartitionKeyRebalanceListener) may define
+        on_partition_key_maybe_revoked(tps) / on_partition_key_assigned(tps)."""
         if self.group_id is None:
             raise Errors.IllegalStateError("subscribe needs a group_id; use assign() without one")
         self._subscription = sorted(set(topics))
         self._listener = listener
+        self._key_listener = partition_key_listener
         self.metadata.add_topics(self._subscription)
         self._rejoin = True
         self._ensure_started()
@@ -281,13 +352,24 @@ class Consumer:
 
     def _take(self) -> list[ConsumerRecord]:
         out: list[ConsumerRecord] = []
-        for tp, st in self._parts.items():
+        if self._barriers:
+            self._evaluate_barriers()
+        parts = list(self._parts.items())
+        if parts:                   # start one partition further each time: none starves
+            self._take_start = (self._take_start + 1) % len(parts)
+            parts = parts[self._take_start:] + parts[:self._take_start]
+        for tp, st in parts:
+            gate = st.gate
             while st.buffer and len(out) < self.max_poll_records:
+                if gate is not None and st.buffer[0].offset >= gate:
+                    break
                 rec = st.buffer.popleft()
                 if st.position is not None and rec.offset < st.position:
                     continue
                 out.append(rec)
                 st.position = rec.offset + 1
+                if rec.leader_epoch > st.last_epoch:
+                    st.last_epoch = rec.leader_epoch
             if len(out) >= self.max_poll_records:
                 break
         return out
@@ -456,16 +538,30 @@ class Consumer:
         while not self._stopping:
             self._wake.clear()
             try:
+                if loop.time() >= self._next_metadata:
+                    self._next_metadata = loop.time() + self.metadata_max_age
+                    self.metadata.request_update()
+                if self._subscription is not None and self._joined and not self._rejoin and \
+                        self._md_snapshot() != self._joined_md:
+                    log.debug("%s: subscribed topics changed, rejoining", self.member_id)
+                    self._rejoin = True
                 if self._subscription is not None and (self._rejoin or not self._joined):
                     await self._rejoin_group()
                     continue
                 if self._subscription is not None and self._coordinator is None:
                     await self._ensure_coordinator()
                 await self._resolve_positions()
+                if self._barriers:
+                    await self._prepare_barriers(loop.time())
                 self._send_fetches()
                 delay = 0.2
                 if self._subscription is not None:
                     delay = min(delay, self._maybe_heartbeat(loop.time()))
+                    if self.ordering_barrier and self._joined:
+                        if loop.time() >= self._next_positions:
+                            self._next_positions = loop.time() + self.heartbeat_interval
+                            await self._exchange_positions()
+                        delay = min(delay, max(0.0, self._next_positions - loop.time()))
                 if self.enable_auto_commit:
                     if loop.time() >= self._next_commit:
                         self._next_commit = loop.time() + self.auto_commit_interval
@@ -532,8 +628,11 @@ class Consumer:
     def _send_fetches(self) -> None:
         by_node: dict[int, list[tuple[TopicPartition, _PartitionState]]] = \
             collections.defaultdict(list)
+        now = asyncio.get_running_loop().time()
         for tp, st in self._parts.items():
             if st.fetch_offset is None or st.reset is not None or st.inflight or st.buffer:
+                continue
+            if st.backoff_until > now or (st.gate is not None and st.fetch_offset >= st.gate):
                 continue
             leader = self.metadata.leader(tp.topic, tp.partition)
             if leader < 0:
@@ -631,6 +730,13 @@ class Consumer:
                         st.reset = EARLIEST if self.auto_offset_reset == "earliest" else LATEST
                 elif p.error_code in _REFRESH_ERRORS:
                     self.metadata.request_update(tp.topic)
+                elif p.error_code == INVALID_PARTITION_METADATA:
+                    # KIP-253: our undeleted partition count is not the leader's: refresh, rejoin.
+                    st.backoff_until = asyncio.get_running_loop().time() + self.retry_backoff
+                    self.metadata.request_update(tp.topic)
+                    if self._subscription is not None and not self._rejoin:
+                        self._rejoin = True
+                        self._refresh_before_join = True
                 else:
                     log.debug("fetch %s: error %s", tp, p.error_code)
         if got_data:
@@ -641,6 +747,8 @@ class Consumer:
         if node is not None:
             self.pool.close_node(node, "coordinator failed")
         self._coordinator = None
+        for st in self._parts.values():          # a new coordinator knows no positions of ours
+            st.reported = None
 
     def _need_rejoin(self, code: int) -> None:
         if code in (Errors.UnknownMemberIdError.errno, Errors.IllegalGenerationError.errno):
@@ -706,6 +814,13 @@ class Consumer:
         await self._revoke()
         self._joined = False
         self._rejoin = False
+        self._barriers = {}
+        self._asked = set()
+        try:                     # the leader assigns, and everyone compares, with fresh metadata
+            await self.metadata.refresh(self._subscription, timeout=self.pool.request_timeout)
+        except (asyncio.TimeoutError, Errors.KafkaError) as e:
+            log.debug("metadata before join: %r", e)
+        self._refresh_before_join = False
         node = await self._ensure_coordinator()
         try:
             conn = await self.pool.get(node)
@@ -774,6 +889,13 @@ class Consumer:
         self._parts = {TopicPartition(t, p): _PartitionState()
                        for t in sorted(assigned) for p in sorted(assigned[t])}
         self.metadata.add_topics(assigned)
+        self._joined_md = self._md_snapshot()
+        if self.ordering_barrier:
+            for tp, st in self._parts.items():
+                md = self.metadata.topic(tp.topic)
+                if md is not None and kip253_counts(md) is not None:
+                    self._barriers[tp] = _Barrier()
+                    st.gate = 0                   # nothing delivered before the lookups
         self._joined = True
         loop = asyncio.get_running_loop()
         self._next_heartbeat = loop.time() + self.heartbeat_interval
@@ -785,14 +907,16 @@ class Consumer:
             topics, _ = decode_subscription(bytes(m.metadata))
             subscriptions[m.member_id] = topics
         all_topics = sorted({t for ts in subscriptions.values() for t in ts})
-        counts = {}
+        partitions = {}
         for t in all_topics:
             try:
                 md = await self.metadata.wait_for_topic(t, timeout=5.0, need_leaders=False)
-                counts[t] = md.partition_count
+                marked = marked_for_deletion(md)
+                partitions[t] = (sorted(p for p in md.partitions if p not in marked), marked)
             except (asyncio.TimeoutError, Errors.KafkaError) as e:
                 log.debug("assignor: no metadata for %s: %r", t, e)
-        result = ASSIGNORS[protocol](subscriptions, counts)
+        # KIP-253 part 6: undeleted and marked-for-deletion partitions, assigned separately.
+        result = split_assign(ASSIGNORS[protocol], subscriptions, partitions)
         return [(m, encode_assignment(result.get(m, {}))) for m in sorted(subscriptions)]
 
     def _maybe_heartbeat(self, now: float) -> float:
@@ -834,3 +958,196 @@ class Consumer:
             self._kick()
         elif code:
             log.debug("heartbeat error %s", code)
+
+    # ------------------------------------------------------------------ KIP-253 barriers
+    def _md_snapshot(self) -> dict[str, tuple]:
+        out = {}
+        for t in self._subscription or ():
+            md = self.metadata.topic(t)
+            if md is not None and md.partitions and not md.error_code:
+                out[t] = (tuple(sorted(md.partitions)), md.undeleted_partition_count)
+        return out
+
+    async def _call_key_listener(self, name: str, tps) -> None:
+        fn = getattr(self._key_listener, name, None)
+        if fn is None or not tps:
+            return
+        try:
+            res = fn(sorted(tps))
+            if inspect.isawaitable(res):
+                await res
+        except Exception:  # noqa: BLE001 - a listener's failure must not break the loop
+            log.exception("partition key listener %s failed", name)
+
+    def _group_position(self, tp: TopicPartition) -> int:
+        pos = self._group_positions.get(tp, -1)
+        st = self._parts.get(tp)
+        if st is not None and st.position is not None and st.position > pos:
+            pos = st.position
+        return pos
+
+    def _wanted_positions(self) -> set[TopicPartition]:
+        out = set()
+        for b in self._barriers.values():
+            if not b.ready or b.opened:
+                continue
+            if b.parent is not None:
+                out.add(b.parent)
+            out.update(b.blockers)
+        return out
+
+    async def _prepare_barriers(self, now: float) -> None:
+        """Part 8 lookups for assigned partitions whose start position is known."""
+        if now < self._barrier_retry:
+            return
+        todo = [(tp, b) for tp, b in self._barriers.items()
+                if not b.ready and self._parts.get(tp) is not None
+                and self._parts[tp].position is not None]
+        if not todo:
+            return
+        try:
+            for tp, b in todo:
+                await self._prepare_barrier(tp, b, self._parts[tp])
+                if not self._barriers or self._barriers.get(tp) is not b:
+                    return                   # rejoined meanwhile
+        except (Errors.KafkaError, ConnectionError, asyncio.TimeoutError, OSError, KeyError) as e:
+            log.debug("barrier lookups: %r", e)
+            self._barrier_retry = now + self.retry_backoff
+        self._evaluate_barriers()
+
+    async def _prepare_barrier(self, tp: TopicPartition, b: _Barrier, st: _PartitionState) -> None:
+        md = self.metadata.topic(tp.topic)
+        counts = kip253_counts(md) if md is not None else None
+        if counts is None:
+            b.ready = b.opened = True
+            return
+        n, u = counts
+        marked = marked_for_deletion(md)
+        parent = None
+        if tp.partition >= n:
+            start = st.committed
+            if start is not None:
+                earliest = (await list_offsets(self.pool, self.metadata, {tp: EARLIEST},
+                                               timeout=self.pool.request_timeout))[tp][0]
+            if start is None or start == earliest:
+                after, _ = (await partition_leader_epochs(self.pool, tp.topic, [tp.partition]))[
+                    tp.partition]
+                p3 = partition_parent(tp.partition, n)
+                if p3 in after:
+                    lower_end = await epoch_end_offset(self.pool, self.metadata, tp.topic, p3,
+                                                       after[p3])
+                    if lower_end > 0:
+                        parent = (TopicPartition(tp.topic, p3), lower_end)
+        blockers: dict[TopicPartition, tuple[int, int]] = {}
+        if marked and tp.partition < u:
+            deleted = [p for p in blocking_on_deletion(tp.partition, n, max(marked) + 1, u)
+                       if p in md.partitions]
+            if deleted:
+                maps = await partition_leader_epochs(self.pool, tp.topic, deleted)
+                tps = [TopicPartition(tp.topic, p3) for p3 in deleted]
+                leos = await list_offsets(self.pool, self.metadata, {t: LATEST for t in tps},
+                                          timeout=self.pool.request_timeout)
+                for t in tps:
+                    _, before = maps[t.partition]
+                    e = before.get(tp.partition)
+                    upper_end = 0 if e is None else \
+                        await epoch_end_offset(self.pool, self.metadata, tp.topic, tp.partition, e)
+                    blockers[t] = (max(upper_end, 0), leos[t][0])
+        if parent is not None:
+            b.parent, b.lower_end = parent
+        b.blockers = blockers
+        b.ready = True
+        if parent is None and not blockers:
+            b.opened = True
+            st.gate = None
+
+    def _evaluate_barriers(self) -> None:
+        opened = []
+        for tp, b in self._barriers.items():
+            st = self._parts.get(tp)
+            if st is None or not b.ready or b.opened:
+                continue
+            if b.parent is not None:
+                if self._group_position(b.parent) < b.lower_end:
+                    st.gate = 0 if st.position is None else st.position
+                    continue
+                b.parent = None                   # passed for good: the parent's keys may arrive
+                if not b.blockers:
+                    opened.append(tp)
+            gate = None
+            for p3, (upper_end, leo) in list(b.blockers.items()):
+                if self._group_position(p3) >= leo:
+                    del b.blockers[p3]            # drained by the group
+                else:
+                    gate = upper_end if gate is None else min(gate, upper_end)
+            st.gate = gate
+            if gate is None:
+                b.opened = True
+                opened.append(tp)
+        if opened:
+            for tp in opened:
+                self._barriers[tp].opened = True
+            asyncio.get_running_loop().create_task(
+                self._call_key_listener("on_partition_key_assigned", opened))
+            self._kick()
+
+    def _include_position(self, st: _PartitionState) -> bool:
+        """Part 7's inclusion condition for a partition the coordinator asked about."""
+        if st.position is None:
+            return False
+        if st.reported is None:
+            return True
+        pos, epoch = st.reported
+        return (st.position > pos and st.position == st.high_watermark) or st.last_epoch > epoch
+
+    async def _exchange_positions(self) -> None:
+        node = self._coordinator
+        if node is None:
+            return
+        wanted = self._wanted_positions()
+        report = {tp: st for tp in sorted(self._asked)
+                  if (st := self._parts.get(tp)) is not None and self._include_position(st)}
+        if report:
+            await self._call_key_listener("on_partition_key_maybe_revoked", list(report))
+        entries: dict[str, dict[int, tuple[bool, int]]] = collections.defaultdict(dict)
+        for tp in wanted:
+            entries[tp.topic][tp.partition] = (True, -1)
+        for tp, st in report.items():
+            need, _ = entries[tp.topic].get(tp.partition, (False, -1))
+            entries[tp.topic][tp.partition] = (need, st.position)
+        R = ConsumerGroupPositionRequest
+        RT = R.ConsumerGroupPositionRequestTopic
+        req = R(group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id,
+                topics=[RT(topic=t, partitions=[RT.ConsumerGroupPositionRequestPartition(
+                    partition=p, need_position=need, position=pos)
+                    for p, (need, pos) in sorted(entries[t].items())]) for t in sorted(entries)])
+        try:
+            conn = await self.pool.get(node)
+            resp = await conn.request(req, 0, timeout=self.pool.request_timeout,
+                                      response_class=ConsumerGroupPositionResponse)
+        except (ConnectionError, asyncio.TimeoutError, Errors.KafkaError) as e:
+            log.debug("ConsumerGroupPosition: %r", e)
+            self._coordinator_dead(node)
+            return
+        if resp.error_code:
+            if resp.error_code in _REJOIN_ERRORS:
+                self._need_rejoin(resp.error_code)
+            elif resp.error_code in _COORDINATOR_ERRORS:
+                self._coordinator_dead(node)
+            return
+        for tp, st in report.items():
+            st.reported = (st.position, st.last_epoch)
+        asked = set()
+        for t in resp.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.topic, p.partition)
+                if p.need_position:
+                    asked.add(tp)
+                if p.position >= 0 and p.position > self._group_positions.get(tp, -1):
+                    self._group_positions[tp] = p.position
+        self._asked = asked
+        if self._barriers:
+            self._evaluate_barriers()
+            self._kick()
+            if self._data is not None:
+                self._data.set()

@@ -8,8 +8,8 @@ Assignors (run by the group leader on the members' subscriptions, members sorted
 - ``range``: per topic, partitions split into contiguous ranges, the first members getting one more.
 - ``roundrobin``: every subscribed (topic, partition) in order dealt to the members in turn,
   skipping members not subscribed to that topic.
-KIP-253 leaves room here: a later assignor splits undeleted and deleted partitions and assigns each
-list separately; assignors receive the topics' metadata for that.
+KIP-253 part 6: `split_assign` runs an assignor separately on the undeleted partitions and on the
+partitions marked for deletion, so the partitions that still receive data are spread evenly.
 """
 from __future__ import annotations
 
@@ -132,6 +132,24 @@ def roundrobin_assign(subscriptions: dict[str, list[str]], partition_counts: dic
                 if topic in subscriptions[m]:
                     out[m].setdefault(topic, []).append(p)
                     break
+    return out
+
+
+def split_assign(assignor: Assignor, subscriptions: dict[str, list[str]],
+                 partitions: dict[str, tuple[list[int], list[int]]]
+                 ) -> dict[str, dict[str, list[int]]]:
+    """partitions: topic -> (undeleted partitions, partitions marked for deletion); the assignor
+    deals each list on its own (its positions mapped back to the partition ids)."""
+    out: dict[str, dict[str, list[int]]] = {m: {} for m in subscriptions}
+    for which in (0, 1):
+        lists = {t: ps[which] for t, ps in partitions.items() if ps[which]}
+        result = assignor(subscriptions, {t: len(ps) for t, ps in lists.items()})
+        for m, topics in result.items():
+            for t, idx in topics.items():
+                out[m].setdefault(t, []).extend(lists[t][i] for i in idx)
+    for m in out:
+        for t in out[m]:
+            out[m][t].sort()
     return out
 
 
