@@ -36,6 +36,9 @@ class Broker:
         self.port = port
         self.rack = rack
         self.metadata = MetadataCache()
+        from minibroker.broker.fetch_session import FetchSessionCache
+        self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
+                                                ids.rng)
         self.replica_manager = ReplicaManager(self)
         self.groups = GroupCoordinatorRuntime(self)
         self.connections: set = set()

@@ -1,7 +1,8 @@
 """Fetch (key 1), v4-12, for consumers and for followers (replica_id >= 0).
 
-v5: log_start_offset.  v7: fetch sessions (KIP-227): we never create one (session_id 0), which the
-protocol allows; clients then keep sending full fetches.  v9: current_leader_epoch fencing.
+v5: log_start_offset.  v7: incremental fetch sessions (KIP-227, broker/fetch_session.py): a
+session's requests carry only changed partitions, its responses only partitions with news.
+v9: current_leader_epoch fencing.
 v11: rack_id (no follower fetching: preferred_read_replica -1).  v12: flexible, last_fetched_epoch
 and diverging_epoch (followers truncate from it).
 Long poll: waits up to max_wait_ms until min_bytes are available, woken by appends / HW moves.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kafka.errors import FetchSessionIdNotFoundError, OffsetOutOfRangeError
+from kafka.errors import OffsetOutOfRangeError
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.dispatch import RawResponse, RequestContext, handles
@@ -26,9 +27,25 @@ def _error(index: int, code: int, high_watermark: int = -1, log_start_offset: in
     return _Part(index, code, high_watermark, -1, log_start_offset, None)
 
 
-def _response(ctx: RequestContext, error_code: int, topics) -> RawResponse:
+def _response(ctx: RequestContext, error_code: int, topics, session_id: int = 0) -> RawResponse:
     return RawResponse(encode_fetch_response(ctx.api_version, ctx.header.correlation_id, 0,
-                                             error_code, 0, topics))
+                                             error_code, session_id, topics))
+
+
+def _session_view(session, incremental: bool, results: dict) -> list:
+    """Record what this response says per partition; an incremental one keeps only the news."""
+    out = []
+    for topic, parts in results.items():
+        keep = []
+        for part in parts:
+            moved = session.changed(topic, part.partition_index, (
+                part.high_watermark, part.last_stable_offset, part.log_start_offset))
+            if not incremental or moved or part.records or part.error_code \
+                    or part.diverging_epoch is not None:
+                keep.append(part)
+        if keep:
+            out.append((topic, keep))
+    return out
 
 
 def _diverging(p, last_fetched_epoch: int, fetch_offset: int):
@@ -47,24 +64,29 @@ def _wake(fut) -> None:
 
 @handles(ApiKey.Fetch, FetchRequest, versions=(4, 12))
 async def handle_fetch(ctx: RequestContext, req: FetchRequest):
-    if req.session_id != 0:
-        return _response(ctx, FetchSessionIdNotFoundError.errno, [])
     rm = ctx.broker.replica_manager
     replica_id = req.replica_id
     follower = replica_id >= 0
+    session, incremental, items = None, False, None
+    if req.session_id != 0 or req.session_epoch == 0:
+        err, session, incremental, items = ctx.broker.fetch_sessions.resolve(req)
+        if err:
+            return _response(ctx, err, [])
     now = ctx.clock.now_ms()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
     # Resolve partitions and record follower progress once, before any waiting.
     plan = []
-    for t in req.topics:
-        for fp in t.partitions:
-            p, err = rm.leader_partition(t.topic, fp.partition, fp.current_leader_epoch)
-            if not err and not follower:
-                err = rm.check_partition_metadata(p, t.undeleted_partition_count, producing=False)
-            if not err and follower:
-                p.update_follower_fetch(replica_id, fp.fetch_offset, now)
-            plan.append((t.topic, fp, p, err))
+    if items is None:
+        items = [(t.topic, fp, t.undeleted_partition_count) for t in req.topics
+                 for fp in t.partitions]
+    for topic, fp, undeleted_partition_count in items:
+        p, err = rm.leader_partition(topic, fp.partition, fp.current_leader_epoch)
+        if not err and not follower:
+            err = rm.check_partition_metadata(p, undeleted_partition_count, producing=False)
+        if not err and follower:
+            p.update_follower_fetch(replica_id, fp.fetch_offset, now)
+        plan.append((topic, fp, p, err))
     while True:
         results: dict[str, list] = {}
         total = 0
@@ -121,4 +143,6 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
             timer.cancel()
             if not fut.done():
                 fut.cancel()
-    return _response(ctx, 0, list(results.items()))
+    if session is None:
+        return _response(ctx, 0, list(results.items()))
+    return _response(ctx, 0, _session_view(session, incremental, results), session.session_id)
