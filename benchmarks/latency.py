@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Round-trip probe: produce latency at a fixed rate against a fresh minibroker (or any BOOTSTRAP).
+
+    python benchmarks/latency.py [--brokers 1|3] [--rate 500] [--duration 5] [--acks all] [--bootstrap B]
+
+Same measurement as load.py's latency_100B_acks_all (confluent-kafka, linger.ms=0, delivery-report
+latency), but alone, so a latency change can be checked in seconds. The broker is pinned to CPU 1 and
+this process to CPU 0 like anchor.py. Topics are created with RF = --brokers (min.insync.replicas 2
+when RF 3, as run.py's mb3). Needs $PERF_DIR's venv (re-executes itself under it).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--brokers", type=int, default=1)
+    ap.add_argument("--rate", type=float, default=500)
+    ap.add_argument("--duration", type=float, default=5)
+    ap.add_argument("--acks", default="all")
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--bootstrap")
+    ap.add_argument("--python", default=sys.executable, help="interpreter for the broker")
+    a = ap.parse_args()
+    try:
+        import confluent_kafka  # noqa: F401
+    except ImportError:
+        venv = os.path.join(os.environ.get("PERF_DIR", "/tmp/minibroker-perf"), "venv", "bin", "python")
+        os.execv(venv, [venv, os.path.abspath(__file__), *sys.argv[1:], "--python", a.python])
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    proc = None
+    bs = a.bootstrap
+    if bs is None:
+        cmd = ["taskset", "-c", "1", a.python, "-m", "minibroker", "serve", "--port", "0",
+               "--brokers", str(a.brokers)]
+        if a.brokers >= 3:
+            cmd += ["--override", "min.insync.replicas=2"]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO)
+        bs = proc.stdout.readline().decode().split()[1]
+    try:
+        os.sched_setaffinity(0, {0})
+        topic = f"lat-{int(time.time())}-{os.getpid()}"
+        admin = AdminClient({"bootstrap.servers": bs, "log_level": 3})
+        rf = min(a.brokers, 3)
+        admin.create_topics([NewTopic(topic, a.partitions, rf)])[topic].result(15)
+        p = Producer({"bootstrap.servers": bs, "acks": a.acks, "linger.ms": 0, "log_level": 3})
+        for _ in range(20):
+            p.produce(topic, b"warmup")
+        p.flush(15)
+        lats: list[float] = []
+        errs: list[str] = []
+        value = os.urandom(100)
+        total = int(a.rate * a.duration)
+        t0 = time.perf_counter()
+        for i in range(total):
+            due = t0 + i / a.rate
+            while True:
+                now = time.perf_counter()
+                if now >= due:
+                    break
+                p.poll(min(due - now, 0.01))
+            ts = time.perf_counter()
+
+            def cb(err, msg, ts=ts):
+                if err is not None:
+                    errs.append(str(err))
+                else:
+                    lats.append((time.perf_counter() - ts) * 1000)
+            p.produce(topic, value, on_delivery=cb)
+            p.poll(0)
+        p.flush(30)
+        lats.sort()
+
+        def pct(q):
+            return lats[min(len(lats) - 1, int(len(lats) * q / 100))] if lats else float("nan")
+        print(f"brokers={a.brokers} rate={a.rate:g}/s acks={a.acks} n={len(lats)} errors={len(errs)} "
+              f"p50={pct(50):.3f} ms p90={pct(90):.3f} ms p99={pct(99):.3f} ms max={lats[-1] if lats else 0:.3f} ms")
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(10)
+
+
+if __name__ == "__main__":
+    main()
