@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import time
 
 import pytest
 
@@ -32,24 +33,25 @@ N = 2
 FAULT_SITE = "controller.partition_count.step1"
 
 
-async def _topic_state(admin: Admin) -> tuple[int, list[int]]:
-    await admin.metadata.refresh([TOPIC])
-    md = admin.metadata.topic(TOPIC)
+async def _topic_state(admin: Admin, topic: str = TOPIC) -> tuple[int, list[int]]:
+    await admin.metadata.refresh([topic])
+    md = admin.metadata.topic(topic)
     return md.undeleted_partition_count, sorted(md.partitions)
 
 
-async def _wait_state(admin: Admin, undeleted: int, partitions: int, timeout: float = 20.0) -> None:
+async def _wait_state(admin: Admin, undeleted: int, partitions: int, timeout: float = 20.0,
+                      topic: str = TOPIC) -> None:
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     while loop.time() < end:
         try:
-            u, ps = await _topic_state(admin)
+            u, ps = await _topic_state(admin, topic)
             if u == undeleted and len(ps) == partitions:
                 return
         except Exception:  # noqa: BLE001 - a controller failover in progress
             pass
         await asyncio.sleep(0.05)
-    raise AssertionError(f"{TOPIC} never reached {undeleted}/{partitions}")
+    raise AssertionError(f"{topic} never reached {undeleted}/{partitions}")
 
 
 async def _alter(cluster: Cluster, admin: Admin, count: int, fault: bool) -> None:
@@ -231,3 +233,85 @@ def test_controller_stopped_mid_expansion_and_mid_deletion():
     print(f"seed={SEED} barrier=on, controller faults: {r.summary()}")
     assert r.violations == 0 and r.losses == 0, f"seed={SEED}: {r.summary()} {r.examples}"
     assert r.expansions == 3 and r.deletions == 1, f"seed={SEED}: {r.summary()}"
+
+
+def test_stock_clients_unaffected_by_expansion_and_deletion():
+    """kafka-python and confluent-kafka send no counts: their Produce and Fetch are not compared.
+    They keep producing (to partitions below U) and consuming every partition, marked ones too,
+    while the topic grows and shrinks and the reference producer writes with linear hashing."""
+    import confluent_kafka
+    import kafka
+
+    from minibroker.testing.threaded import ThreadedCluster
+
+    topic = "stock-kip253"
+    with ThreadedCluster(brokers=3, group_initial_rebalance_delay_ms=0,
+                         partition_deletion_check_interval_ms=60000) as tc:
+        c = tc.cluster
+        tc.call(c.create_topic, topic, N, 2)
+        kp = kafka.KafkaProducer(bootstrap_servers=tc.bootstrap, acks="all",
+                                 metadata_max_age_ms=200)
+        cp = confluent_kafka.Producer({"bootstrap.servers": tc.bootstrap,
+                                       "topic.metadata.refresh.interval.ms": 200})
+        sent: list[tuple[int, bytes]] = []
+
+        def stock_round(tag: bytes, undeleted: int) -> None:
+            deadline = time.monotonic() + 20          # until both see the topic's partitions
+            while time.monotonic() < deadline and not (
+                    len(kp.partitions_for(topic) or ()) >= undeleted and
+                    len(cp.list_topics(topic, timeout=5).topics[topic].partitions) >= undeleted):
+                time.sleep(0.1)
+            for i in range(10):
+                p = i % undeleted
+                v = b"%s-kp-%d" % (tag, i)
+                kp.send(topic, v, partition=p).get(timeout=20)
+                sent.append((p, v))
+                v = b"%s-cp-%d" % (tag, i)
+                cp.produce(topic, v, partition=p)
+                sent.append((p, v))
+            assert cp.flush(20) == 0
+
+        async def ours(tag: bytes) -> None:
+            async with Producer(tc.bootstrap) as p:
+                for m in await asyncio.gather(*[p.send(topic, b"%s-mb-%d" % (tag, i),
+                                                       key=b"k%d" % i) for i in range(10)]):
+                    sent.append((m.partition, None))
+
+        async def alter(count: int, partitions: int) -> None:
+            async with Admin(tc.bootstrap) as admin:
+                await admin.create_partitions({topic: count})
+                await _wait_state(admin, count, partitions, topic=topic)
+
+        stock_round(b"a", N)
+        tc.call(ours, b"a")
+        tc.call(alter, 2 * N, 2 * N)
+        stock_round(b"b", 2 * N)
+        tc.call(ours, b"b")
+        tc.call(alter, 3 * N, 3 * N)
+        stock_round(b"c", 3 * N)
+        tc.call(alter, N, 3 * N)              # 2..5 marked, kept (not drained)
+        stock_round(b"d", N)                # below U: accepted as before
+        tc.call(ours, b"d")
+        kp.close()
+
+        want = sorted(v for _, v in sent if v is not None)
+        kc = kafka.KafkaConsumer(topic, bootstrap_servers=tc.bootstrap, group_id="stock-kp",
+                                 auto_offset_reset="earliest", consumer_timeout_ms=3000,
+                                 metadata_max_age_ms=200)
+        got_kp = sorted(m.value for m in kc if b"-mb-" not in m.value)
+        kc.close()
+        cc = confluent_kafka.Consumer({"bootstrap.servers": tc.bootstrap, "group.id": "stock-cp",
+                                       "auto.offset.reset": "earliest"})
+        cc.subscribe([topic])
+        got_cp: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(got_cp) < len(want):
+            m = cc.poll(0.2)
+            if m is not None and m.error() is None and b"-mb-" not in m.value():
+                got_cp.append(m.value())
+        cc.close()
+        del cp
+        print(f"stock clients: {len(want)} records from kafka-python and confluent-kafka, read "
+              f"back by each ({len(got_kp)}, {len(got_cp)}) across 2 expansions and 1 deletion")
+        assert got_kp == want
+        assert sorted(got_cp) == want

@@ -636,6 +636,9 @@ class Consumer:
                 continue
             leader = self.metadata.leader(tp.topic, tp.partition)
             if leader < 0:
+                # No leader (or the partition was removed): look again after a backoff, not on
+                # every metadata update (each would start the next refresh at once).
+                st.backoff_until = now + self.retry_backoff
                 self.metadata.request_update(tp.topic)
                 continue
             if leader in self._node_fetching:
@@ -729,6 +732,9 @@ class Consumer:
                         st.position = st.fetch_offset = None
                         st.reset = EARLIEST if self.auto_offset_reset == "earliest" else LATEST
                 elif p.error_code in _REFRESH_ERRORS:
+                    # Not again before a backoff: an immediate refetch gets the same answer
+                    # (a removed partition, a moved leader) and starves everything else.
+                    st.backoff_until = asyncio.get_running_loop().time() + self.retry_backoff
                     self.metadata.request_update(tp.topic)
                 elif p.error_code == INVALID_PARTITION_METADATA:
                     # KIP-253: our undeleted partition count is not the leader's: refresh, rejoin.
@@ -738,6 +744,7 @@ class Consumer:
                         self._rejoin = True
                         self._refresh_before_join = True
                 else:
+                    st.backoff_until = asyncio.get_running_loop().time() + self.retry_backoff
                     log.debug("fetch %s: error %s", tp, p.error_code)
         if got_data:
             self._data.set()
@@ -1029,6 +1036,12 @@ class Consumer:
             if start is not None:
                 earliest = (await list_offsets(self.pool, self.metadata, {tp: EARLIEST},
                                                timeout=self.pool.request_timeout))[tp][0]
+                latest = (await list_offsets(self.pool, self.metadata, {tp: LATEST},
+                                             timeout=self.pool.request_timeout))[tp][0]
+                if not earliest <= start <= latest:
+                    # Not an offset of this partition: committed for a partition of the same
+                    # index that was drained and removed before this one was created.
+                    start = None
             if start is None or start == earliest:
                 after, _ = (await partition_leader_epochs(self.pool, tp.topic, [tp.partition]))[
                     tp.partition]
@@ -1072,8 +1085,6 @@ class Consumer:
                     st.gate = 0 if st.position is None else st.position
                     continue
                 b.parent = None                   # passed for good: the parent's keys may arrive
-                if not b.blockers:
-                    opened.append(tp)
             gate = None
             for p3, (upper_end, leo) in list(b.blockers.items()):
                 if self._group_position(p3) >= leo:
