@@ -21,6 +21,7 @@ import struct
 from typing import NamedTuple, Sequence
 
 from minibroker.protocol.framing import ProtocolViolation
+from minibroker.protocol.framing import read_uvarint as _uvarint
 
 _i16 = struct.Struct(">h").unpack_from
 _i32 = struct.Struct(">i").unpack_from
@@ -55,22 +56,6 @@ class ProduceRequestView(NamedTuple):
 
 
 # ------------------------------------------------------------------------------------------ decoding
-
-def _uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
-    value = 0
-    shift = 0
-    while True:
-        if pos >= end:
-            raise ProtocolViolation("Produce: truncated varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise ProtocolViolation("Produce: varint longer than 5 bytes")
-
 
 def _skip_tags(buf: memoryview, pos: int, end: int, want_count: bool = False) -> tuple[int, int]:
     """Skip a tagged-field section; returns (undeleted_partition_count or -1, new pos)."""

@@ -145,12 +145,13 @@ class RequestHeader:
     body_offset: int
 
 
-def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
+    """An unsigned varint at buf[pos:end] (at most 5 bytes); truncation is a protocol violation."""
     shift = 0
     value = 0
     while True:
-        if pos >= len(buf):
-            raise ProtocolViolation("truncated varint in request header")
+        if pos >= end:
+            raise ProtocolViolation("truncated varint")
         b = buf[pos]
         pos += 1
         value |= (b & 0x7F) << shift
@@ -158,7 +159,7 @@ def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
             return value, pos
         shift += 7
         if shift > 28:
-            raise ProtocolViolation("varint too long in request header")
+            raise ProtocolViolation("varint longer than 5 bytes")
 
 
 def peek_api(frame: memoryview) -> tuple[int, int, int]:
@@ -182,10 +183,10 @@ def parse_request_header(frame: memoryview, flexible: bool) -> RequestHeader:
         client_id = bytes(frame[pos:pos + n]).decode("utf-8", "replace")
         pos += n
     if flexible:                       # request header v2: tagged fields follow
-        count, pos = _read_uvarint(frame, pos)
+        count, pos = read_uvarint(frame, pos, len(frame))
         for _ in range(count):
-            _tag, pos = _read_uvarint(frame, pos)
-            size, pos = _read_uvarint(frame, pos)
+            _tag, pos = read_uvarint(frame, pos, len(frame))
+            size, pos = read_uvarint(frame, pos, len(frame))
             pos += size
             if pos > len(frame):
                 raise ProtocolViolation("truncated header tagged fields")
