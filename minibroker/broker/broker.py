@@ -17,6 +17,8 @@ from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
 from minibroker.ids import IdSource
 
+from minibroker.log.config import broker_defaults
+
 log = logging.getLogger("minibroker.broker")
 
 
@@ -36,6 +38,8 @@ class Broker:
         self.port = port
         self.rack = rack
         self.metadata = MetadataCache()
+        # Topic configs not set on a topic default to the broker's log.* configs (Kafka's synonyms).
+        self.log_defaults = broker_defaults(config.describe())
         from minibroker.broker.fetch_session import FetchSessionCache
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
                                                 ids.rng)

@@ -132,12 +132,12 @@ class ReplicaManager:
             self._remove(key)           # a deleted and re-created topic of the same name
             p = None
         if p is None:
-            p = Partition(self, topic, topic_id, partition, LogConfig.from_configs(configs))
+            p = Partition(self, topic, topic_id, partition, LogConfig.from_configs(configs, defaults=self.broker.log_defaults))
             self.partitions[key] = p
         elif (leader_epoch, partition_epoch) < (p.leader_epoch, p.partition_epoch):
             return StaleControllerEpochError.errno
         if configs:
-            p.log.config = LogConfig.from_configs(configs)
+            p.log.config = LogConfig.from_configs(configs, defaults=self.broker.log_defaults)
         self.topic_undeleted_counts[topic] = undeleted_partition_count
         p.undeleted_partition_count = undeleted_partition_count
         p.leader_epoch_after_creation = tuple(after_creation)
@@ -158,7 +158,7 @@ class ReplicaManager:
         for (topic, _), p in self.partitions.items():
             t = cache.topics.get(topic)
             if t is not None and t.configs is not None:
-                cfg = LogConfig.from_configs(t.configs)
+                cfg = LogConfig.from_configs(t.configs, defaults=self.broker.log_defaults)
                 if cfg != p.log.config:
                     p.log.config = cfg
 

@@ -6,7 +6,7 @@ AlterConfigs; validation errors are ValueErrors with Kafka's ConfigException wor
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Mapping
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
@@ -36,9 +36,11 @@ class LogConfig:
         return "delete" in self.cleanup_policy.split(",")
 
     @classmethod
-    def from_configs(cls, configs: Mapping[str, str | None], *, strict: bool = False) -> LogConfig:
-        """Build from Kafka-named string configs; None values mean the default. Names LogConfig does not
-        model are ignored (other parts may use them) unless `strict`."""
+    def from_configs(cls, configs: Mapping[str, str | None], *, strict: bool = False,
+                     defaults: LogConfig | None = None) -> LogConfig:
+        """Build from Kafka-named string configs; None values mean the default (`defaults`, e.g. the
+        broker's `log.*` configs, else Kafka's). Names LogConfig does not model are ignored (other
+        parts may use them) unless `strict`."""
         kwargs: dict[str, Any] = {}
         for name, value in configs.items():
             if name not in KAFKA_NAMES:
@@ -47,7 +49,7 @@ class LogConfig:
                 continue
             if value is not None:
                 kwargs[KAFKA_NAMES[name]] = validate(name, value)
-        return cls(**kwargs)
+        return replace(defaults, **kwargs) if defaults is not None else cls(**kwargs)
 
     def to_configs(self) -> dict[str, str]:
         out = {}
@@ -59,6 +61,29 @@ class LogConfig:
 
 KAFKA_NAMES: dict[str, str] = {f.name.replace("_", "."): f.name for f in fields(LogConfig)}
 DEFAULTS: dict[str, str] = LogConfig().to_configs()
+
+# Topic config -> the broker config it defaults from (Kafka's LogConfig synonyms); configs of our
+# own (enable.ordered.delivery, KIP-253) have none.
+BROKER_SYNONYMS = {
+    "cleanup.policy": "log.cleanup.policy", "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "min.insync.replicas": "min.insync.replicas", "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms", "segment.bytes": "log.segment.bytes",
+}
+_RETENTION_UNITS = (("log.retention.ms", 1), ("log.retention.minutes", 60_000),
+                    ("log.retention.hours", 3_600_000))
+
+
+def broker_defaults(broker_configs: Mapping[str, str]) -> LogConfig:
+    """The topic defaults a broker's configs give (a topic config not set takes its broker synonym;
+    retention in ms, else minutes, else hours, as Kafka). ValueError for an invalid value."""
+    configs = {topic_name: broker_configs[name] for topic_name, name in BROKER_SYNONYMS.items()
+               if name in broker_configs}
+    for name, unit in _RETENTION_UNITS:
+        if name in broker_configs:
+            configs["retention.ms"] = str(int(broker_configs[name]) * unit)
+            break
+    return LogConfig.from_configs(configs)
 
 
 def _invalid(name: str, value: str, why: str) -> ValueError:

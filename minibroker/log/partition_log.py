@@ -283,14 +283,16 @@ class PartitionLog:
             self.epochs.truncate_from_start(offset)
         return self.log_start_offset
 
-    def apply_retention(self, now_ms: int, high_watermark: int | None = None) -> int:
-        """retention.ms then retention.bytes, deleting whole batches from the front. Returns how many."""
+    def apply_retention(self, now_ms: int, high_watermark: int | None = None, *,
+                        size_only: bool = False) -> int:
+        """retention.ms (unless `size_only`) then retention.bytes, deleting whole batches from the
+        front. Returns how many."""
         config = self.config
         if not config.deletes:
             return 0
         limit = self.log_end_offset if high_watermark is None else high_watermark
         dropped = 0
-        if config.retention_ms >= 0:
+        if config.retention_ms >= 0 and not size_only:
             retention_ms = config.retention_ms
             dropped += self._drop_front(
                 lambda b: b.last_offset < limit and now_ms - b.max_timestamp > retention_ms)

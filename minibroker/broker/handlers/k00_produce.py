@@ -18,21 +18,14 @@ from kafka.errors import (InvalidRecordError, InvalidRequiredAcksError, KafkaErr
                           NotEnoughReplicasError, RequestTimedOutError,
                           TransactionalIdAuthorizationFailedError)
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
+from kafka.protocol.producer import ProduceRequest
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.dispatch import RawResponse, RequestContext, handles
 from minibroker.protocol.fast import decode_produce
+from minibroker.protocol.produce_response import PartitionResult as _part
+from minibroker.protocol.produce_response import encode_produce_response
 
-_Topic = ProduceResponse.TopicProduceResponse
 _BATCH_LENGTH = struct.Struct(">i")
-_Part = _Topic.PartitionProduceResponse
-
-
-def _part(index, error_code, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
-          message=None):
-    return _Part(index=index, error_code=error_code, base_offset=base_offset,
-                 log_append_time_ms=log_append_time_ms, log_start_offset=log_start_offset,
-                 record_errors=[], error_message=message)
 
 
 def _time_out(futs) -> None:
@@ -67,29 +60,34 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
                 continue
             err = rm.check_partition_metadata(p, td.undeleted_partition_count, producing=True)
             if err:
-                out.append(_part(pd.index, err, message=(
+                out.append(_part(pd.index, err, error_message=(
                     f"undeleted_partition_count {td.undeleted_partition_count} != "
                     f"{p.undeleted_partition_count}, or the partition is marked for deletion")))
                 continue
             min_isr = p.log.config.min_insync_replicas
             if acks == -1 and len(p.isr) < min_isr:
                 out.append(_part(pd.index, NotEnoughReplicasError.errno,
-                                 message=f"ISR {list(p.isr)} is smaller than "
+                                 error_message=f"ISR {list(p.isr)} is smaller than "
                                          f"min.insync.replicas={min_isr}"))
                 continue
             records = pd.records or b""
             if len(records) >= 12 and _BATCH_LENGTH.unpack_from(records, 8)[0] + 12 < len(records):
                 # Produce v3+: exactly one record batch per partition (Kafka's rule).
                 out.append(_part(pd.index, InvalidRecordError.errno,
-                                 message="Produce requests carry exactly one record batch "
+                                 error_message="Produce requests carry exactly one record batch "
                                          "per partition"))
                 continue
             try:
                 res = p.log.append_as_leader(records, p.leader_epoch)
             except KafkaError as e:
-                out.append(_part(pd.index, e.errno, message=str(e)))
+                out.append(_part(pd.index, e.errno, error_message=str(e)))
                 continue
             p.maybe_increment_high_watermark()
+            if p.log.size_bytes > p.log.config.retention_bytes >= 0:
+                # An in-memory log is bounded by retention.bytes now, not at the next periodic check
+                # (log.retention.check.interval.ms): memory freed here is reused by the next batches,
+                # which costs a tenth of touching fresh pages.
+                p.log.apply_retention(0, p.high_watermark, size_only=True)
             p.notify_data()
             out.append(_part(pd.index, 0, res.base_offset, res.log_append_time_ms,
                              p.log.log_start_offset))
@@ -121,6 +119,4 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
                 part.base_offset = -1
             elif len(p.isr) < p.log.config.min_insync_replicas:
                 part.error_code = NotEnoughReplicasAfterAppendError.errno
-    return ProduceResponse(
-        responses=[_Topic(name=n, partition_responses=ps) for n, ps in results.items()],
-        throttle_time_ms=0)
+    return RawResponse(encode_produce_response(ctx.api_version, ctx.header.correlation_id, results))

@@ -3,7 +3,8 @@
 v1: validate_only, error_message.  v2: throttle_time_ms.  v4: num_partitions / replication_factor
 -1 take the broker defaults (num.partitions, default.replication.factor).  v5: flexible; the
 response carries num_partitions, replication_factor and every topic config (DYNAMIC_TOPIC_CONFIG
-when set, DEFAULT_CONFIG otherwise).  v7: topic_id.
+when set; STATIC_BROKER_CONFIG when a broker log.* config sets its default; DEFAULT_CONFIG
+otherwise).  v7: topic_id.
 A name given twice in one request is not created and answered once with INVALID_REQUEST
 ("Duplicate topic name.", as Kafka's ControllerApis). A manual assignment needs num_partitions and
 replication_factor -1. After the controller committed, we wait until this broker's metadata cache
@@ -27,7 +28,7 @@ from minibroker.log import config as log_config
 _Result = CreateTopicsResponse.CreatableTopicResult
 _Config = _Result.CreatableTopicConfigs
 _ZERO_UUID = uuid.UUID(int=0)
-DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG = 1, 5
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 POLL_S = 0.005
 
 
@@ -56,11 +57,13 @@ def _error(name: str, code: int, message: str | None) -> _Result:
                    configs=[])
 
 
-def _configs(set_configs: dict[str, str]) -> list:
+def _configs(set_configs: dict[str, str], defaults: dict[str, str]) -> list:
     out = []
     for name in sorted(log_config.DEFAULTS):
         if name in set_configs:
             value, source = set_configs[name], DYNAMIC_TOPIC_CONFIG
+        elif defaults[name] != log_config.DEFAULTS[name]:
+            value, source = defaults[name], STATIC_BROKER_CONFIG
         else:
             value, source = log_config.DEFAULTS[name], DEFAULT_CONFIG
         out.append(_Config(name=name, value=value, read_only=False, config_source=source,
@@ -109,7 +112,7 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest):
                                      error_message=None, topic_config_error_code=0,
                                      num_partitions=res.partitions,
                                      replication_factor=res.replication_factor,
-                                     configs=_configs(configs))
+                                     configs=_configs(configs, ctx.broker.log_defaults.to_configs()))
         created = [(i, results[i].name, results[i].num_partitions) for i, _, _ in pending
                    if results[i].error_code == 0]
         if created and not req.validate_only and req.timeout_ms > 0:

@@ -1,7 +1,8 @@
 """DescribeConfigs (key 32), v0-4.
 
 TOPIC resources (type 2): every topic config (minibroker.log.config.DEFAULTS), its value set on the
-topic (DYNAMIC_TOPIC_CONFIG) or the default (DEFAULT_CONFIG), from this broker's metadata cache
+topic (DYNAMIC_TOPIC_CONFIG) or the default: the broker's log.* synonym when set
+(STATIC_BROKER_CONFIG), else Kafka's (DEFAULT_CONFIG); values from this broker's metadata cache
 (the controller sends topic configs with UpdateMetadata). BROKER resources (type 4, name = this
 broker's id, or "" for cluster defaults): the broker's ClusterConfig.describe(), read-only, source
 STATIC_BROKER_CONFIG where it differs from the default. configuration_keys filters (unknown names
@@ -35,38 +36,31 @@ TOPIC_CONFIG_TYPES = {
     "min.insync.replicas": INT, "retention.bytes": LONG, "retention.ms": LONG,
     "segment.bytes": INT, "enable.ordered.delivery": BOOLEAN,
 }
-# Topic config -> the broker config it defaults from (Kafka's LogConfig synonyms); configs of our
-# own (enable.ordered.delivery, KIP-253) have none.
-BROKER_SYNONYMS = {
-    "cleanup.policy": "log.cleanup.policy", "max.message.bytes": "message.max.bytes",
-    "message.timestamp.type": "log.message.timestamp.type",
-    "min.insync.replicas": "min.insync.replicas", "retention.bytes": "log.retention.bytes",
-    "retention.ms": "log.retention.ms", "segment.bytes": "log.segment.bytes",
-}
-
-
 def _entry(name, value, source, read_only, config_type, synonyms) -> _Entry:
     return _Entry(name=name, value=value, read_only=read_only, config_source=source,
                   is_default=source == DEFAULT_CONFIG, is_sensitive=False, synonyms=synonyms,
                   config_type=config_type, documentation=None)
 
 
-def topic_configs(set_configs: dict[str, str], keys, include_synonyms: bool) -> list[_Entry]:
+def topic_configs(set_configs: dict[str, str], keys, include_synonyms: bool,
+                  defaults: dict[str, str]) -> list[_Entry]:
+    """`defaults`: the broker's topic defaults (its log.* configs over Kafka's)."""
     out = []
     for name in sorted(log_config.DEFAULTS):
         if keys is not None and name not in keys:
             continue
-        default = log_config.DEFAULTS[name]
+        default = defaults[name]
+        default_source = DEFAULT_CONFIG if default == log_config.DEFAULTS[name] else STATIC_BROKER_CONFIG
         synonyms = []
         if name in set_configs:
             value, source = set_configs[name], DYNAMIC_TOPIC_CONFIG
             if include_synonyms:
                 synonyms.append(_Synonym(name=name, value=value, source=DYNAMIC_TOPIC_CONFIG))
         else:
-            value, source = default, DEFAULT_CONFIG
-        if include_synonyms and name in BROKER_SYNONYMS:
-            synonyms.append(_Synonym(name=BROKER_SYNONYMS[name], value=default,
-                                     source=DEFAULT_CONFIG))
+            value, source = default, default_source
+        if include_synonyms and name in log_config.BROKER_SYNONYMS:
+            synonyms.append(_Synonym(name=log_config.BROKER_SYNONYMS[name], value=default,
+                                     source=default_source))
         out.append(_entry(name, value, source, False, TOPIC_CONFIG_TYPES.get(name, UNKNOWN),
                           synonyms))
     return out
@@ -109,7 +103,8 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
             else:
                 results.append(_Result(error_code=0, error_message=None,
                                        resource_type=TOPIC, resource_name=r.resource_name,
-                                       configs=topic_configs(topic.configs, keys, synonyms)))
+                                       configs=topic_configs(topic.configs, keys, synonyms,
+                                                              ctx.broker.log_defaults.to_configs())))
         elif r.resource_type == BROKER:
             if r.resource_name not in ("", str(broker.node_id)):
                 results.append(_error(r, InvalidRequestError.errno,

@@ -1,0 +1,69 @@
+"""Broker log.* configs are the defaults of topic configs (Kafka's synonyms): a topic that does not
+set retention.bytes or min.insync.replicas takes the broker's, DescribeConfigs shows them as
+STATIC_BROKER_CONFIG, and retention.bytes bounds an in-memory log as soon as a produce passes it."""
+from __future__ import annotations
+
+import pytest
+from kafka.errors import NotEnoughReplicasError
+from kafka.protocol.admin import DescribeConfigsRequest
+
+from cluster_helpers import batch, connect, log_records, produce_request, produce_response, wire
+from minibroker.cluster import Cluster
+from minibroker.config import ClusterConfig
+from minibroker.log.config import LogConfig, broker_defaults
+
+TOPIC, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 2, 4, 5
+
+
+def test_broker_defaults_follow_kafka_synonyms_and_retention_units():
+    d = broker_defaults({"log.retention.bytes": "1000", "min.insync.replicas": "2",
+                         "log.retention.hours": "2", "message.max.bytes": "500"})
+    assert (d.retention_bytes, d.min_insync_replicas, d.retention_ms, d.max_message_bytes) == \
+        (1000, 2, 7_200_000, 500)
+    # ms wins over minutes and hours
+    assert broker_defaults({"log.retention.ms": "5", "log.retention.hours": "2"}).retention_ms == 5
+    assert broker_defaults({}) == LogConfig()
+    # a topic's own value wins over the broker's
+    assert LogConfig.from_configs({"retention.bytes": "7"}, defaults=d).retention_bytes == 7
+    with pytest.raises(ValueError, match="retention.bytes"):
+        broker_defaults({"log.retention.bytes": "lots"})
+
+
+async def test_broker_retention_bytes_bounds_the_log_at_produce_time():
+    cfg = ClusterConfig(brokers=1, extra={"log.retention.bytes": "300"})
+    async with Cluster(cfg) as c:
+        await c.create_topic("t", 1, 1)
+        conn = await connect(c, 1)
+        now = c.clock.now_ms()
+        for i in range(10):
+            resp = await conn.request(produce_request("t", 0, batch([b"%03d" % i * 20], now)), 9)
+            assert resp.responses[0].partition_responses[0].error_code == 0
+        log = c.brokers[1].replica_manager.partitions[("t", 0)].log
+        # whole batches are dropped while the rest stays >= retention.bytes
+        assert 300 <= log.size_bytes < 300 + log.size_bytes // log.batch_count
+        assert log.log_start_offset > 0
+        assert [o for o, _ in log_records(c, 1, "t", 0)] == list(range(log.log_start_offset, 10))
+        R = DescribeConfigsRequest.DescribeConfigsResource
+        resp = await conn.request(DescribeConfigsRequest(resources=[
+            R(resource_type=TOPIC, resource_name="t",
+              configuration_keys=["retention.bytes", "retention.ms"])],
+            include_synonyms=True), 4)
+        got = {e.name: (e.value, e.config_source, [(s.name, s.value, s.source) for s in e.synonyms])
+               for e in resp.results[0].configs}
+        assert got == {
+            "retention.bytes": ("300", STATIC_BROKER_CONFIG,
+                                [("log.retention.bytes", "300", STATIC_BROKER_CONFIG)]),
+            "retention.ms": ("604800000", DEFAULT_CONFIG,
+                             [("log.retention.ms", "604800000", DEFAULT_CONFIG)])}
+        conn.close()
+
+
+async def test_broker_min_insync_replicas_applies_to_topics_without_their_own():
+    async with Cluster(ClusterConfig(brokers=1, min_insync_replicas=2)) as c:
+        await c.create_topic("t", 1, 1)
+        conn = await connect(c, 1)
+        resp = await conn.request(produce_request("t", 0, batch([b"x"], c.clock.now_ms())), 9)
+        assert resp == wire(produce_response(
+            "t", 0, NotEnoughReplicasError.errno,
+            error_message="ISR [1] is smaller than min.insync.replicas=2"), 9)
+        conn.close()
