@@ -654,7 +654,9 @@ class ClassicGroupCoordinator:
 
     # ================================================================== DeleteGroups
     def delete_groups(self, group_ids: list[str]) -> asyncio.Future:
-        """A future of [(group_id, error)] in request order."""
+        """A future of [(group_id, error)] in request order. Classic and KIP-848 consumer groups
+        (Kafka's GroupCoordinatorShard.deleteGroups: validate by the group's type, then
+        tombstones for its offsets, then for its group records)."""
         results: list[list] = []
         writes: dict[int, tuple["Shard", list]] = {}
         for gid in group_ids:
@@ -667,19 +669,27 @@ class ClassicGroupCoordinator:
             if code:
                 entry[1] = code
                 continue
-            group = shard.groups.get(gid)
-            if group is None or group.is_(DEAD):
-                entry[1] = GROUP_ID_NOT_FOUND
+            group = shard.groups.get(gid)     # a classic group, or a consumer group's offsets
+            code = self.rt.consumer.validate_delete_group(shard, gid)
+            is_consumer = code is not None
+            if not is_consumer:
+                code = GROUP_ID_NOT_FOUND if group is None or group.is_(DEAD) else \
+                    NON_EMPTY_GROUP if not group.is_(EMPTY) else NONE
+            if code:
+                entry[1] = code
                 continue
-            if not group.is_(EMPTY):
-                entry[1] = NON_EMPTY_GROUP
-                continue
-            records = [offset_tombstone(gid, t, p) for t, p in sorted(group.offsets)]
-            records.append(group_tombstone(gid))
-            group.offsets.clear()
-            group.cancel_timers()
-            group.transition_to(DEAD, self.now_ms)
-            del shard.groups[gid]
+            records = []
+            if group is not None:
+                records = [offset_tombstone(gid, t, p) for t, p in sorted(group.offsets)]
+                # A consumer group's holder has a classic record only if the id was classic once.
+                if not is_consumer or group.generation_id > 0:
+                    records.append(group_tombstone(gid))
+                group.offsets.clear()
+                group.cancel_timers()
+                group.transition_to(DEAD, self.now_ms)
+                del shard.groups[gid]
+            if is_consumer:
+                records += self.rt.consumer.delete_group(shard, gid)
             writes.setdefault(shard.partition, (shard, []))[1].extend(records)
             entry[2] = shard.partition
         fut = asyncio.get_running_loop().create_future()

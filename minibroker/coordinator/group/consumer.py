@@ -85,6 +85,7 @@ LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 NONE = 0
 INVALID_REQUEST = Errors.InvalidRequestError.errno
 GROUP_ID_NOT_FOUND = Errors.GroupIdNotFoundError.errno
+NON_EMPTY_GROUP = Errors.NonEmptyGroupError.errno
 UNKNOWN_MEMBER_ID = Errors.UnknownMemberIdError.errno
 FENCED_MEMBER_EPOCH = Errors.FencedMemberEpochError.errno
 FENCED_INSTANCE_ID = Errors.FencedInstanceIdError.errno
@@ -961,6 +962,32 @@ class ConsumerGroupCoordinator:
         if member_epoch != member.member_epoch:
             return STALE_MEMBER_EPOCH
         return NONE
+
+    # ================================================================== DeleteGroups
+    @staticmethod
+    def validate_delete_group(shard, group_id: str) -> int | None:
+        """None: not a consumer group; else 0, or NON_EMPTY_GROUP while it has members (Kafka's
+        ConsumerGroup.validateDeleteGroup)."""
+        group = shard.consumer_groups.get(group_id)
+        if group is None:
+            return None
+        return NON_EMPTY_GROUP if group.members else NONE
+
+    def delete_group(self, shard, group_id: str) -> list[Record]:
+        """Kafka's ConsumerGroup.createGroupTombstoneRecords, applied at once. Every key the group
+        may have in the log gets a tombstone (left-over target members too), so neither a replay
+        nor compaction brings any part of it back."""
+        group = shard.consumer_groups[group_id]
+        members = sorted(set(group.members) | set(group.target_assignment))
+        records = [current_assignment_tombstone(group_id, m) for m in members]
+        records += [target_member_tombstone(group_id, m) for m in members]
+        records.append(target_metadata_tombstone(group_id))
+        records += [member_metadata_tombstone(group_id, m) for m in members]
+        records += [partition_metadata_tombstone(group_id), group_epoch_tombstone(group_id)]
+        self._set_subscribed(group, frozenset())
+        for key, value in records:
+            replay(shard.consumer_groups, key, value)
+        return records
 
     # ================================================================== loading
     def on_loaded(self, shard) -> None:
