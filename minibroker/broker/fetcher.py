@@ -1,6 +1,8 @@
 """A follower's replica fetcher: one task per leader broker, fetching all partitions it follows.
 
 Real Fetch requests (v12, replica_id = our node id) over the same network layer clients use.
+Responses are decoded by hand (protocol.fast.decode_fetch_response): each partition's records reach
+the log as a view of the response frame, which the log copies once when it stores them.
 Truncation uses the leader's DivergingEpoch answer (KIP-320 / Kafka 2.7+ fetch-based truncation):
 we send last_fetched_epoch, and the leader tells us where our log diverged from its own.
 """
@@ -16,6 +18,8 @@ from kafka.errors import (FencedLeaderEpochError, NotLeaderForPartitionError,
 from kafka.protocol.consumer import FetchRequest
 
 from minibroker.network.client import KafkaClientConnection
+from minibroker.protocol.fast import (FetchPartitionView, FetchResponseView,
+                                      decode_fetch_response)
 
 if TYPE_CHECKING:
     from minibroker.broker.partition import Partition
@@ -81,13 +85,22 @@ class ReplicaFetcher:
                 # Await the response future itself (wait_for would add two loop passes per fetch,
                 # and a follower's next fetch is what completes the leader's acks=all waiters); a
                 # timer closes a connection that does not answer, which fails the future.
-                fut = conn.send(req, FETCH_VERSION)
+                fut = conn.send(req, FETCH_VERSION, raw=True)
                 timer = loop.call_later(REQUEST_TIMEOUT_S, conn.close, "request timed out")
                 try:
-                    resp = await fut
+                    body = await fut
                 finally:
                     timer.cancel()
-                if not self._handle_response(resp, sent):
+                # The body is a view of the connection's receive buffer, which is reused only once
+                # no view of it is left: nothing (the future's result included) may keep it
+                # across the next await.
+                fut = None
+                try:
+                    progressed = self._handle_response(decode_fetch_response(body, FETCH_VERSION),
+                                                       sent)
+                finally:
+                    body = None
+                if not progressed:
                     await asyncio.sleep(0.05)      # only errors: wait for the next LeaderAndIsr
                 backoff = 0.05
             except asyncio.CancelledError:
@@ -119,7 +132,7 @@ class ReplicaFetcher:
             forgotten_topics_data=[], rack_id="")
         return req, sent
 
-    def _handle_response(self, resp, sent) -> bool:
+    def _handle_response(self, resp: FetchResponseView, sent) -> bool:
         """Apply a fetch response; False when no partition made progress without error."""
         if resp.error_code:
             raise ConnectionError(f"fetch error {resp.error_code}")
@@ -158,13 +171,13 @@ class ReplicaFetcher:
         p.log.truncate_to(min(target, p.log.log_end_offset))
         return (p.log.log_end_offset, p.log.epochs.latest_epoch) != before
 
-    def _handle_partition(self, p: "Partition", pd) -> bool:
+    def _handle_partition(self, p: "Partition", pd: FetchPartitionView) -> bool:
         err = pd.error_code
         if err == 0:
             div = pd.diverging_epoch
             if div is not None:
                 return self._truncate_on_divergence(p, div.epoch, div.end_offset)
-            if pd.records:
+            if pd.records:                  # a view of the response frame; the log copies it
                 p.log.append_as_follower(pd.records)
             if pd.log_start_offset > p.log.log_start_offset:
                 p.log.delete_records_before(min(pd.log_start_offset, p.log.log_end_offset))

@@ -14,6 +14,7 @@ from typing import Any
 
 from kafka.protocol.api_header import ResponseClassRegistry
 
+from minibroker.protocol.fast import _skip_tags
 from minibroker.protocol.framing import FrameReader, ProtocolViolation
 
 _I32 = struct.Struct(">i")
@@ -51,7 +52,9 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         self.client_id = client_id
         self.reader = FrameReader(max_frame_bytes)
         self.transport: asyncio.Transport | None = None
-        self.inflight: collections.deque[tuple[int, Any, int, asyncio.Future]] = collections.deque()
+        # (correlation id, response class, version, future, raw)
+        self.inflight: collections.deque[tuple[int, Any, int, asyncio.Future, bool]] = \
+            collections.deque()
         self._corr = 0
         self.closed = False
         self.close_reason: str | None = None
@@ -81,7 +84,7 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
     def _fail(self, exc: Exception) -> None:
         self.closed = True
         while self.inflight:
-            _, _, _, fut = self.inflight.popleft()
+            fut = self.inflight.popleft()[3]
             if not fut.done():
                 fut.set_exception(exc)
         if self._drain_waiter is not None and not self._drain_waiter.done():
@@ -108,8 +111,14 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
             self._drain_waiter = asyncio.get_running_loop().create_future()
             await self._drain_waiter
 
-    def send(self, req: Any, version: int, response_class: Any = None) -> asyncio.Future:
-        """Queue a request; the future resolves to the decoded response (None for acks=0)."""
+    def send(self, req: Any, version: int, response_class: Any = None,
+             raw: bool = False) -> asyncio.Future:
+        """Queue a request; the future resolves to the decoded response (None for acks=0).
+
+        raw=True: it resolves to the response body instead (a read-only memoryview of the frame
+        after the response header), for a caller with its own decoder. The view points into the
+        receive buffer, which is reused only once no view of it is left: drop it (and the future)
+        as soon as it is handled."""
         fut = asyncio.get_running_loop().create_future()
         if self.closed:
             fut.set_exception(ConnectionClosed(self.close_reason or "connection closed"))
@@ -121,7 +130,7 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
             fut.set_result(None)
             return fut
         rcls = response_class or response_class_for(req)
-        self.inflight.append((corr, rcls, version, fut))
+        self.inflight.append((corr, rcls, version, fut, raw))
         return fut
 
     async def request(self, req: Any, version: int, timeout: float | None = 30.0,
@@ -162,7 +171,7 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
             if not self.inflight:
                 self.close("unexpected response")
                 return
-            corr, rcls, version, fut = self.inflight.popleft()
+            corr, rcls, version, fut, raw = self.inflight.popleft()
             (rcorr,) = _I32.unpack_from(frame, 0)
             if rcorr != corr:
                 self.close(f"correlation id mismatch: got {rcorr}, want {corr}")
@@ -170,7 +179,8 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
             if fut.done():
                 continue
             try:
-                fut.set_result(decode_response(rcls, frame, version))
+                fut.set_result(response_body(rcls, frame, version) if raw
+                               else decode_response(rcls, frame, version))
             except Exception as e:  # noqa: BLE001
                 fut.set_exception(e)
 
@@ -192,3 +202,12 @@ def decode_response(rcls: Any, frame: memoryview, version: int) -> Any:
     obj, _ = decode(frame, pos)
     obj._version = version
     return obj
+
+
+def response_body(rcls: Any, frame: memoryview, version: int) -> memoryview:
+    """The body of a response frame, after its header: correlation id, then (header v1, flexible
+    versions except ApiVersions) a tagged-field section, skipped."""
+    pos = 4
+    if rcls.API_KEY != 18 and rcls.flexible_version_q(version):
+        _, pos = _skip_tags(frame, pos, len(frame))
+    return frame[pos:]
