@@ -20,10 +20,16 @@ by poll). State lives in memory with the group object: when the coordinator move
 again (the client resets its "reported" state when its coordinator changes) and the committed
 offsets keep the floor meanwhile.
 
-Validation is the Heartbeat's: INVALID_GROUP_ID, NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS,
-UNKNOWN_MEMBER_ID (unknown group or member, or an Empty group), COORDINATOR_NOT_AVAILABLE (Dead),
-ILLEGAL_GENERATION; while the group prepares a rebalance the reported positions are still
-recorded and the answer is REBALANCE_IN_PROGRESS with no topics.
+Classic groups: validation is the Heartbeat's: INVALID_GROUP_ID, NOT_COORDINATOR /
+COORDINATOR_LOAD_IN_PROGRESS, UNKNOWN_MEMBER_ID (unknown group or member, or an Empty group),
+COORDINATOR_NOT_AVAILABLE (Dead), ILLEGAL_GENERATION; while the group prepares a rebalance the
+reported positions are still recorded and the answer is REBALANCE_IN_PROGRESS with no topics.
+
+KIP-848 consumer groups: GenerationId is the member epoch, checked as Kafka checks a member's
+OffsetCommit/OffsetFetch: UNKNOWN_MEMBER_ID (unknown member; an unknown group is classic's
+UNKNOWN_MEMBER_ID too), STALE_MEMBER_EPOCH (epoch differs). There is no group-wide rebalance
+barrier, so never REBALANCE_IN_PROGRESS. A member owns its assigned partitions and those pending
+revocation; the committed-offset floor comes from the group's offset holder (shard.groups).
 """
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ import kafka.errors as Errors
 
 from minibroker.coordinator.group.classic import (CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY,
                                                   PREPARING_REBALANCE, ClassicGroup)
+from minibroker.coordinator.group.consumer import ConsumerGroup
 
 if TYPE_CHECKING:
     from minibroker.coordinator.runtime import GroupCoordinatorRuntime
@@ -45,6 +52,7 @@ UNKNOWN_MEMBER_ID = Errors.UnknownMemberIdError.errno
 ILLEGAL_GENERATION = Errors.IllegalGenerationError.errno
 REBALANCE_IN_PROGRESS = Errors.RebalanceInProgressError.errno
 COORDINATOR_NOT_AVAILABLE = Errors.CoordinatorNotAvailableError.errno
+STALE_MEMBER_EPOCH = Errors.StaleMemberEpochError.errno
 
 TopicPartitionKey = tuple[str, int]
 # Request topics: [(topic, [(partition, need_position, position)])]; the response has the same shape.
@@ -103,18 +111,20 @@ class ConsumerGroupPositions:
 
     def __init__(self, rt: "GroupCoordinatorRuntime") -> None:
         self.rt = rt
-        self._groups: "weakref.WeakKeyDictionary[ClassicGroup, GroupPositions]" = \
-            weakref.WeakKeyDictionary()
+        self._groups: "weakref.WeakKeyDictionary[ClassicGroup | ConsumerGroup, GroupPositions]" \
+            = weakref.WeakKeyDictionary()
 
-    def state(self, group: ClassicGroup) -> GroupPositions:
+    def state(self, group: "ClassicGroup | ConsumerGroup") -> GroupPositions:
         st = self._groups.get(group)
         if st is None:
             st = self._groups[group] = GroupPositions()
         return st
 
-    def group_position(self, group: ClassicGroup, st: GroupPositions, tp: TopicPartitionKey) -> int:
+    def group_position(self, group: ClassicGroup | None, st: GroupPositions,
+                       tp: TopicPartitionKey) -> int:
+        """`group`: the holder of the committed offsets (a consumer group's offset holder)."""
         pos = st.positions.get(tp, -1)
-        om = group.offsets.get(tp)
+        om = group.offsets.get(tp) if group is not None else None
         if om is not None and om.offset > pos:
             pos = om.offset
         return pos
@@ -126,6 +136,10 @@ class ConsumerGroupPositions:
         shard, code = self.rt.shard_for(group_id)
         if code:
             return code, []
+        consumer = shard.consumer_groups.get(group_id)
+        if consumer is not None:
+            return self._consumer_group_position(shard, consumer, generation_id, member_id,
+                                                 topics)
         group = shard.groups.get(group_id)
         if group is None or group.is_(EMPTY):
             return UNKNOWN_MEMBER_ID, []
@@ -136,6 +150,40 @@ class ConsumerGroupPositions:
         if generation_id != group.generation_id:
             return ILLEGAL_GENERATION, []
         st = self.state(group)
+        wanted = self._record(st, member_id, group.members, topics)
+        if group.is_(PREPARING_REBALANCE):
+            return REBALANCE_IN_PROGRESS, []
+        owned = parse_assignment(group.members[member_id].assignment) \
+            if group.protocol_type == CONSUMER_PROTOCOL_TYPE else set()
+        return NONE, self._answer(group, st, member_id, wanted, owned)
+
+    def _consumer_group_position(self, shard, group: ConsumerGroup, member_epoch: int,
+                                 member_id: str, topics: PositionTopics
+                                 ) -> tuple[int, PositionTopics]:
+        """A KIP-848 member: checked as Kafka checks its OffsetCommit/OffsetFetch (unknown
+        member, else the exact member epoch). No group-wide barrier: members reconcile one by
+        one, so there is no REBALANCE_IN_PROGRESS. A member owns its assigned partitions and
+        those pending revocation (it still consumes them until it acknowledges)."""
+        member = group.members.get(member_id)
+        if member is None:
+            return UNKNOWN_MEMBER_ID, []
+        if member_epoch != member.member_epoch:
+            return STALE_MEMBER_EPOCH, []
+        st = self.state(group)
+        wanted = self._record(st, member_id, group.members, topics)
+        owned: set[TopicPartitionKey] = set()
+        by_id = self.rt.broker.metadata.topics_by_id
+        for a in (member.assigned_partitions, member.partitions_pending_revocation):
+            for tid, parts in a.items():
+                info = by_id.get(tid)
+                if info is not None:
+                    owned.update((info.name, p) for p in parts)
+        return NONE, self._answer(shard.groups.get(group.group_id), st, member_id, wanted, owned)
+
+    @staticmethod
+    def _record(st: GroupPositions, member_id: str, members, topics: PositionTopics
+                ) -> set[TopicPartitionKey]:
+        """Reported positions and the member's interest (replacing its previous one)."""
         wanted: set[TopicPartitionKey] = set()
         for topic, parts in topics:
             for partition, need_position, position in parts:
@@ -144,20 +192,20 @@ class ConsumerGroupPositions:
                 if need_position:
                     wanted.add((topic, partition))
         st.interest[member_id] = wanted
-        for m in [m for m in st.interest if m not in group.members]:
+        for m in [m for m in st.interest if m not in members]:
             del st.interest[m]
-        if group.is_(PREPARING_REBALANCE):
-            return REBALANCE_IN_PROGRESS, []
+        return wanted
+
+    def _answer(self, offsets_holder: ClassicGroup | None, st: GroupPositions, member_id: str,
+                wanted: set[TopicPartitionKey], owned: set[TopicPartitionKey]) -> PositionTopics:
         out: dict[str, dict[int, tuple[int, bool, int]]] = {}
         for topic, partition in sorted(wanted):
             out.setdefault(topic, {})[partition] = (
-                partition, False, self.group_position(group, st, (topic, partition)))
-        owned = parse_assignment(group.members[member_id].assignment) \
-            if group.protocol_type == CONSUMER_PROTOCOL_TYPE else set()
+                partition, False, self.group_position(offsets_holder, st, (topic, partition)))
         others = sorted(m for m in st.interest if m != member_id)
         for tp in sorted(owned):
             if st.interested(tp, others):
                 topic, partition = tp
                 _, _, pos = out.setdefault(topic, {}).get(partition, (partition, False, -1))
                 out[topic][partition] = (partition, True, pos)
-        return NONE, [(t, [out[t][p] for p in sorted(out[t])]) for t in sorted(out)]
+        return [(t, [out[t][p] for p in sorted(out[t])]) for t in sorted(out)]

@@ -4,7 +4,16 @@ A member reports its positions of the partitions the coordinator asked for and a
 group's positions of the partitions its ordering barrier waits on; the coordinator answers those
 positions (-1 unknown) and which of the member's partitions others want (NeedPosition).  The
 group coordinator answers; other brokers say NOT_COORDINATOR.  See minibroker.coordinator.positions.
-Not implemented: KIP-848 groups (their members get UNKNOWN_MEMBER_ID from the classic store).
+
+Classic groups: (GenerationId, MemberId) is the member's generation, checked as Heartbeat does
+(UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS while PreparingRebalance); it owns
+the partitions of its SyncGroup assignment ('consumer' protocol bytes).
+KIP-848 consumer groups: GenerationId carries the member epoch (as OffsetCommit's
+generation_id_or_member_epoch does); an unknown MemberId is UNKNOWN_MEMBER_ID and an epoch other
+than the member's current one STALE_MEMBER_EPOCH, as Kafka's OffsetCommit/OffsetFetch checks of a
+consumer group member; no REBALANCE_IN_PROGRESS (members reconcile one by one). The member owns
+its assigned partitions plus those pending revocation (it consumes them until it acknowledges).
+Not implemented: —
 """
 from __future__ import annotations
 
