@@ -62,16 +62,18 @@ class ProduceRequestView(NamedTuple):
 
 def _skip_tags(buf: memoryview, pos: int, end: int, want_count: bool = False) -> tuple[int, int]:
     """Skip a tagged-field section; returns (undeleted_partition_count or -1, new pos)."""
+    if pos < end and buf[pos] == 0:     # no tags: the common case, without the varint loop
+        return -1, pos + 1
     n, pos = _uvarint(buf, pos, end)
     count = -1
     for _ in range(n):
         tag, pos = _uvarint(buf, pos, end)
         size, pos = _uvarint(buf, pos, end)
         if size > end - pos:
-            raise ProtocolViolation("Produce: tagged field runs past the end of the request")
+            raise ProtocolViolation("tagged field runs past the end of the message")
         if want_count and tag == KIP253_UNDELETED_PARTITION_COUNT_TAG:
             if size != 4:
-                raise ProtocolViolation(f"Produce: tag {tag} of {size} bytes, expected 4")
+                raise ProtocolViolation(f"tag {tag} of {size} bytes, expected 4")
             count = _i32(buf, pos)[0]
         pos += size
     return count, pos
@@ -79,38 +81,46 @@ def _skip_tags(buf: memoryview, pos: int, end: int, want_count: bool = False) ->
 
 def _string(buf: memoryview, pos: int, end: int, flexible: bool, nullable: bool) -> tuple[str | None, int]:
     if flexible:
-        n, pos = _uvarint(buf, pos, end)
-        n -= 1
+        if pos < end and buf[pos] < 0x80:   # a one-byte varint (nearly always)
+            n = buf[pos] - 1
+            pos += 1
+        else:
+            n, pos = _uvarint(buf, pos, end)
+            n -= 1
     else:
         if end - pos < 2:
-            raise ProtocolViolation("Produce: truncated string length")
+            raise ProtocolViolation("truncated string length")
         n = _i16(buf, pos)[0]
         pos += 2
     if n < 0:
         if n == -1 and nullable:
             return None, pos
-        raise ProtocolViolation(f"Produce: invalid string length {n}")
+        raise ProtocolViolation(f"invalid string length {n}")
     if n > end - pos:
-        raise ProtocolViolation("Produce: string runs past the end of the request")
+        raise ProtocolViolation("string runs past the end of the message")
     try:
         return str(buf[pos:pos + n], "utf-8"), pos + n
     except UnicodeDecodeError as e:
-        raise ProtocolViolation(f"Produce: invalid UTF-8 in string: {e}") from None
+        raise ProtocolViolation(f"invalid UTF-8 in string: {e}") from None
 
 
 def _array_len(buf: memoryview, pos: int, end: int, flexible: bool, what: str) -> tuple[int, int]:
     if flexible:
-        n, pos = _uvarint(buf, pos, end)
-        n -= 1
+        if pos < end and buf[pos] < 0x80:   # a one-byte varint (nearly always)
+            n = buf[pos] - 1
+            pos += 1
+        else:
+            n, pos = _uvarint(buf, pos, end)
+            n -= 1
     else:
         if end - pos < 4:
-            raise ProtocolViolation(f"Produce: truncated {what} count")
+            raise ProtocolViolation(f"truncated {what} count")
         n = _i32(buf, pos)[0]
         pos += 4
     if n < 0:
-        raise ProtocolViolation(f"Produce: invalid {what} count {n}")
+        raise ProtocolViolation(f"invalid {what} count {n}")
     if n > end - pos:                   # every element takes at least one byte
-        raise ProtocolViolation(f"Produce: {what} count {n} exceeds the request size")
+        raise ProtocolViolation(f"{what} count {n} exceeds the message size")
     return n, pos
 
 
@@ -118,12 +128,19 @@ def decode_produce(body: memoryview, version: int) -> ProduceRequestView:
     """Decode a Produce request body (after the request header), v3-12, without copying records."""
     if not 3 <= version <= 12:
         raise ProtocolViolation(f"Produce v{version} is not decoded here")
+    try:
+        return _decode_produce(body, version)
+    except ProtocolViolation as e:      # the shared helpers' messages do not name the message
+        raise ProtocolViolation(f"Produce v{version}: {e}") from None
+
+
+def _decode_produce(body: memoryview, version: int) -> ProduceRequestView:
     buf = body if isinstance(body, memoryview) else memoryview(body)
     end = len(buf)
     flexible = version >= 9
     transactional_id, pos = _string(buf, 0, end, flexible, nullable=True)
     if end - pos < 6:
-        raise ProtocolViolation("Produce: truncated acks/timeout")
+        raise ProtocolViolation("truncated acks/timeout")
     acks, timeout_ms = _ACKS_TIMEOUT(buf, pos)
     pos += 6
     n_topics, pos = _array_len(buf, pos, end, flexible, "topic")
@@ -134,7 +151,7 @@ def decode_produce(body: memoryview, version: int) -> ProduceRequestView:
         parts = []
         for _ in range(n_parts):
             if end - pos < 4:
-                raise ProtocolViolation("Produce: truncated partition index")
+                raise ProtocolViolation("truncated partition index")
             index = _i32(buf, pos)[0]
             pos += 4
             if flexible:
@@ -142,16 +159,16 @@ def decode_produce(body: memoryview, version: int) -> ProduceRequestView:
                 size -= 1
             else:
                 if end - pos < 4:
-                    raise ProtocolViolation("Produce: truncated records length")
+                    raise ProtocolViolation("truncated records length")
                 size = _i32(buf, pos)[0]
                 pos += 4
             if size < 0:
                 if size != -1:
-                    raise ProtocolViolation(f"Produce: invalid records length {size}")
+                    raise ProtocolViolation(f"invalid records length {size}")
                 records = None
             else:
                 if size > end - pos:
-                    raise ProtocolViolation("Produce: records run past the end of the request")
+                    raise ProtocolViolation("records run past the end of the request")
                 records = buf[pos:pos + size]
                 pos += size
             if flexible:
@@ -164,7 +181,7 @@ def decode_produce(body: memoryview, version: int) -> ProduceRequestView:
     if flexible:
         _, pos = _skip_tags(buf, pos, end)
     if pos != end:
-        raise ProtocolViolation(f"Produce v{version}: decoded {pos} of {end} bytes (trailing garbage)")
+        raise ProtocolViolation(f"decoded {pos} of {end} bytes (trailing garbage)")
     return ProduceRequestView(version, transactional_id, acks, timeout_ms, topics)
 
 

@@ -180,9 +180,11 @@ def parse_request_header(frame: memoryview, flexible: bool) -> RequestHeader:
     if n >= 0:
         if pos + n > len(frame):
             raise ProtocolViolation("truncated client_id")
-        client_id = bytes(frame[pos:pos + n]).decode("utf-8", "replace")
+        client_id = str(frame[pos:pos + n], "utf-8", "replace")
         pos += n
-    if flexible:                       # request header v2: tagged fields follow
+    if flexible and pos < len(frame) and frame[pos] == 0:
+        pos += 1                       # no header tags: the common case, without the varint loop
+    elif flexible:                     # request header v2: tagged fields follow
         count, pos = read_uvarint(frame, pos, len(frame))
         for _ in range(count):
             _tag, pos = read_uvarint(frame, pos, len(frame))

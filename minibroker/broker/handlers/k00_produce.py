@@ -91,14 +91,17 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
             p.notify_data()
             out.append(_part(pd.index, 0, res.base_offset, res.log_append_time_ms,
                              p.log.log_start_offset))
-            if acks == -1:
+            if acks == -1 and p.high_watermark <= res.last_offset:
                 waits.append((out[-1], p.wait_for_high_watermark(res.last_offset + 1), p))
+            elif acks == -1 and len(p.isr) < p.log.config.min_insync_replicas:
+                out[-1].error_code = NotEnoughReplicasAfterAppendError.errno
     if acks == 0:
         return None
     if waits:
         # Each future resolves to an error code (0: the high watermark reached the batch). They are
         # awaited directly, so the handler resumes in the loop pass after the HW moves; a timer
-        # resolves the rest with REQUEST_TIMED_OUT at the deadline. All done already (RF 1): no wait.
+        # resolves the rest with REQUEST_TIMED_OUT at the deadline. A batch the HW already covers
+        # (RF 1) got no future at all.
         pending = [w[1] for w in waits if not w[1].done()]
         if pending:
             loop = asyncio.get_running_loop()
