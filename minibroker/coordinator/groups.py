@@ -20,8 +20,12 @@ Decisions (Kafka's behaviour unless said):
   (group) / REQUEST_TIMED_OUT (offsets), too large → UNKNOWN_SERVER_ERROR (group) /
   INVALID_COMMIT_OFFSET_SIZE (offsets).
 - Offsets become visible to OffsetFetch once their records reached the high watermark (they are
-  replayed from the records then); deletions (OffsetDelete, DeleteGroups, retention) apply at
-  once and write tombstones, as Kafka's cleanupGroupMetadata does.
+  replayed from the records then); deletions (OffsetDelete, DeleteGroups, retention, deleted
+  partitions) apply at once and write tombstones, as Kafka's cleanupGroupMetadata does. A
+  commit still waiting for the high watermark when its partition is deleted is not applied
+  (Kafka's pendingOffsetCommits).
+- DeleteGroups and deleted partitions cover KIP-848 consumer groups too: their offsets live here,
+  in an Empty holder group of shard.groups.
 - OffsetCommit with generation >= 0 for an unknown group: ILLEGAL_GENERATION (Kafka 3.x classic
   coordinator); generation < 0: a standalone (Empty, no protocol type) group is created.
 """
@@ -747,6 +751,7 @@ class ClassicGroupCoordinator:
         now = self.now_ms
         result: dict[tuple[str, int], int] = {}
         records = []
+        pending: list[tuple[str, str, int]] = []
         for topic, partition, offset, leader_epoch, metadata, commit_ts in offsets:
             if self.rt.broker.metadata.partition(topic, partition) is None:
                 result[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
@@ -760,14 +765,29 @@ class ClassicGroupCoordinator:
                 retention_time_ms >= 0 else -1
             om = OffsetAndMetadata(offset, leader_epoch, metadata, ts, expire)
             records.append(offset_commit_record(group_id, topic, partition, om))
+            pending.append((group_id, topic, partition))
             result[(topic, partition)] = NONE
         if not records:
             self._maybe_forget(shard, group)
             return self._done(result)
 
+        # Until replayed, each record is a pending commit a partition deletion may cancel.
+        token = object()
+        for key in pending:
+            shard.pending_offset_commits.setdefault(key, set()).add(token)
+
         def committed(code: int) -> None:
+            # A record whose token is gone: its partition was deleted meanwhile.
+            live = [record for key, record in zip(pending, records)
+                    if token in shard.pending_offset_commits.get(key, ())]
+            for key in sorted(set(pending)):
+                tokens = shard.pending_offset_commits.get(key)
+                if tokens is not None:
+                    tokens.discard(token)
+                    if not tokens:
+                        del shard.pending_offset_commits[key]
             if code == NONE and self.rt.is_active(shard):
-                for key, value in records:
+                for key, value in live:
                     replay(shard.groups, key, value)
         write = self.rt.append(shard, records, committed)
         fut = asyncio.get_running_loop().create_future()
@@ -868,6 +888,32 @@ class ClassicGroupCoordinator:
             if records:
                 self.rt.append(shard, records, None)
         return expired_count
+
+    # ================================================================== deleted partitions
+    def on_partitions_deleted(self, shard, partitions: list[tuple[str, int]]) -> list:
+        """Kafka's onPartitionsDeleted for one loaded shard (offsets of every group, KIP-848
+        groups' holders included): tombstones for committed and pending commits of these
+        partitions, the pending ones are then not applied; an Empty group left without offsets
+        is removed (cleanupGroupMetadata). Returns the records to append."""
+        gone = set(partitions)
+        by_group: dict[str, set[tuple[str, int]]] = {}
+        for key in sorted(k for k in shard.pending_offset_commits if k[1:] in gone):
+            del shard.pending_offset_commits[key]
+            by_group.setdefault(key[0], set()).add(key[1:])
+        for gid in sorted(shard.groups):
+            hit = gone & shard.groups[gid].offsets.keys()
+            if hit:
+                by_group.setdefault(gid, set()).update(hit)
+        records = []
+        for gid in sorted(by_group):
+            group = shard.groups.get(gid)
+            for t, p in sorted(by_group[gid]):
+                if group is not None:
+                    group.offsets.pop((t, p), None)
+                records.append(offset_tombstone(gid, t, p))
+            if group is not None:
+                records += self._maybe_mark_dead(shard, group)
+        return records
 
     @staticmethod
     def _expired_offsets(group: ClassicGroup, now: int, retention_ms: int) -> list:

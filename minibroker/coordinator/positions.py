@@ -120,6 +120,15 @@ class ConsumerGroupPositions:
             st = self._groups[group] = GroupPositions()
         return st
 
+    def on_partitions_deleted(self, partitions: list[tuple[str, int]]) -> None:
+        """A partition re-created at the same index must not inherit the old one's position."""
+        gone = set(partitions)
+        for st in list(self._groups.values()):
+            for tp in gone & st.positions.keys():
+                del st.positions[tp]
+            for wanted in st.interest.values():
+                wanted -= gone
+
     def group_position(self, group: ClassicGroup | None, st: GroupPositions,
                        tp: TopicPartitionKey) -> int:
         """`group`: the holder of the committed offsets (a consumer group's offset holder)."""

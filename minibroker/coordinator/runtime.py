@@ -14,6 +14,12 @@ REQUEST_TIMED_OUT after offsets.commit.timeout.ms).
 The protocol itself is minibroker.coordinator.groups.ClassicGroupCoordinator (`self.classic`);
 KIP-848 consumer groups are minibroker.coordinator.group.consumer (`self.consumer`), kept in
 `Shard.consumer_groups` and replayed from the same partition.
+
+Deleted partitions (Kafka's onPartitionsDeleted): the runtime listens to the broker's
+MetadataCache; a partition the controller removed (a drained KIP-253 partition, or a deleted
+topic's) gets its committed offsets tombstoned in every loaded shard, and in a loading shard once
+loaded. Only a removal this broker's metadata shows counts: a partition re-created at the same
+index (KIP-253 N -> 2N -> N -> 2N) then starts without the old offsets.
 """
 from __future__ import annotations
 
@@ -56,6 +62,10 @@ class Shard:
         self.groups: dict[str, "ClassicGroup"] = {}
         self.consumer_groups: dict[str, consumer_group.ConsumerGroup] = {}
         self.load_task: asyncio.Task | None = None
+        # (group, topic, partition) -> tokens of offset commits appended, not yet replayed.
+        self.pending_offset_commits: dict[tuple[str, str, int], set] = {}
+        # Partitions deleted while loading: every replayed record predates the deletion.
+        self.deleted_while_loading: set[tuple[str, int]] = set()
 
     def __repr__(self) -> str:
         return (f"Shard({OFFSETS_TOPIC}-{self.partition}, epoch={self.leader_epoch}, "
@@ -75,6 +85,7 @@ class GroupCoordinatorRuntime:
         self.running = False
         self._tasks: list[asyncio.Task] = []
         self._creating_offsets_topic = False
+        broker.metadata.topic_listeners.append(self._on_topic)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -105,6 +116,39 @@ class GroupCoordinatorRuntime:
             p = rm.partitions[(topic, pid)]
             if p.is_leader and pid not in self.shards:
                 self._load(pid, p.leader_epoch)
+
+    # ------------------------------------------------------------------ deleted partitions
+    def _on_topic(self, name: str, old, new) -> None:
+        """MetadataCache listener: a partition the old TopicInfo had and the new one lacks
+        (KIP-253 removal), or any partition of a deleted (or re-created) topic, is deleted."""
+        if old is None:
+            return
+        if new is None or new.topic_id != old.topic_id:
+            gone = set(old.partitions)
+        else:
+            gone = set(old.partitions) - set(new.partitions)
+        if gone:
+            self.on_partitions_deleted([(name, p) for p in sorted(gone)])
+
+    def on_partitions_deleted(self, partitions: list[tuple[str, int]]) -> None:
+        """Kafka's GroupCoordinator.onPartitionsDeleted: drop the groups' offsets (and KIP-253
+        reported positions) of these partitions, so a partition re-created at the same index
+        starts without them."""
+        if not self.running:
+            return
+        self.positions.on_partitions_deleted(partitions)
+        for shard in self.shards_in_order():
+            if shard.loading:
+                shard.deleted_while_loading.update(partitions)
+                continue
+            self._delete_offsets_of(shard, partitions)
+
+    def _delete_offsets_of(self, shard: Shard, partitions: list[tuple[str, int]]) -> None:
+        records = self.classic.on_partitions_deleted(shard, partitions)
+        if records:
+            log.info("broker %d: %s-%d: offsets of deleted partitions %s dropped",
+                     self.broker.node_id, OFFSETS_TOPIC, shard.partition, partitions)
+            self.append(shard, records, None)
 
     # ------------------------------------------------------------------ routing
     def num_partitions(self) -> int:
@@ -247,6 +291,9 @@ class GroupCoordinatorRuntime:
                           shard.partition)
             return
         shard.loading = False
+        if shard.deleted_while_loading:
+            self._delete_offsets_of(shard, sorted(shard.deleted_while_loading))
+            shard.deleted_while_loading.clear()
         self.classic.on_loaded(shard)
         self.consumer.on_loaded(shard)
         log.info("broker %d: loaded %s-%d (%d groups)", self.broker.node_id, OFFSETS_TOPIC,
