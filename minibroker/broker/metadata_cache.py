@@ -57,7 +57,8 @@ class MetadataCache:
         self.responses: dict[tuple, bytes] = {}
         # Called after a change: topic_listeners(name, old TopicInfo | None, new TopicInfo | None)
         # on every put/remove, broker_listeners(brokers) on every broker list (the group
-        # coordinator's KIP-1101 topic hash cache).
+        # coordinator's KIP-1101 topic hash cache, and its offsets of deleted partitions: a put
+        # is the whole topic, so a partition the old TopicInfo had and the new one lacks is gone).
         self.topic_listeners: list[Callable[[str, TopicInfo | None, TopicInfo | None], None]] = []
         self.broker_listeners: list[Callable[[list[BrokerInfo]], None]] = []
 
