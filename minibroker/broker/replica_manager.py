@@ -152,13 +152,22 @@ class ReplicaManager:
                 self._add_to_fetcher(p, leader)
         return 0
 
-    def on_metadata_update(self) -> None:
-        """Topic configs changed through UpdateMetadata reach the logs here."""
+    def on_metadata_update(self, topics) -> None:
+        """Configs of the topics an UpdateMetadata named reach their logs here. Only those: the
+        controller propagates each created topic on its own, so rebuilding every hosted partition's
+        config per request made creating T topics O(T x partitions)."""
         cache = self.broker.metadata
-        for (topic, _), p in self.partitions.items():
+        for topic in topics:
             t = cache.topics.get(topic)
-            if t is not None and t.configs is not None:
-                cfg = LogConfig.from_configs(t.configs, defaults=self.broker.log_defaults)
+            if t is None or t.configs is None:
+                continue
+            cfg = None              # one (frozen) LogConfig shared by the topic's partitions
+            for pid in t.partitions:
+                p = self.partitions.get((topic, pid))
+                if p is None:
+                    continue
+                if cfg is None:
+                    cfg = LogConfig.from_configs(t.configs, defaults=self.broker.log_defaults)
                 if cfg != p.log.config:
                     p.log.config = cfg
 

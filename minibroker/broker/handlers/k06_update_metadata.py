@@ -46,5 +46,5 @@ async def handle_update_metadata(ctx: RequestContext, req: UpdateMetadataRequest
             initial_partition_count=t.initial_partition_count,
             undeleted_partition_count=t.undeleted_partition_count,
             configs={c.name: c.value for c in t.configs or ()}))
-    broker.replica_manager.on_metadata_update()
+    broker.replica_manager.on_metadata_update([t.topic_name for t in req.topic_states])
     return UpdateMetadataResponse(error_code=0)
