@@ -172,9 +172,12 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
                 self.close("unexpected response")
                 return
             corr, rcls, version, fut, raw = self.inflight.popleft()
-            (rcorr,) = _I32.unpack_from(frame, 0)
+            rcorr = _I32.unpack_from(frame, 0)[0] if len(frame) >= 4 else None
             if rcorr != corr:
-                self.close(f"correlation id mismatch: got {rcorr}, want {corr}")
+                # Put the request back, so closing fails its future with the others.
+                self.inflight.appendleft((corr, rcls, version, fut, raw))
+                self.close(f"response of {len(frame)} bytes has no correlation id" if rcorr is None
+                           else f"correlation id mismatch: got {rcorr}, want {corr}")
                 return
             if fut.done():
                 continue
