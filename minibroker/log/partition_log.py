@@ -20,10 +20,11 @@ Decisions (Kafka behaviour unless said):
 """
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from bisect import bisect_right
+from itertools import islice
+from typing import Any, Callable, Iterator, NamedTuple
 
 from kafka.errors import InvalidRecordError, MessageSizeTooLargeError, OffsetOutOfRangeError
-from sortedcontainers import SortedDict
 
 from minibroker.log.batch import (
     LOG_APPEND_TIME, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, BatchHeader, increment_sequence, parse_batches,
@@ -96,7 +97,13 @@ class PartitionLog:
         # Followers re-check the leader's CRCs like Kafka; False skips it (batches come from our own
         # leader, which verified them on produce).
         self.verify_follower_crc = verify_follower_crc
-        self._batches: SortedDict[int, StoredBatch] = SortedDict()
+        # The batches in offset order, as parallel lists (base offsets for bisect); entries before
+        # `_head` were dropped from the front and are compacted away in bulk. A leader only ever
+        # appends at the end, so a store is two list appends (a sorted map cost a fifth of a
+        # single-record produce).
+        self._bases: list[int] = []
+        self._stored: list[StoredBatch | None] = []
+        self._head = 0
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.size_bytes = 0
@@ -105,15 +112,18 @@ class PartitionLog:
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, [{self.log_start_offset}, {self.log_end_offset}), "
-                f"{len(self._batches)} batches, {self.size_bytes} bytes)")
+                f"{self.batch_count} batches, {self.size_bytes} bytes)")
 
     @property
     def batch_count(self) -> int:
-        return len(self._batches)
+        return len(self._stored) - self._head
 
     @property
     def last_batch_leader_epoch(self) -> int:
-        return self._batches.peekitem(-1)[1].leader_epoch if self._batches else -1
+        return self._stored[-1].leader_epoch if self.batch_count else -1
+
+    def _live(self) -> Iterator[StoredBatch]:
+        return islice(self._stored, self._head, None)
 
     # -- appends ---------------------------------------------------------------------------------------
 
@@ -172,7 +182,7 @@ class PartitionLog:
         if not headers:
             return AppendResult(self.log_end_offset, self.log_end_offset - 1, NO_TIMESTAMP, self.log_start_offset)
         first = headers[0]
-        if (not self._batches and first.base_offset < self.log_end_offset <= first.last_offset):
+        if (not self.batch_count and first.base_offset < self.log_end_offset <= first.last_offset):
             start = self.log_start_offset
             self.truncate_fully_and_start_at(first.base_offset)
             self.log_start_offset = start
@@ -193,7 +203,8 @@ class PartitionLog:
         return AppendResult(first.base_offset, expected - 1, NO_TIMESTAMP, self.log_start_offset)
 
     def _store(self, batch: StoredBatch) -> None:
-        self._batches[batch.base_offset] = batch
+        self._bases.append(batch.base_offset)
+        self._stored.append(batch)
         self.size_bytes += batch.size
         self.log_end_offset = batch.last_offset + 1
 
@@ -210,12 +221,12 @@ class PartitionLog:
                 f"[{self.log_start_offset}, {self.log_end_offset}]")
         if max_offset is None:
             max_offset = self.log_end_offset
-        batches = self._batches
         out: list[memoryview] = []
         size = 0
         first_offset = fetch_offset
-        for key in batches.islice(max(batches.bisect_right(fetch_offset) - 1, 0)):
-            batch = batches[key]
+        head = self._head
+        start = max(bisect_right(self._bases, fetch_offset, head) - 1, head)
+        for batch in islice(self._stored, start, None):
             if batch.last_offset < fetch_offset:
                 continue
             if batch.last_offset >= max_offset:
@@ -245,17 +256,18 @@ class PartitionLog:
         if offset < self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return True
-        batches = self._batches
-        i = batches.bisect_right(offset) - 1
-        if i < 0 or batches.peekitem(i)[1].last_offset < offset:
+        stored = self._stored
+        i = bisect_right(self._bases, offset, self._head) - 1
+        if i < self._head or stored[i].last_offset < offset:
             i += 1
         removed: set[int] = set()
-        while len(batches) > i:
-            _, batch = batches.popitem()
-            self.size_bytes -= batch.size
-            if batch.producer_id >= 0:
-                removed.add(batch.producer_id)
-            self.log_end_offset = batch.base_offset
+        if i < len(stored):
+            for batch in islice(stored, i, None):
+                self.size_bytes -= batch.size
+                if batch.producer_id >= 0:
+                    removed.add(batch.producer_id)
+            self.log_end_offset = stored[i].base_offset
+            del stored[i:], self._bases[i:]
         self.log_end_offset = min(self.log_end_offset, offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.epochs.truncate_from_end(self.log_end_offset)
@@ -264,7 +276,9 @@ class PartitionLog:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log and restart it at `offset` (a follower out of range of its leader)."""
-        self._batches.clear()
+        self._bases.clear()
+        self._stored.clear()
+        self._head = 0
         self.size_bytes = 0
         self.log_start_offset = self.log_end_offset = offset
         self.epochs.clear()
@@ -301,22 +315,27 @@ class PartitionLog:
             dropped += self._drop_front(
                 lambda b: b.last_offset < limit and self.size_bytes - b.size >= retention_bytes)
         if dropped:
-            start = self._batches.peekitem(0)[0] if self._batches else self.log_end_offset
+            start = self._bases[self._head] if self.batch_count else self.log_end_offset
             if start > self.log_start_offset:
                 self.log_start_offset = start
                 self.epochs.truncate_from_start(start)
         return dropped
 
     def _drop_front(self, should_drop: Callable[[StoredBatch], bool]) -> int:
-        batches = self._batches
-        dropped = 0
-        while batches:
-            batch = batches.peekitem(0)[1]
+        stored = self._stored
+        head = start = self._head
+        while head < len(stored):
+            batch = stored[head]
             if not should_drop(batch):
                 break
-            batches.popitem(0)
+            stored[head] = None         # its memory goes back now, not at the next compaction
             self.size_bytes -= batch.size
-            dropped += 1
+            head += 1
+        dropped = head - start
+        if head * 2 > len(stored):      # amortised O(1) per dropped batch
+            del stored[:head], self._bases[:head]
+            head = 0
+        self._head = head
         return dropped
 
     def _rebuild_producers(self, producer_ids: set[int]) -> None:
@@ -327,10 +346,10 @@ class PartitionLog:
         found: dict[int, list[BatchMetadata]] = {}
         epochs: dict[int, int] = {}
         done: set[int] = set()
-        for key in reversed(self._batches):
+        for i in range(len(self._stored) - 1, self._head - 1, -1):
             if len(done) == len(producer_ids):
                 break
-            b = self._batches[key]
+            b = self._stored[i]
             pid = b.producer_id
             if pid not in producer_ids or pid in done:
                 continue
@@ -351,7 +370,7 @@ class PartitionLog:
         """ListOffsets by time: the earliest offset (>= log start) whose record timestamp >= `timestamp`,
         with that timestamp; None if there is none. Linear in batches, reads records of one batch."""
         start = self.log_start_offset
-        for batch in self._batches.values():
+        for batch in self._live():
             if batch.max_timestamp < timestamp:
                 continue
             if batch.timestamp_type == LOG_APPEND_TIME:
@@ -364,7 +383,7 @@ class PartitionLog:
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """ListOffsets MAX_TIMESTAMP (-3): the first record with the largest timestamp; None if empty."""
         best: StoredBatch | None = None
-        for batch in self._batches.values():
+        for batch in self._live():
             if best is None or batch.max_timestamp > best.max_timestamp:
                 best = batch
         if best is None:

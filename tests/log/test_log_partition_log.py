@@ -51,7 +51,7 @@ def test_read_returns_views_of_stored_bytes_without_copy():
     log = new_log()
     log.append_as_leader(client_batch([b"x"]), 0)
     (view,) = log.read(0, 100).records
-    stored = log._batches[0]
+    (stored,) = log._live()
     assert view.readonly and view.obj is stored.data
     assert log.read(0, 100).records[0] is view            # the same view object every time
     stored.data[-1] ^= 1                                    # shares memory with the stored batch

@@ -14,7 +14,7 @@ ops = st.lists(st.one_of(
     st.tuples(st.just("truncate"), st.floats(0, 1)),
     st.tuples(st.just("delete"), st.floats(0, 1)),
     st.tuples(st.just("retention"), st.integers(0, 400)),
-), max_size=30)
+), max_size=60)
 
 
 def expected_bytes(model):
