@@ -51,7 +51,8 @@ class MetadataCache:
         self.controller_epoch = -1
         self.cluster_id: str | None = None
         self.max_partition_epoch = -1
-        self.encoded: dict[tuple, bytes] = {}   # (topic, version, ...) → encoded topic entry
+        # topic → {Metadata version: its encoded topic entry}; dropped when the topic changes.
+        self.encoded: dict[str, dict[int, bytes]] = {}
         # Bumped on every broker/topic change; whole encoded Metadata responses are kept per generation.
         self.generation = 0
         self.responses: dict[tuple, bytes] = {}
@@ -64,7 +65,6 @@ class MetadataCache:
 
     def update_brokers(self, brokers: list[BrokerInfo]) -> None:
         self.brokers = {b.node_id: b for b in sorted(brokers, key=lambda b: b.node_id)}
-        self.encoded.clear()
         self._changed()
         for listener in self.broker_listeners:
             listener(list(self.brokers.values()))
@@ -94,8 +94,7 @@ class MetadataCache:
 
     def _drop_encoded(self, name: str) -> None:
         self._changed()
-        for k in [k for k in self.encoded if k[0] == name]:
-            del self.encoded[k]
+        self.encoded.pop(name, None)
 
     def partition(self, topic: str, partition: int) -> PartitionInfo | None:
         t = self.topics.get(topic)

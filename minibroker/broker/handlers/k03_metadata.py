@@ -5,8 +5,11 @@ v5: offline_replicas.  v7: leader_epoch.  v8-10: authorized operations (we repor
 v9: flexible.  v10: topic ids.  v13: top-level error_code.
 KIP-253: initial/undeleted partition counts, partition_epoch, max_partition_epoch as tagged
 fields (see schemas/README.md).  Not implemented: authorized operations (no ACLs).
-Encoded responses are cached per (version, requested topics) in the broker's MetadataCache, which
-drops them whenever it changes; a request that triggers auto-creation is never cached.
+Two caches in the broker's MetadataCache: each topic's encoded entry per version (dropped when
+that topic changes), and whole encoded responses per (version, requested topics), dropped on any
+change. A response is the skeleton (brokers, cluster, controller) with the topic entries spliced in,
+so after one topic changes only that topic is encoded again (an all-topics response at 20,000
+partitions took 0.4 s to build from objects). A request that triggers auto-creation is never cached.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from kafka.errors import (InvalidTopicError, LeaderNotAvailableError,
                           UnknownTopicIdError, UnknownTopicOrPartitionError)
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBufferPool
 
 from minibroker.broker.dispatch import RawResponse, RequestContext, handles
 from minibroker.protocol.framing import frame_parts, response_header
@@ -26,6 +30,7 @@ _Broker = MetadataResponse.MetadataResponseBroker
 _Topic = MetadataResponse.MetadataResponseTopic
 _Partition = _Topic.MetadataResponsePartition
 _ZERO_UUID = uuid.UUID(int=0)
+_TOPICS = MetadataResponse._struct.fields["topics"]
 
 
 def _topic_entry(topic, version: int):
@@ -48,6 +53,49 @@ def _error_entry(code: int, name: str | None, topic_id=_ZERO_UUID):
                   partitions=[], authorized_operations=None)
 
 
+def _encode_entry(entry, version: int) -> bytes:
+    """One element of the topics array, as the whole response's encoder writes it."""
+    flexible = version >= 9
+    encode = _TOPICS.array_of.compiled_encode_into(version, compact=flexible, tagged=flexible)
+    with EncodeBufferPool.acquire() as out:
+        encode(entry, out)
+        return bytes(out.result())
+
+
+def _cached_entry(cache, topic, version: int) -> bytes:
+    per_version = cache.encoded.setdefault(topic.name, {})
+    entry = per_version.get(version)
+    if entry is None:
+        entry = per_version[version] = _encode_entry(_topic_entry(topic, version), version)
+    return entry
+
+
+def _splice(skeleton, version: int, entries: list[bytes]) -> bytes:
+    """The encoded `skeleton` (a response with no topics) with `entries` as its topics array."""
+    flexible = version >= 9
+    raw = bytes(skeleton.encode(version=version))
+    at = 0                              # the topics array follows these fields
+    for f in MetadataResponse._struct.untagged_fields(version):
+        if f.name == "topics":
+            break
+        at += len(f.encode(getattr(skeleton, f.name), version=version, compact=flexible,
+                           tagged=flexible))
+    if flexible:
+        count, empty = _uvarint(len(entries) + 1), 1
+    else:
+        count, empty = len(entries).to_bytes(4, "big"), 4
+    return b"".join([raw[:at], count, *entries, raw[at + empty:]])
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 _MAX_CACHED_RESPONSES = 1024
 
 
@@ -63,8 +111,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest):
            cache.max_partition_epoch)
     body = cache.responses.get(key)
     if body is None:
-        resp, created = _metadata(ctx, req)
-        body = bytes(resp.encode(version=version))
+        body, created = _metadata(ctx, req)
         if not created:
             if len(cache.responses) >= _MAX_CACHED_RESPONSES:
                 cache.responses.clear()
@@ -72,14 +119,14 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest):
     return RawResponse(frame_parts([response_header(ctx.header.correlation_id, version >= 9), body]))
 
 
-def _metadata(ctx: RequestContext, req: MetadataRequest):
-    """The response, and whether it asked the controller to auto-create topics."""
+def _metadata(ctx: RequestContext, req: MetadataRequest) -> tuple[bytes, bool]:
+    """The encoded response body, and whether it asked the controller to auto-create topics."""
     cache = ctx.broker.metadata
     to_create = []
     version = ctx.api_version
     topics = []
     if req.topics is None or (version == 0 and not req.topics):
-        topics = [_topic_entry(cache.topics[n], version) for n in sorted(cache.topics)]
+        topics = [_cached_entry(cache, cache.topics[n], version) for n in sorted(cache.topics)]
     else:
         auto = ctx.broker.config.auto_create_topics_enable and (
             version < 4 or req.allow_auto_topic_creation)
@@ -87,25 +134,28 @@ def _metadata(ctx: RequestContext, req: MetadataRequest):
             name = t.name
             if name is None and version >= 10 and t.topic_id not in (None, _ZERO_UUID):
                 info = cache.topics_by_id.get(t.topic_id)
-                topics.append(_topic_entry(info, version) if info else
-                              _error_entry(UnknownTopicIdError.errno, None, t.topic_id))
+                topics.append(_cached_entry(cache, info, version) if info else _encode_entry(
+                    _error_entry(UnknownTopicIdError.errno, None, t.topic_id), version))
                 continue
             info = cache.topics.get(name)
             if info is not None:
-                topics.append(_topic_entry(info, version))
-            elif invalid_reason(name):
-                topics.append(_error_entry(InvalidTopicError.errno, name))
+                topics.append(_cached_entry(cache, info, version))
+                continue
+            if invalid_reason(name):
+                code = InvalidTopicError.errno
             elif auto:
                 to_create.append(name)
-                topics.append(_error_entry(LeaderNotAvailableError.errno, name))
+                code = LeaderNotAvailableError.errno
             else:
-                topics.append(_error_entry(UnknownTopicOrPartitionError.errno, name))
+                code = UnknownTopicOrPartitionError.errno
+            topics.append(_encode_entry(_error_entry(code, name), version))
         if to_create:
             ctx.broker.controller.auto_create_topics(to_create)
     brokers = [_Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
                for b in cache.alive_brokers()]
-    return MetadataResponse(
+    skeleton = MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,
-        controller_id=cache.controller_id, topics=topics,
+        controller_id=cache.controller_id, topics=[],
         authorized_operations=None, error_code=0,
-        max_partition_epoch=cache.max_partition_epoch), bool(to_create)
+        max_partition_epoch=cache.max_partition_epoch)
+    return _splice(skeleton, version, topics), bool(to_create)
