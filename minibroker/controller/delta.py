@@ -158,8 +158,17 @@ class MetadataDelta:
                 undeleted_partition_count=t["undeleted_partition_count"],
                 configs=MappingProxyType(dict(sorted(t["configs"].items()))),
                 pending_after_creation=t["pending_after_creation"])
-        return MetadataImage(
+        image = MetadataImage(
             offset=self.offset, brokers=MappingProxyType(dict(sorted(self.brokers.items()))),
             topics=MappingProxyType(topics), topics_by_id=MappingProxyType(self.topics_by_id),
             broker_configs=MappingProxyType(self.broker_configs),
             next_producer_id=self.next_producer_id, reassignments=self.image.reassignments)
+        old = self.image.topics
+        if self.removed_topics or any(name in old and len(t["partitions"]) < len(old[name].partitions)
+                                      for name, t in self.topics.items()):
+            high = image.compute_max_partition_epoch()     # the highest may be gone: rescan
+        else:                                               # epochs only grow: the changes suffice
+            high = max((p.partition_epoch for t in self.topics.values()
+                        for p in t["partitions"].values()), default=-1)
+            high = max(high, self.image.max_partition_epoch)
+        return dataclasses.replace(image, max_partition_epoch=high)

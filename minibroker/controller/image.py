@@ -66,6 +66,9 @@ class MetadataImage:
     next_producer_id: int = 0
     # KIP-179: reassignment requests by id → state (see controller/reassignment.py)
     reassignments: Mapping[int, tuple] = field(default_factory=lambda: EMPTY)
+    # KIP-253: the largest partition epoch of any partition (-1: none), kept by MetadataDelta.apply
+    # so that each UpdateMetadata does not scan every partition.
+    max_partition_epoch: int = -1
 
     def live_brokers(self) -> list[BrokerRegistration]:
         return [b for _, b in sorted(self.brokers.items()) if not b.fenced]
@@ -74,6 +77,6 @@ class MetadataImage:
         name = self.topics_by_id.get(topic_id)
         return None if name is None else self.topics[name]
 
-    def max_partition_epoch(self) -> int:
+    def compute_max_partition_epoch(self) -> int:
         return max((p.partition_epoch for t in self.topics.values()
                     for p in t.partitions.values()), default=-1)

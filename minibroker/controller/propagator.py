@@ -170,7 +170,7 @@ class Propagator:
                     LEADER_AND_ISR_VERSION)
             await conn.request(UpdateMetadataRequest(
                 request_type=0, topic_states=um_states, live_brokers=live_brokers,
-                max_partition_epoch=image.max_partition_epoch(), **common),
+                max_partition_epoch=image.max_partition_epoch, **common),
                 UPDATE_METADATA_VERSION)
             if stops:
                 by_topic: dict[str, list] = {}

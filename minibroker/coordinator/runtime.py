@@ -110,11 +110,10 @@ class GroupCoordinatorRuntime:
             p = rm.get(OFFSETS_TOPIC, pid)
             if p is None or not p.is_leader or p.leader_epoch != self.shards[pid].leader_epoch:
                 self._unload(pid)
-        for (topic, pid) in sorted(rm.partitions):
-            if topic != OFFSETS_TOPIC:
-                continue
-            p = rm.partitions[(topic, pid)]
-            if p.is_leader and pid not in self.shards:
+        # Only __consumer_offsets partitions (not a scan of every partition per LeaderAndIsr).
+        for pid in range(max(self.num_partitions(), self.config.offsets_topic_num_partitions)):
+            p = rm.get(OFFSETS_TOPIC, pid)
+            if p is not None and p.is_leader and pid not in self.shards:
                 self._load(pid, p.leader_epoch)
 
     # ------------------------------------------------------------------ deleted partitions
