@@ -2,7 +2,7 @@
 """minibroker side by side with the librdkafka mock (C) and Tansu (Rust), in one run.
 
     python benchmarks/run.py [--quick] [--repeat 3] [--duration 10] [--only mb1,mb3,mock,tansu]
-                             [--retention-bytes 33554432]
+                             [--log-memory-max-bytes 1073741824]
 
 1. `bash ../shared/perf/setup.sh` if $PERF_DIR (default /tmp/minibroker-perf) is not ready.
 2. ../shared/perf/anchor.py per broker (fresh broker per repeat, broker pinned to CPU 1 and load.py to
@@ -66,13 +66,14 @@ def ensure_setup() -> str:
     return py
 
 
-def broker_commands(venv_py: str, retention_bytes: int) -> dict[str, tuple[str, dict]]:
+def broker_commands(venv_py: str, log_memory_max_bytes: int) -> dict[str, tuple[str, dict]]:
     """label → (shell command printing BOOTSTRAP, extra env for load.py)."""
     mb = f"exec {shlex.quote(sys.executable)} -m minibroker serve --port 0"
-    if retention_bytes >= 0:
-        # An in-memory broker keeps a bounded log, as the librdkafka mock does (~5 MB per partition):
-        # memory freed by retention is reused, fresh pages cost ~0.5 s/GB here (benchmarks/README.md).
-        mb += f" --override log.retention.bytes={retention_bytes}"
+    if log_memory_max_bytes >= 0:
+        # An in-memory broker with bounded memory, as the librdkafka mock (~5 MB per partition):
+        # the oldest batches of the broker make room, and their memory is reused; fresh pages
+        # cost ~0.5 s/GB here (benchmarks/README.md). Per broker process: mb3's three share it.
+        mb += f" --override log.memory.max.bytes={log_memory_max_bytes}"
     # auto-create is the fallback for brokers without CreateTopics (load.py tries CreateTopics first).
     auto = "--override auto.create.topics.enable=true --override num.partitions=4"
     return {
@@ -288,17 +289,18 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=10)
     ap.add_argument("--only", default="mb1,mb3,mock,tansu", help="comma list of brokers to measure")
     ap.add_argument("--no-extras", action="store_true", help="skip start-up and RSS measurements")
-    ap.add_argument("--retention-bytes", type=int, default=32 * 1024 * 1024,
-                    help="minibroker's log.retention.bytes per partition (-1: unbounded, Kafka's default)")
+    ap.add_argument("--log-memory-max-bytes", type=int, default=1 << 30,
+                    help="minibroker's log.memory.max.bytes, the cap on a broker's log bytes "
+                         "(-1: unbounded, the default of `minibroker serve`)")
     a = ap.parse_args()
     if a.quick:
         a.repeat, a.duration = 1, 3
     venv_py = ensure_setup()
     started = time.strftime("%Y-%m-%d %H:%M")
     results: dict = {"started": started, "repeat": a.repeat, "duration_s": a.duration,
-                     "mb_log_retention_bytes": a.retention_bytes,
+                     "mb_log_memory_max_bytes": a.log_memory_max_bytes,
                      "python": sys.version.split()[0], "brokers": {}, "extras": {}}
-    cmds = broker_commands(venv_py, a.retention_bytes)
+    cmds = broker_commands(venv_py, a.log_memory_max_bytes)
     with tempfile.TemporaryDirectory(prefix="mb-bench-") as tmp:
         for label in a.only.split(","):
             cmd, env = cmds[label]
@@ -313,7 +315,7 @@ def main() -> None:
         results["extras"]["startup_samples"] = 0
     lines = [f"# minibroker side by side, {started}, {a.repeat} run(s) x {a.duration:g} s per scenario, "
              "broker on CPU 1, load.py on CPU 0",
-             f"# minibroker log.retention.bytes={a.retention_bytes} per partition"
+             f"# minibroker log.memory.max.bytes={a.log_memory_max_bytes} per broker"
              " (librdkafka's mock keeps ~5 MB per partition, Tansu keeps everything)"] + table(results)
     prev = None
     if os.path.exists(RESULT_FILE):

@@ -33,6 +33,8 @@ def _overrides(pairs: list[str]) -> dict:
 
 async def _serve(args) -> None:
     from minibroker.cluster import Cluster
+    from minibroker.log.memory import keep_freed_batches_for_reuse
+    keep_freed_batches_for_reuse()
     racks = tuple(args.rack) if args.rack else ()
     cluster = Cluster(ClusterConfig(brokers=args.brokers, host=args.host, port=args.port,
                                     racks=racks, seed=args.seed, **_overrides(args.override)))

@@ -25,6 +25,7 @@ class ClusterConfig:
     replica_fetch_max_bytes: int = 1048576
     replica_fetch_response_max_bytes: int = 10485760
     log_retention_check_interval_ms: int = 300000
+    log_memory_max_bytes: int = -1          # minibroker's cap on all logs' bytes (log/memory.py)
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
     offsets_retention_minutes: int = 10080

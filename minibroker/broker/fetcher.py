@@ -179,6 +179,7 @@ class ReplicaFetcher:
                 return self._truncate_on_divergence(p, div.epoch, div.end_offset)
             if pd.records:                  # a view of the response frame; the log copies it
                 p.log.append_as_follower(pd.records)
+                self.rm.log_memory.maybe_evict()
             if pd.log_start_offset > p.log.log_start_offset:
                 p.log.delete_records_before(min(pd.log_start_offset, p.log.log_end_offset))
             p.update_follower_hw(pd.high_watermark)

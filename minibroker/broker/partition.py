@@ -35,7 +35,8 @@ class Partition:
         self.topic = topic
         self.topic_id = topic_id
         self.partition = partition
-        self.log = PartitionLog(topic, partition, config, rm.clock)
+        self.log = PartitionLog(topic, partition, config, rm.clock, memory=rm.log_memory)
+        self.log.high_watermark_of = lambda: self.high_watermark
         self.leader = -1
         self.leader_epoch = -1
         self.partition_epoch = -1

@@ -19,6 +19,7 @@ from kafka.errors import (FencedLeaderEpochError, NotLeaderForPartitionError,
 from minibroker.broker.partition import Partition
 from minibroker.protocol.errors import INVALID_PARTITION_METADATA
 from minibroker.log.config import LogConfig
+from minibroker.log.memory import LogMemory
 
 if TYPE_CHECKING:
     from minibroker.broker.broker import Broker
@@ -36,6 +37,8 @@ class ReplicaManager:
         self.topic_undeleted_counts: dict[str, int] = {}
         self.fetchers: dict[int, "ReplicaFetcher"] = {}
         self._tasks: list[asyncio.Task] = []
+        # Bytes held by this broker's logs, capped by log.memory.max.bytes (minibroker.log.memory).
+        self.log_memory = LogMemory(broker.config.log_memory_max_bytes)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -188,6 +191,7 @@ class ReplicaManager:
     def _remove(self, key) -> None:
         p = self.partitions.pop(key, None)
         if p is not None:
+            p.log.truncate_fully_and_start_at(0)    # gives its bytes back to log_memory
             self._remove_from_fetcher(p)
             p.fail_waiters(NotLeaderForPartitionError.errno)
             p.notify_data()

@@ -32,6 +32,7 @@ from minibroker.log.batch import (
 )
 from minibroker.log.config import LogConfig
 from minibroker.log.epochs import LeaderEpochCache
+from minibroker.log.memory import LogMemory
 from minibroker.log.producer_state import (
     CLIENT, REPLICATION, BatchMetadata, ProducerStateEntry, ProducerStateManager,
 )
@@ -89,7 +90,7 @@ def _as_view(records: bytes | bytearray | memoryview) -> memoryview:
 
 class PartitionLog:
     def __init__(self, topic: str, partition: int, config: LogConfig, clock: Any, *,
-                 verify_follower_crc: bool = True) -> None:
+                 verify_follower_crc: bool = True, memory: LogMemory | None = None) -> None:
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -109,6 +110,10 @@ class PartitionLog:
         self.size_bytes = 0
         self.epochs = LeaderEpochCache()
         self.producers = ProducerStateManager(f"{topic}-{partition}")
+        # The broker's log memory (accounting, and its cap evicting our oldest batches), and where
+        # eviction must stop: the partition's high watermark (set by the owning Partition).
+        self.memory = memory if memory is not None else LogMemory()
+        self.high_watermark_of: Callable[[], int] = lambda: self.log_end_offset
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, [{self.log_start_offset}, {self.log_end_offset}), "
@@ -205,6 +210,7 @@ class PartitionLog:
     def _store(self, batch: StoredBatch) -> None:
         self._bases.append(batch.base_offset)
         self._stored.append(batch)
+        self.memory.stored(self, batch.base_offset, batch.size)
         self.size_bytes += batch.size
         self.log_end_offset = batch.last_offset + 1
 
@@ -262,10 +268,13 @@ class PartitionLog:
             i += 1
         removed: set[int] = set()
         if i < len(stored):
+            freed = 0
             for batch in islice(stored, i, None):
-                self.size_bytes -= batch.size
+                freed += batch.size
                 if batch.producer_id >= 0:
                     removed.add(batch.producer_id)
+            self.size_bytes -= freed
+            self.memory.released(freed)
             self.log_end_offset = stored[i].base_offset
             del stored[i:], self._bases[i:]
         self.log_end_offset = min(self.log_end_offset, offset)
@@ -279,6 +288,7 @@ class PartitionLog:
         self._bases.clear()
         self._stored.clear()
         self._head = 0
+        self.memory.released(self.size_bytes)
         self.size_bytes = 0
         self.log_start_offset = self.log_end_offset = offset
         self.epochs.clear()
@@ -315,22 +325,40 @@ class PartitionLog:
             dropped += self._drop_front(
                 lambda b: b.last_offset < limit and self.size_bytes - b.size >= retention_bytes)
         if dropped:
-            start = self._bases[self._head] if self.batch_count else self.log_end_offset
-            if start > self.log_start_offset:
-                self.log_start_offset = start
-                self.epochs.truncate_from_start(start)
+            self._start_at_first_batch()
         return dropped
+
+    def evict_oldest(self, base_offset: int) -> bool | None:
+        """LogMemory's cap: drop the first batch if it is the one stored at `base_offset` and lies
+        below the high watermark. None: that batch is gone already; False: it must stay for now."""
+        if not self.batch_count or self._bases[self._head] != base_offset:
+            return None
+        limit = self.high_watermark_of()
+        if not self._drop_front(lambda b: b.base_offset == base_offset and b.last_offset < limit):
+            return False
+        self._start_at_first_batch()
+        return True
+
+    def _start_at_first_batch(self) -> None:
+        """After whole batches were dropped from the front: the log starts at what is left."""
+        start = self._bases[self._head] if self.batch_count else self.log_end_offset
+        if start > self.log_start_offset:
+            self.log_start_offset = start
+            self.epochs.truncate_from_start(start)
 
     def _drop_front(self, should_drop: Callable[[StoredBatch], bool]) -> int:
         stored = self._stored
         head = start = self._head
+        freed = 0
         while head < len(stored):
             batch = stored[head]
             if not should_drop(batch):
                 break
             stored[head] = None         # its memory goes back now, not at the next compaction
             self.size_bytes -= batch.size
+            freed += batch.size
             head += 1
+        self.memory.released(freed)
         dropped = head - start
         if head * 2 > len(stored):      # amortised O(1) per dropped batch
             del stored[:head], self._bases[:head]

@@ -67,3 +67,26 @@ async def test_broker_min_insync_replicas_applies_to_topics_without_their_own():
             "t", 0, NotEnoughReplicasError.errno,
             error_message="ISR [1] is smaller than min.insync.replicas=2"), 9)
         conn.close()
+
+
+async def test_log_memory_cap_deletes_the_oldest_batches_of_the_whole_broker():
+    cfg = ClusterConfig(brokers=3, default_replication_factor=3, log_memory_max_bytes=2000)
+    async with Cluster(cfg) as c:
+        await c.create_topic("old", 1, 3)
+        await c.create_topic("new", 1, 3)
+        now = c.clock.now_ms()
+        for topic in ("old", "new"):
+            conn = await connect(c, await c.leader_of(topic, 0))
+            for i in range(8):
+                resp = await conn.request(produce_request(topic, 0, batch([b"%d" % i * 100], now)), 9)
+                assert resp.responses[0].partition_responses[0].error_code == 0
+            conn.close()
+        for b in c.brokers.values():
+            rm = b.replica_manager
+            old, new = rm.get("old", 0).log, rm.get("new", 0).log
+            assert rm.log_memory.used == old.size_bytes + new.size_bytes
+            batch_size = new.size_bytes // new.batch_count
+            # at most the cap plus batches still above a high watermark (acks=all: none left)
+            assert rm.log_memory.used <= 2000 + batch_size
+        leader = c.brokers[await c.leader_of("old", 0)].replica_manager
+        assert leader.get("old", 0).log.log_start_offset > leader.get("new", 0).log.log_start_offset

@@ -268,11 +268,14 @@ def test_resent_leader_and_isr_keeps_the_pending_isr():
     broker registering, a new controller's full sync) must not drop the pending additions."""
     from types import SimpleNamespace
 
+    from minibroker.log.memory import LogMemory
+
     from minibroker.broker.partition import Partition
     from minibroker.clock import Clock
     from minibroker.log.config import LogConfig
 
-    p = Partition(SimpleNamespace(node_id=1, clock=Clock(wall_base_ms=0)), T, None, 0, LogConfig())
+    p = Partition(SimpleNamespace(node_id=1, clock=Clock(wall_base_ms=0), log_memory=LogMemory()),
+                  T, None, 0, LogConfig())
     p.make_leader(3, 7, (1, 2), (1, 2, 3))
     p.log.append_as_leader(batch([b"a", b"b"], 0), 3)
     p.isr_change_in_flight, p.pending_isr = True, (1, 2, 3)

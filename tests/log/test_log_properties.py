@@ -65,7 +65,7 @@ def test_random_operations_keep_log_consistent(operations):
             elif not model:
                 lso = max(lso, leo)
         assert (log.log_start_offset, log.log_end_offset) == (lso, leo)
-        assert log.size_bytes == sum(len(s) for _, s in model)
+        assert log.size_bytes == sum(len(s) for _, s in model) == log.memory.used
         got = log.read(lso, 1 << 30).records
         assert [bytes(v) for v in got] == expected_bytes(model)
         headers = parse_batches(b"".join(got))                       # CRCs still valid

@@ -88,6 +88,7 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
                 # (log.retention.check.interval.ms): memory freed here is reused by the next batches,
                 # which costs a tenth of touching fresh pages.
                 p.log.apply_retention(0, p.high_watermark, size_only=True)
+            rm.log_memory.maybe_evict()
             p.notify_data()
             out.append(_part(pd.index, 0, res.base_offset, res.log_append_time_ms,
                              p.log.log_start_offset))
