@@ -192,6 +192,7 @@ class ReplicaManager:
         p = self.partitions.pop(key, None)
         if p is not None:
             p.log.truncate_fully_and_start_at(0)    # gives its bytes back to log_memory
+            self.log_memory.unregister(p.log)
             self._remove_from_fetcher(p)
             p.fail_waiters(NotLeaderForPartitionError.errno)
             p.notify_data()

@@ -1,16 +1,16 @@
 """The bytes a broker's partition logs hold in memory, and a broker-wide cap on them.
 
 `log.memory.max.bytes` (a minibroker extension; -1, the default, means no cap) bounds an
-in-memory broker the way a disk bounds Kafka: past it, the oldest batches of the whole broker are
-deleted first, whatever their partition, as retention deletes them (the log start offset moves;
-nothing above a partition's high watermark is deleted). Memory freed that way is reused by the next
-batches, which costs a tenth of touching fresh pages (benchmarks/README.md), and the newest data
-of every partition stays readable.
+in-memory broker the way a disk bounds Kafka. Past it, the oldest batches of the partitions
+holding the most are deleted, as retention deletes them (the log start offset moves; nothing above
+a partition's high watermark goes), down to an equal share of the cap for each partition that holds
+more than that share (max-min fairness: a partition holding less keeps everything). A round frees
+a sixteenth of the cap, so the next rounds are that many bytes away. Memory freed that way is
+reused by the next batches, which costs a tenth of touching fresh pages (benchmarks/README.md).
 """
 from __future__ import annotations
 
 import ctypes
-from collections import deque
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3     # glibc's mallopt parameters
 _LARGEST_BATCH_FROM_HEAP = 32 * 1024 * 1024       # glibc's DEFAULT_MMAP_THRESHOLD_MAX (64-bit)
+_KEEP_FREED = 1 << 30                             # free heap top kept before it is trimmed
 
 
 def keep_freed_batches_for_reuse() -> bool:
@@ -32,36 +33,39 @@ def keep_freed_batches_for_reuse() -> bool:
     except (OSError, AttributeError):
         return False
     return bool(mallopt(_M_MMAP_THRESHOLD, _LARGEST_BATCH_FROM_HEAP)) and \
-        bool(mallopt(_M_TRIM_THRESHOLD, 4 * _LARGEST_BATCH_FROM_HEAP))
+        bool(mallopt(_M_TRIM_THRESHOLD, _KEEP_FREED))
 
 
 class LogMemory:
     def __init__(self, max_bytes: int = -1) -> None:
         self.max_bytes = max_bytes
         self.used = 0
-        # (log, base offset) of every batch stored while capped, oldest first; entries of batches
-        # already gone (retention, truncation) are skipped when they reach the front.
-        self._order: deque[tuple["PartitionLog", int]] = deque()
+        self._logs: dict[int, "PartitionLog"] = {}      # every log sharing this memory, by id
 
-    def stored(self, log: "PartitionLog", base_offset: int, size: int) -> None:
+    def register(self, log: "PartitionLog") -> None:
+        self._logs[id(log)] = log
+
+    def unregister(self, log: "PartitionLog") -> None:
+        self._logs.pop(id(log), None)
+
+    def stored(self, size: int) -> None:
         self.used += size
-        if self.max_bytes >= 0:
-            self._order.append((log, base_offset))
 
     def released(self, size: int) -> None:
         self.used -= size
 
     def maybe_evict(self) -> int:
-        """Delete the broker's oldest batches while over the cap. Returns how many were deleted."""
+        """Past the cap: delete the oldest batches of the largest logs down to their fair share of
+        the cap less a sixteenth. Returns how many batches were deleted."""
         if self.max_bytes < 0 or self.used <= self.max_bytes:
             return 0
-        order = self._order
-        evicted = 0
-        while self.used > self.max_bytes and order:
-            log, base_offset = order[0]
-            outcome = log.evict_oldest(base_offset)
-            if outcome is False:
-                break                   # the oldest batch is above its high watermark: wait
-            order.popleft()
-            evicted += outcome is True
-        return evicted
+        logs = sorted(self._logs.values(), key=lambda log: (log.size_bytes, log.topic, log.partition))
+        room = self.max_bytes - self.max_bytes // 16
+        for i, log in enumerate(logs):
+            share = room // (len(logs) - i)
+            if log.size_bytes > share:
+                break                   # this log and every larger one keep `share` each
+            room -= log.size_bytes
+        else:
+            return 0
+        return sum(log.evict_to(share) for log in logs[i:])

@@ -113,6 +113,7 @@ class PartitionLog:
         # The broker's log memory (accounting, and its cap evicting our oldest batches), and where
         # eviction must stop: the partition's high watermark (set by the owning Partition).
         self.memory = memory if memory is not None else LogMemory()
+        self.memory.register(self)
         self.high_watermark_of: Callable[[], int] = lambda: self.log_end_offset
 
     def __repr__(self) -> str:
@@ -210,7 +211,7 @@ class PartitionLog:
     def _store(self, batch: StoredBatch) -> None:
         self._bases.append(batch.base_offset)
         self._stored.append(batch)
-        self.memory.stored(self, batch.base_offset, batch.size)
+        self.memory.stored(batch.size)
         self.size_bytes += batch.size
         self.log_end_offset = batch.last_offset + 1
 
@@ -328,16 +329,14 @@ class PartitionLog:
             self._start_at_first_batch()
         return dropped
 
-    def evict_oldest(self, base_offset: int) -> bool | None:
-        """LogMemory's cap: drop the first batch if it is the one stored at `base_offset` and lies
-        below the high watermark. None: that batch is gone already; False: it must stay for now."""
-        if not self.batch_count or self._bases[self._head] != base_offset:
-            return None
+    def evict_to(self, share: int) -> int:
+        """LogMemory's cap: drop the oldest batches below the high watermark while the log holds
+        more than `share` bytes. Returns how many."""
         limit = self.high_watermark_of()
-        if not self._drop_front(lambda b: b.base_offset == base_offset and b.last_offset < limit):
-            return False
-        self._start_at_first_batch()
-        return True
+        dropped = self._drop_front(lambda b: self.size_bytes > share and b.last_offset < limit)
+        if dropped:
+            self._start_at_first_batch()
+        return dropped
 
     def _start_at_first_batch(self) -> None:
         """After whole batches were dropped from the front: the log starts at what is left."""

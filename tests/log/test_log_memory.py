@@ -1,6 +1,7 @@
-"""log.memory.max.bytes: a broker-wide cap on the bytes its logs hold. Past it the oldest batches of
-any partition go first (in store order), never above a partition's high watermark; the accounting
-stays equal to the logs' sizes through truncation, retention and DeleteRecords."""
+"""log.memory.max.bytes: a broker-wide cap on the bytes its logs hold. Past it, the oldest batches
+of the largest logs go, down to an equal share of the cap less a sixteenth (a log holding less
+keeps everything), never above a log's high watermark; the accounting stays equal to the logs'
+sizes through truncation, retention and DeleteRecords."""
 from __future__ import annotations
 
 from log_helpers import FixedClock, client_batch
@@ -9,26 +10,41 @@ from minibroker.log.config import LogConfig
 from minibroker.log.memory import LogMemory
 from minibroker.log.partition_log import PartitionLog
 
+VALUE = b"x" * 1000
+SIZE = len(client_batch([VALUE]))
 
-def _logs(memory: LogMemory, n: int = 2) -> list[PartitionLog]:
+
+def _logs(memory: LogMemory, n: int) -> list[PartitionLog]:
     return [PartitionLog("t", i, LogConfig(retention_ms=-1), FixedClock(), memory=memory)
             for i in range(n)]
 
 
-def test_oldest_batches_of_the_broker_go_first():
+def _fill(log: PartitionLog, batches: int) -> None:
+    for _ in range(batches):
+        log.append_as_leader(client_batch([VALUE]), 0)
+
+
+def test_the_largest_logs_give_way_down_to_a_fair_share():
     memory = LogMemory()
-    a, b = _logs(memory)
-    size = len(client_batch([b"x" * 100]))
-    memory.max_bytes = 3 * size
-    for log in (a, b, a, b):
-        log.append_as_leader(client_batch([b"x" * 100]), 0)
-        memory.maybe_evict()
-    # four stored, cap three: the first (a's offset 0) went; then b's, once a fifth arrives
-    assert (a.log_start_offset, b.log_start_offset, memory.used) == (1, 0, 3 * size)
-    a.append_as_leader(client_batch([b"x" * 100]), 0)
-    assert memory.maybe_evict() == 1
-    assert (a.log_start_offset, b.log_start_offset) == (1, 1)
-    assert memory.used == a.size_bytes + b.size_bytes == 3 * size
+    small, mid, big = _logs(memory, 3)
+    _fill(small, 2)
+    _fill(mid, 10)
+    _fill(big, 30)
+    memory.max_bytes = 32 * SIZE            # 42 batches held, room for 30 after the round
+    evicted = memory.maybe_evict()
+    # small (2) and mid (10) hold less than a fair share of the room: big gets the other 18
+    assert [small.batch_count, mid.batch_count, big.batch_count] == [2, 10, 18]
+    assert evicted == 12 and big.log_start_offset == 12 and mid.log_start_offset == 0
+    assert memory.used == small.size_bytes + mid.size_bytes + big.size_bytes <= memory.max_bytes
+
+
+def test_under_the_cap_nothing_goes():
+    memory = LogMemory(10 * SIZE)
+    (a,) = _logs(memory, 1)
+    _fill(a, 10)
+    assert memory.maybe_evict() == 0 and a.log_start_offset == 0
+    _fill(a, 1)
+    assert memory.maybe_evict() == 2 and a.batch_count == 9     # 10 - 10/16 -> 9 batches
 
 
 def test_nothing_above_the_high_watermark_is_evicted():
@@ -36,17 +52,15 @@ def test_nothing_above_the_high_watermark_is_evicted():
     (a,) = _logs(memory, 1)
     hw = 0
     a.high_watermark_of = lambda: hw
-    a.append_as_leader(client_batch([b"x"]), 0)
-    a.append_as_leader(client_batch([b"y"]), 0)
+    _fill(a, 2)
     assert memory.maybe_evict() == 0 and a.log_start_offset == 0
     hw = 1                                  # the first batch is now replicated
-    assert memory.maybe_evict() == 1 and a.log_start_offset == 1
-    assert a.batch_count == 1
+    assert memory.maybe_evict() == 1 and a.log_start_offset == 1 and a.batch_count == 1
 
 
-def test_accounting_follows_truncation_retention_and_delete_records():
+def test_accounting_follows_truncation_retention_delete_records_and_removal():
     memory = LogMemory()
-    a, b = _logs(memory)
+    a, b = _logs(memory, 2)
     for i in range(6):
         (a if i % 2 else b).append_as_leader(client_batch([b"v" * (10 * i + 1)]), 0)
     a.truncate_to(1)
@@ -55,16 +69,14 @@ def test_accounting_follows_truncation_retention_and_delete_records():
     a.apply_retention(0)
     assert memory.used == a.size_bytes + b.size_bytes
     b.truncate_fully_and_start_at(7)
+    memory.unregister(b)
     assert memory.used == a.size_bytes == 0
-    # entries of batches already gone are skipped, not mistaken for the live ones
-    memory.max_bytes = 0
-    b.append_as_leader(client_batch([b"z"]), 0)
-    assert memory.maybe_evict() == 1 and b.log_start_offset == 8 and memory.used == 0
+    memory.max_bytes = 0                    # an unregistered log is not looked at
+    assert memory.maybe_evict() == 0
 
 
 def test_uncapped_memory_only_counts():
     memory = LogMemory()
     (a,) = _logs(memory, 1)
-    for _ in range(3):
-        a.append_as_leader(client_batch([b"x"]), 0)
+    _fill(a, 3)
     assert memory.maybe_evict() == 0 and memory.used == a.size_bytes and a.log_start_offset == 0
