@@ -71,7 +71,7 @@ def broker_commands(venv_py: str, log_memory_max_bytes: int) -> dict[str, tuple[
     mb = f"exec {shlex.quote(sys.executable)} -m minibroker serve --port 0"
     if log_memory_max_bytes >= 0:
         # An in-memory broker with bounded memory, as the librdkafka mock (~5 MB per partition):
-        # the oldest batches of the broker make room, and their memory is reused; fresh pages
+        # the largest partitions give way to a fair share, and their memory is reused; fresh pages
         # cost ~0.5 s/GB here (benchmarks/README.md). Per broker process: mb3's three share it.
         mb += f" --override log.memory.max.bytes={log_memory_max_bytes}"
     # auto-create is the fallback for brokers without CreateTopics (load.py tries CreateTopics first).
