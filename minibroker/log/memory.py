@@ -40,6 +40,9 @@ class LogMemory:
     def __init__(self, max_bytes: int = -1) -> None:
         self.max_bytes = max_bytes
         self.used = 0
+        # A round starts past this: the cap, or, after a round that the high watermarks stopped
+        # short of it, a sixteenth of the cap further (not a futile round on every append).
+        self._threshold = max_bytes
         self._logs: dict[int, "PartitionLog"] = {}      # every log sharing this memory, by id
 
     def register(self, log: "PartitionLog") -> None:
@@ -57,8 +60,14 @@ class LogMemory:
     def maybe_evict(self) -> int:
         """Past the cap: delete the oldest batches of the largest logs down to their fair share of
         the cap less a sixteenth. Returns how many batches were deleted."""
-        if self.max_bytes < 0 or self.used <= self.max_bytes:
+        if self.max_bytes < 0 or self.used <= max(self.max_bytes, self._threshold):
             return 0
+        evicted = self._round()
+        self._threshold = self.max_bytes if self.used <= self.max_bytes else \
+            self.used + self.max_bytes // 16
+        return evicted
+
+    def _round(self) -> int:
         logs = sorted(self._logs.values(), key=lambda log: (log.size_bytes, log.topic, log.partition))
         room = self.max_bytes - self.max_bytes // 16
         for i, log in enumerate(logs):
