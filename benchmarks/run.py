@@ -157,9 +157,17 @@ def _recvn(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
+def _rss_bytes(pid: int) -> int:
+    """VmRSS of `pid` (Linux /proc; the system Python runs this part, without psutil)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
 def rss_10k_partitions(topics: int = 100, per_topic: int = 100) -> dict:
     """Serve one broker, auto-create topics×per_topic partitions via Metadata, return RSS in MB."""
-    import psutil
     from kafka.protocol.metadata import MetadataRequest, MetadataResponse
     p = subprocess.Popen([sys.executable, "-m", "minibroker", "serve", "--brokers", "1", "--port", "0",
                           "--override", "auto.create.topics.enable=true",
@@ -168,9 +176,8 @@ def rss_10k_partitions(topics: int = 100, per_topic: int = 100) -> dict:
     try:
         bs = p.stdout.readline().decode().split()[1]
         host, port = bs.split(",")[0].rsplit(":", 1)
-        proc = psutil.Process(p.pid)
         time.sleep(0.5)
-        rss0 = proc.memory_info().rss
+        rss0 = _rss_bytes(p.pid)
         names = [f"rss-{i:03d}" for i in range(topics)]
         req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=n) for n in names],
                               allow_auto_topic_creation=True)
@@ -187,7 +194,7 @@ def rss_10k_partitions(topics: int = 100, per_topic: int = 100) -> dict:
                 time.sleep(0.2)
         created_s = time.perf_counter() - t0
         time.sleep(1)
-        rss1 = proc.memory_info().rss
+        rss1 = _rss_bytes(p.pid)
         return {"partitions": n, "rss_MB": round(rss1 / 1e6, 1), "rss_empty_MB": round(rss0 / 1e6, 1),
                 "kB_per_partition": round((rss1 - rss0) / 1e3 / max(n, 1), 2),
                 "create_s": round(created_s, 2)}
@@ -301,10 +308,8 @@ def main() -> None:
                      "mb_log_memory_max_bytes": a.log_memory_max_bytes,
                      "python": sys.version.split()[0], "brokers": {}, "extras": {}}
     cmds = broker_commands(venv_py, a.log_memory_max_bytes)
-    with tempfile.TemporaryDirectory(prefix="mb-bench-") as tmp:
-        for label in a.only.split(","):
-            cmd, env = cmds[label]
-            results["brokers"][label] = run_anchor(label, cmd, env, venv_py, a, tmp)
+    # The extras first: they take seconds, the brokers half an hour, and a failure should not
+    # come after the long part.
     if not a.no_extras:
         samples = 5 if a.quick else 20
         results["extras"]["startup_samples"] = samples
@@ -313,6 +318,10 @@ def main() -> None:
         results["extras"]["rss"] = rss_10k_partitions()
     else:
         results["extras"]["startup_samples"] = 0
+    with tempfile.TemporaryDirectory(prefix="mb-bench-") as tmp:
+        for label in a.only.split(","):
+            cmd, env = cmds[label]
+            results["brokers"][label] = run_anchor(label, cmd, env, venv_py, a, tmp)
     lines = [f"# minibroker side by side, {started}, {a.repeat} run(s) x {a.duration:g} s per scenario, "
              "broker on CPU 1, load.py on CPU 0",
              f"# minibroker log.memory.max.bytes={a.log_memory_max_bytes} per broker"
