@@ -81,7 +81,12 @@ def broker_defaults(broker_configs: Mapping[str, str]) -> LogConfig:
                if name in broker_configs}
     for name, unit in _RETENTION_UNITS:
         if name in broker_configs:
-            configs["retention.ms"] = str(int(broker_configs[name]) * unit)
+            try:
+                ms = int(broker_configs[name]) * unit
+            except ValueError:
+                raise _invalid(name, broker_configs[name], "Not a number of type LONG") from None
+            # Any negative value means no time limit (Kafka: log.retention.hours=-1 is -1 ms).
+            configs["retention.ms"] = str(max(ms, -1))
             break
     return LogConfig.from_configs(configs)
 

@@ -27,6 +27,15 @@ def test_broker_defaults_follow_kafka_synonyms_and_retention_units():
     assert LogConfig.from_configs({"retention.bytes": "7"}, defaults=d).retention_bytes == 7
     with pytest.raises(ValueError, match="retention.bytes"):
         broker_defaults({"log.retention.bytes": "lots"})
+    with pytest.raises(ValueError, match="log.retention.minutes"):
+        broker_defaults({"log.retention.minutes": "lots"})
+
+
+def test_negative_broker_retention_in_any_unit_means_no_time_limit():
+    # Kafka's logRetentionTimeMillis: a negative ms, minutes or hours value is -1 (keep forever);
+    # multiplied out, log.retention.hours=-1 was -3,600,000 ms and the broker refused to start.
+    for name in ("log.retention.ms", "log.retention.minutes", "log.retention.hours"):
+        assert broker_defaults({name: "-1"}).retention_ms == -1
 
 
 async def test_broker_retention_bytes_bounds_the_log_at_produce_time():
