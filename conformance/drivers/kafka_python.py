@@ -171,6 +171,13 @@ class GroupMember(GroupMemberBase):
             fetch_max_wait_ms=200, retry_backoff_ms=100, **_COMMON)
         try:
             consumer.subscribe([self.topic], listener=Listener())
+            # Topic metadata before the first join, as applications that size their work by
+            # partitions_for_topic have. Without it the first leader assigns from empty metadata
+            # and rejoins when the partitions arrive; in kafka-python 3.0.12 such a self-started
+            # rejoin can strand the member: once the leader's assignment makes need_rejoin()
+            # False, a poll() whose timeout ends before the SyncGroup response never collects
+            # it, and the member stops heartbeating until the group evicts it.
+            consumer.partitions_for_topic(self.topic)
             while not self.stopping.is_set():
                 batch = consumer.poll(timeout_ms=int(POLL_S * 1000))
                 seen = []
