@@ -731,6 +731,13 @@ class Consumer:
                     else:
                         st.position = st.fetch_offset = None
                         st.reset = EARLIEST if self.auto_offset_reset == "earliest" else LATEST
+                        if tp in self._barriers:
+                            # KIP-253: a reset starts the partition without a usable committed
+                            # offset; it may be a new partition at this index (the old one
+                            # drained and deleted while we held it): look its barrier up again.
+                            self._barriers[tp] = _Barrier()
+                            st.gate = 0
+                            st.committed = None
                 elif p.error_code in _REFRESH_ERRORS:
                     # Not again before a backoff: an immediate refetch gets the same answer
                     # (a removed partition, a moved leader) and starves everything else.
@@ -1066,6 +1073,8 @@ class Consumer:
                     upper_end = 0 if e is None else \
                         await epoch_end_offset(self.pool, self.metadata, tp.topic, tp.partition, e)
                     blockers[t] = (max(upper_end, 0), leos[t][0])
+        if self._barriers.get(tp) is not b:
+            return                               # replaced (a reset) during the lookups
         if parent is not None:
             b.parent, b.lower_end = parent
         b.blockers = blockers
