@@ -16,6 +16,7 @@ from kafka.errors import (FencedLeaderEpochError, NotLeaderForPartitionError,
                           StaleControllerEpochError, UnknownLeaderEpochError,
                           UnknownTopicOrPartitionError)
 
+from minibroker.broker.first_fetch import FirstFetches
 from minibroker.broker.partition import Partition
 from minibroker.protocol.errors import INVALID_PARTITION_METADATA
 from minibroker.log.config import LogConfig
@@ -39,6 +40,8 @@ class ReplicaManager:
         self._tasks: list[asyncio.Task] = []
         # Bytes held by this broker's logs, capped by log.memory.max.bytes (minibroker.log.memory).
         self.log_memory = LogMemory(broker.config.log_memory_max_bytes)
+        # Followers yet to fetch a partition we newly lead, and their waiting fetches.
+        self.first_fetches = FirstFetches()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -148,6 +151,7 @@ class ReplicaManager:
         if leader == self.node_id:
             self._remove_from_fetcher(p)
             p.make_leader(leader_epoch, partition_epoch, isr, replicas)
+            self.first_fetches.led(p)
         else:
             p.make_follower(leader, leader_epoch, partition_epoch, isr, replicas)
             self._remove_from_fetcher(p)

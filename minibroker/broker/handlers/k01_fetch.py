@@ -19,6 +19,7 @@ from kafka.errors import OffsetOutOfRangeError
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.dispatch import RawResponse, RequestContext, handles
+from minibroker.broker.first_fetch import WAKE
 from minibroker.protocol.fast import FetchPartition as _Part, encode_fetch_response
 from minibroker.protocol.messages import FetchRequestKip253 as FetchRequest
 
@@ -74,7 +75,6 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
             return _response(ctx, err, [])
     now = ctx.clock.now_ms()
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(req.max_wait_ms, 0) / 1000
     # Resolve partitions and record follower progress once, before any waiting.
     plan = []
     if items is None:
@@ -87,6 +87,10 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
         if not err and follower:
             p.update_follower_fetch(replica_id, fp.fetch_offset, now)
         plan.append((topic, fp, p, err))
+    max_wait_ms = max(req.max_wait_ms, 0)
+    if follower:
+        max_wait_ms = rm.first_fetches.max_wait_ms(replica_id, max_wait_ms)
+    deadline = loop.time() + max_wait_ms / 1000
     while True:
         results: dict[str, list] = {}
         total = 0
@@ -137,12 +141,18 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
         for p in waiters:
             p.add_data_waiter(fut)
         timer = loop.call_later(timeout, _wake, fut)
+        if follower:
+            rm.first_fetches.waiting(replica_id, fut)
         try:
-            await fut
+            woken_by = await fut
         finally:
             timer.cancel()
             if not fut.done():
                 fut.cancel()
+            if follower:
+                rm.first_fetches.done_waiting(replica_id, fut)
+        if woken_by is WAKE:
+            break           # we lead a new partition of this follower: let it fetch that too
     if session is None:
         return _response(ctx, 0, list(results.items()))
     return _response(ctx, 0, _session_view(session, incremental, results), session.session_id)
