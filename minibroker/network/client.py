@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import socket
 import struct
 import sys
 from typing import Any
 
 from kafka.protocol.api_header import ResponseClassRegistry
 
+from minibroker.network.sockopts import SocketTuning
 from minibroker.protocol.fast import _skip_tags
 from minibroker.protocol.framing import FrameReader, ProtocolViolation
 
@@ -60,6 +60,7 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         self.close_reason: str | None = None
         self._drain_waiter: asyncio.Future | None = None
         self._write_paused = False
+        self.tuning: SocketTuning | None = None
 
     @classmethod
     async def connect(cls, host: str, port: int, client_id: str = "minibroker",
@@ -71,12 +72,7 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except (OSError, AttributeError):
-                pass
+        self.tuning = SocketTuning(transport)
 
     def connection_lost(self, exc) -> None:
         self._fail(ConnectionClosed(self.close_reason or f"connection lost: {exc!r}"))
@@ -156,6 +152,8 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
             self.close(str(e))
             return
         self._handle_frames(frames)
+        if not self.closed:
+            self.tuning.wake_when(self.reader.missing())
 
     def data_received(self, data: bytes) -> None:
         """asyncio.Protocol form (kept for callers that feed bytes by hand)."""

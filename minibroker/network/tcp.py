@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import socket
 from typing import TYPE_CHECKING, Any
 
 from minibroker.broker.dispatch import dispatch
+from minibroker.network.sockopts import SocketTuning
 from minibroker.protocol.framing import FrameReader, ProtocolViolation
 
 if TYPE_CHECKING:
@@ -94,16 +94,12 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         self.closed = False
         self._paused_reading = False
         self._write_paused = False
+        self.tuning: SocketTuning | None = None
 
     def connection_made(self, transport) -> None:
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except (OSError, AttributeError):
-                pass
+        self.tuning = SocketTuning(transport)
         self.broker.connections.add(self)
 
     def connection_lost(self, exc) -> None:
@@ -131,6 +127,8 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
             return
         if frames:
             self._handle_frames(frames)
+        if not self.closed:
+            self.tuning.wake_when(self.reader.missing())
 
     def data_received(self, data: bytes) -> None:
         """asyncio.Protocol form (tests may drive a connection by hand)."""

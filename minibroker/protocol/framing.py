@@ -131,6 +131,14 @@ class FrameReader:
             mv = mv[n:]
         return frames
 
+    def missing(self) -> int:
+        """Bytes of the frame begun in the buffer that have not arrived (0: no frame begun)."""
+        start, end = self._start, self._end
+        if end - start < 4:
+            return 0
+        (size,) = _I32.unpack_from(self._buf, start)
+        return start + 4 + size - end
+
     @property
     def buffered(self) -> int:
         return self._end - self._start
