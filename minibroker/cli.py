@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -43,6 +44,11 @@ async def _serve(args) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await cluster.start()
+    # Everything allocated so far (modules, kafka-python's schemas: ~45,000 objects) lives as long
+    # as the process: out of the collector's sight, a full collection scans only what the brokers
+    # hold, and no longer stalls every broker for 10-35 ms once produced batches trigger one.
+    gc.collect()
+    gc.freeze()
     print(f"BOOTSTRAP {cluster.bootstrap}", flush=True)
     print(f"minibroker: {args.brokers} brokers, cluster id {cluster.cluster_id}; "
           "Ctrl-C to stop", file=sys.stderr, flush=True)
