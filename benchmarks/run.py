@@ -2,7 +2,7 @@
 """minibroker side by side with the librdkafka mock (C) and Tansu (Rust), in one run.
 
     python benchmarks/run.py [--quick] [--repeat 3] [--duration 10] [--only mb1,mb3,mock,tansu]
-                             [--log-memory-max-bytes 1073741824]
+                             [--log-memory-max-bytes 1073741824] [--max-bytes 2e10]
 
 1. `bash ../shared/perf/setup.sh` if $PERF_DIR (default /tmp/minibroker-perf) is not ready.
 2. ../shared/perf/anchor.py per broker (fresh broker per repeat, broker pinned to CPU 1 and load.py to
@@ -13,6 +13,9 @@
 4. Writes benchmarks/results/side_by_side.json and benchmarks/results/latest.txt; the previous
    side_by_side.json is kept as side_by_side.previous.json and regressions > 10% are printed.
 
+--max-bytes: load.py's per-scenario produce bound, the same for every broker. load.py's own default
+(1.5e9) ends a 10 KiB scenario in under a second, which measures start-up transients; 2e10 lets each
+scenario run its full --duration.
 --quick: 3 s per scenario, 1 repeat, fewer start-up samples (a smoke run; numbers are noisy).
 """
 from __future__ import annotations
@@ -97,7 +100,8 @@ def run_anchor(label: str, cmd: str, env_extra: dict, venv_py: str, a, tmp: str)
     os.chmod(wrapper, 0o755)
     out = os.path.join(tmp, f"anchor-{label}.json")
     argv = [venv_py, ANCHOR, "--label", label, "--peer-cmd", cmd, "--repeat", str(a.repeat),
-            "--duration", str(a.duration), "--out", out, "--python", wrapper]
+            "--duration", str(a.duration), "--out", out, "--python", wrapper,
+            "--", "--max-bytes", f"{a.max_bytes:g}"]
     print(f"# {label}: {cmd}", file=sys.stderr, flush=True)
     r = subprocess.run(argv, env={**os.environ, **env_extra, "PERF_DIR": perf_dir()},
                        stdout=subprocess.PIPE, text=True)
@@ -299,12 +303,15 @@ def main() -> None:
     ap.add_argument("--log-memory-max-bytes", type=int, default=1 << 30,
                     help="minibroker's log.memory.max.bytes, the cap on a broker's log bytes "
                          "(-1: unbounded, the default of `minibroker serve`)")
+    ap.add_argument("--max-bytes", type=float, default=2e10,
+                    help="load.py's bound on each produce scenario's bytes, for every broker alike")
     a = ap.parse_args()
     if a.quick:
         a.repeat, a.duration = 1, 3
     venv_py = ensure_setup()
     started = time.strftime("%Y-%m-%d %H:%M")
     results: dict = {"started": started, "repeat": a.repeat, "duration_s": a.duration,
+                     "load_max_bytes": a.max_bytes,
                      "mb_log_memory_max_bytes": a.log_memory_max_bytes,
                      "python": sys.version.split()[0], "brokers": {}, "extras": {}}
     cmds = broker_commands(venv_py, a.log_memory_max_bytes)
@@ -322,8 +329,8 @@ def main() -> None:
         for label in a.only.split(","):
             cmd, env = cmds[label]
             results["brokers"][label] = run_anchor(label, cmd, env, venv_py, a, tmp)
-    lines = [f"# minibroker side by side, {started}, {a.repeat} run(s) x {a.duration:g} s per scenario, "
-             "broker on CPU 1, load.py on CPU 0",
+    lines = [f"# minibroker side by side, {started}, {a.repeat} run(s) x {a.duration:g} s per scenario "
+             f"(produce bounded at {a.max_bytes:g} bytes), broker on CPU 1, load.py on CPU 0",
              f"# minibroker log.memory.max.bytes={a.log_memory_max_bytes} per broker"
              " (librdkafka's mock keeps ~5 MB per partition, Tansu keeps everything)"] + table(results)
     prev = None
