@@ -20,9 +20,10 @@ SO_RCVLOWAT = getattr(socket, "SO_RCVLOWAT", None) if sys.platform == "linux" el
 
 class SocketTuning:
     WAIT_FROM = 64 * 1024       # a frame missing less than this is read as it comes
-    # Read at least every 256 KiB: bytes read soon after they arrive are still in the CPU's cache.
-    # Waiting for up to 1 MiB (this VM's L2) cost 12% of 10 KiB acks=all throughput (median of
-    # 6-9 alternating runs: 1 MiB 1,772 MB/s, 256 KiB 2,010, the mock 1,997).
+    # Read at least every 256 KiB, while the bytes are likely still in cache. Against fresh
+    # brokers, waiting for up to 1 MiB (this VM's L2) gave 12% less 10 KiB acks=all throughput
+    # (medians of 6-9 alternating runs: 1,772 vs 2,010 MB/s; the mock 1,997). After the 100 B
+    # scenarios, as in benchmarks/run.py, 2 runs each could not tell the two apart.
     WAIT_AT_MOST = 256 * 1024
 
     __slots__ = ("_sock", "_lowat")
