@@ -19,6 +19,7 @@ from minibroker.network.client import decode_response, encode_request
 from minibroker.network.sockopts import SO_RCVLOWAT, SocketTuning
 from minibroker.protocol.framing import FrameReader
 
+
 def test_missing_counts_the_rest_of_the_frame_begun():
     r = FrameReader(1 << 20)
     assert r.missing() == 0
