@@ -5,9 +5,11 @@
                              [--log-memory-max-bytes 1073741824] [--max-bytes 2e10]
 
 1. `bash ../shared/perf/setup.sh` if $PERF_DIR (default /tmp/minibroker-perf) is not ready.
-2. ../shared/perf/anchor.py per broker (fresh broker per repeat, broker pinned to CPU 1 and load.py to
-   CPU 0): minibroker 1 broker (topics RF 1), minibroker 3 brokers (topics RF 3), the librdkafka mock
-   and Tansu; a table of minibroker/peer and minibroker/best-peer ratios per scenario.
+2. ../shared/perf/anchor.py, once per broker per round (a fresh broker each time, pinned to CPU 1 and
+   load.py to CPU 0): minibroker 1 broker (topics RF 1), minibroker 3 brokers (topics RF 3), the
+   librdkafka mock and Tansu. Round r runs every broker before round r+1 starts, in reverse order on
+   odd rounds, so the host's drift over the run reaches every broker alike; medians over the rounds
+   and a table of minibroker/peer and minibroker/best-peer ratios per scenario.
 3. In-process extras: cluster start-up to the first ApiVersions answer (median of 20), broker CPU
    seconds per GB (from anchor's broker_cpu_s), RSS of a served broker holding 10,000 partitions.
 4. Writes benchmarks/results/side_by_side.json and benchmarks/results/latest.txt; the previous
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import shlex
@@ -92,6 +95,40 @@ def broker_commands(venv_py: str, log_memory_max_bytes: int) -> dict[str, tuple[
     }
 
 
+def _anchor_module():
+    """../shared/perf/anchor.py as a module: its `flatten` turns a load.py result into the
+    (scenario, metric) values it takes medians of, and the rounds below take them the same way."""
+    spec = importlib.util.spec_from_file_location("perf_anchor", ANCHOR)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run_rounds(labels: list[str], cmds: dict, venv_py: str, a, tmp: str) -> dict[str, dict]:
+    """`a.repeat` rounds, each running every broker once, then medians per broker over the rounds.
+
+    The host's speed drifts over a run (the 14:26 run of 2026-11-22 was slowest while mb1 ran, which
+    had all its repeats in one block): interleaved, a slow stretch costs every broker a run, not one
+    broker its median. Odd rounds go in reverse order so no broker always runs first or last."""
+    flatten = _anchor_module().flatten
+    runs: dict[str, list] = {label: [] for label in labels}
+    for r in range(a.repeat):
+        for label in (labels if r % 2 == 0 else labels[::-1]):
+            cmd, env = cmds[label]
+            d = os.path.join(tmp, f"round{r}")
+            os.makedirs(d, exist_ok=True)
+            res = run_anchor(label, cmd, env, venv_py, a, d)
+            runs[label] += res.get("per_run", [])
+    out = {}
+    for label, per_run in runs.items():
+        flat = [flatten(x) for x in per_run]
+        med: dict = {}
+        for key in sorted(set().union(*flat)) if flat else []:
+            med.setdefault(key[0], {})[key[1]] = statistics.median(f[key] for f in flat if key in f)
+        out[label] = {"label": label, "runs": len(per_run), "duration_s": a.duration, "median": med}
+    return out
+
+
 def run_anchor(label: str, cmd: str, env_extra: dict, venv_py: str, a, tmp: str) -> dict:
     wrapper = os.path.join(tmp, "python_rf.sh")     # anchor runs `--python load.py ...`
     with open(wrapper, "w") as f:
@@ -99,7 +136,7 @@ def run_anchor(label: str, cmd: str, env_extra: dict, venv_py: str, a, tmp: str)
                 f"{shlex.quote(os.path.join(REPO, 'benchmarks', '_load_rf.py'))} \"$@\"\n")
     os.chmod(wrapper, 0o755)
     out = os.path.join(tmp, f"anchor-{label}.json")
-    argv = [venv_py, ANCHOR, "--label", label, "--peer-cmd", cmd, "--repeat", str(a.repeat),
+    argv = [venv_py, ANCHOR, "--label", label, "--peer-cmd", cmd, "--repeat", "1",
             "--duration", str(a.duration), "--out", out, "--python", wrapper,
             "--", "--max-bytes", f"{a.max_bytes:g}"]
     print(f"# {label}: {cmd}", file=sys.stderr, flush=True)
@@ -326,9 +363,7 @@ def main() -> None:
     else:
         results["extras"]["startup_samples"] = 0
     with tempfile.TemporaryDirectory(prefix="mb-bench-") as tmp:
-        for label in a.only.split(","):
-            cmd, env = cmds[label]
-            results["brokers"][label] = run_anchor(label, cmd, env, venv_py, a, tmp)
+        results["brokers"] = run_rounds(a.only.split(","), cmds, venv_py, a, tmp)
     lines = [f"# minibroker side by side, {started}, {a.repeat} run(s) x {a.duration:g} s per scenario "
              f"(produce bounded at {a.max_bytes:g} bytes), broker on CPU 1, load.py on CPU 0",
              f"# minibroker log.memory.max.bytes={a.log_memory_max_bytes} per broker"
@@ -345,8 +380,6 @@ def main() -> None:
         lines.extend(regs)
         os.replace(RESULT_FILE, os.path.join(RESULTS, "side_by_side.previous.json"))
     os.makedirs(RESULTS, exist_ok=True)
-    for b in results["brokers"].values():
-        b.pop("per_run", None)          # medians only; anchor's per-run detail stays in its logs
     with open(RESULT_FILE, "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)
     with open(os.path.join(RESULTS, "latest.txt"), "w") as f:
