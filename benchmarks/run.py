@@ -285,8 +285,9 @@ def table(results: dict) -> list[str]:
     results["ratios"] = ratios
     ex = results["extras"]
     lines.append("")
-    lines.append(f"start-up to first ApiVersions answer, in-process, median of {ex['startup_samples']}: "
-                 f"1 broker {ex.get('startup_ms_1')} ms, 3 brokers {ex.get('startup_ms_3')} ms")
+    if ex["startup_samples"]:       # --no-extras measured none
+        lines.append(f"start-up to first ApiVersions answer, in-process, median of {ex['startup_samples']}: "
+                     f"1 broker {ex.get('startup_ms_1')} ms, 3 brokers {ex.get('startup_ms_3')} ms")
     for k, v in results["brokers"].items():
         c = cpu_per_gb(v)
         if c:
