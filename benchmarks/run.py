@@ -107,7 +107,7 @@ def _anchor_module():
 def run_rounds(labels: list[str], cmds: dict, venv_py: str, a, tmp: str) -> dict[str, dict]:
     """`a.repeat` rounds, each running every broker once, then medians per broker over the rounds.
 
-    The host's speed drifts over a run (the 14:26 run of 2026-11-22 was slowest while mb1 ran, which
+    The host's speed drifts over a run (the 14:26 run of 2026-11-23 was slowest while mb1 ran, which
     had all its repeats in one block): interleaved, a slow stretch costs every broker a run, not one
     broker its median. Odd rounds go in reverse order so no broker always runs first or last."""
     flatten = _anchor_module().flatten
