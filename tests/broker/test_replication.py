@@ -330,7 +330,7 @@ async def test_fetch_past_the_log_end_is_out_of_range(c):
         FetchResponse.FetchableTopicResponse(topic=T, partitions=[P(
             partition_index=0, error_code=1, high_watermark=0, last_stable_offset=-1,
             log_start_offset=0, aborted_transactions=None, preferred_read_replica=-1,
-            records=None)])]), 12)
+            records=b"")])]), 12)       # empty, as Kafka's MemoryRecords.EMPTY: never null
     conn.close()
 
 

@@ -24,8 +24,14 @@ from minibroker.protocol.fast import FetchPartition as _Part, encode_fetch_respo
 from minibroker.protocol.messages import FetchRequestKip253 as FetchRequest
 
 
+# A partition without data carries empty records, never null: Kafka sends MemoryRecords.EMPTY, and
+# librdkafka fails the whole response on a null ("invalid MessageSetSize -1") and fetches again at
+# once, in a tight loop for as long as the error lasts.
+NO_RECORDS = ()
+
+
 def _error(index: int, code: int, high_watermark: int = -1, log_start_offset: int = -1) -> _Part:
-    return _Part(index, code, high_watermark, -1, log_start_offset, None)
+    return _Part(index, code, high_watermark, -1, log_start_offset, NO_RECORDS)
 
 
 def _response(ctx: RequestContext, error_code: int, topics, session_id: int = 0) -> RawResponse:
@@ -106,7 +112,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
             div = _diverging(p, fp.last_fetched_epoch, fp.fetch_offset) if follower else None
             if div is not None:
                 out.append(_Part(fp.partition, 0, p.high_watermark, p.last_stable_offset(),
-                                 p.log.log_start_offset, None, div))
+                                 p.log.log_start_offset, NO_RECORDS, div))
                 errors = True
                 continue
             max_offset = p.log.log_end_offset if follower else (
