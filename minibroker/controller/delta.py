@@ -42,7 +42,8 @@ class MetadataDelta:
                 name=name, topic_id=img.topic_id, partitions=dict(img.partitions),
                 initial_partition_count=img.initial_partition_count,
                 undeleted_partition_count=img.undeleted_partition_count,
-                configs=dict(img.configs), pending_after_creation=img.pending_after_creation)
+                configs=dict(img.configs), pending_after_creation=img.pending_after_creation,
+                removed_leader_epochs=img.removed_leader_epochs)
         self.changed_topics.add(name)
         return t
 
@@ -78,7 +79,7 @@ class MetadataDelta:
         self.topics_by_id[r.topic_id] = r.name
         self.topics[r.name] = dict(name=r.name, topic_id=r.topic_id, partitions={},
                                    initial_partition_count=0, undeleted_partition_count=0,
-                                   configs={}, pending_after_creation=())
+                                   configs={}, pending_after_creation=(), removed_leader_epochs=())
         self.changed_topics.add(r.name)
 
     def _replay_TopicPartitionCountRecord(self, r) -> None:
@@ -122,7 +123,11 @@ class MetadataDelta:
 
     def _replay_RemovePartitionRecord(self, r) -> None:
         t = self._topic(r.topic_id)
-        t["partitions"].pop(r.partition_id, None)
+        reg = t["partitions"].pop(r.partition_id, None)
+        if reg is not None:
+            removed = dict(t["removed_leader_epochs"])
+            removed[r.partition_id] = max(reg.leader_epoch, removed.get(r.partition_id, -1))
+            t["removed_leader_epochs"] = tuple(sorted(removed.items()))
 
     def _replay_RemoveTopicRecord(self, r) -> None:
         name = self.topics_by_id.pop(r.topic_id)
@@ -157,7 +162,8 @@ class MetadataDelta:
                 initial_partition_count=t["initial_partition_count"],
                 undeleted_partition_count=t["undeleted_partition_count"],
                 configs=MappingProxyType(dict(sorted(t["configs"].items()))),
-                pending_after_creation=t["pending_after_creation"])
+                pending_after_creation=t["pending_after_creation"],
+                removed_leader_epochs=t["removed_leader_epochs"])
         image = MetadataImage(
             offset=self.offset, brokers=MappingProxyType(dict(sorted(self.brokers.items()))),
             topics=MappingProxyType(topics), topics_by_id=MappingProxyType(self.topics_by_id),

@@ -50,6 +50,10 @@ class TopicImage:
     # KIP-253: an expansion whose new partitions are not all created yet carries the
     # pre-bump epochs they get as leaderEpochAfterCreation.
     pending_after_creation: tuple[tuple[int, int], ...] = ()
+    # KIP-253: the last leader epoch of each removed partition index. An index created again
+    # starts above it, so a fetch or committed offset of the old incarnation is fenced and its
+    # OffsetForLeaderEpoch shows the truncation, instead of reading the new log from a stale offset.
+    removed_leader_epochs: tuple[tuple[int, int], ...] = ()
 
     @property
     def is_internal(self) -> bool:

@@ -106,11 +106,13 @@ def _expansion(ctl, t, count: int, assignments):
         new = assign_replicas(live, first, count - first, rf, ctl.ids.rng)
     alive = {b.broker_id for b in live}
     if not ordered_delivery(t):
-        return [[_count_record(t, count)], partition_records(t.topic_id, new, alive)], None
+        return [[_count_record(t, count)],
+                partition_records(t.topic_id, new, alive, (), t.removed_leader_epochs)], None
     pre_bump = tuple(sorted((p, reg.leader_epoch) for p, reg in t.partitions.items()))
     step1 = [_count_record(t, count, pre_bump)]
     step1 += [ctl._change(t.topic_id, p, leader_epoch=e + 1) for p, e in pre_bump]
-    return [step1, partition_records(t.topic_id, new, alive, pre_bump)], None
+    return [step1, partition_records(t.topic_id, new, alive, pre_bump,
+                                     t.removed_leader_epochs)], None
 
 
 def _deletion_marks(t, count: int) -> list:
@@ -137,7 +139,8 @@ def resume_records(ctl) -> list:
             rf = len(next(iter(t.partitions.values())).replicas)
             new = assign_replicas(live, have, t.undeleted_partition_count - have,
                                   min(rf, len(live)), ctl.ids.rng)
-            out += partition_records(t.topic_id, new, alive, t.pending_after_creation)
+            out += partition_records(t.topic_id, new, alive, t.pending_after_creation,
+                                     t.removed_leader_epochs)
             log.info("controller: resuming expansion of %s to %d partitions", name,
                      t.undeleted_partition_count)
         elif have > t.undeleted_partition_count and ordered_delivery(t):

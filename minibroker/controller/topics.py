@@ -83,14 +83,19 @@ def create_topic_records(image: MetadataImage, ids, name: str, partitions: int,
 
 
 def partition_records(topic_id, parts: dict[int, tuple[int, ...]], alive: set[int],
-                      after_creation: tuple[tuple[int, int], ...] = ()) -> list:
+                      after_creation: tuple[tuple[int, int], ...] = (),
+                      removed_leader_epochs: tuple[tuple[int, int], ...] = ()) -> list:
+    """PartitionRecords for new partitions; an index removed before (KIP-253) starts one leader
+    epoch above its last incarnation's."""
+    first_epoch = {p: e + 1 for p, e in removed_leader_epochs}
     out = []
     for p, reps in sorted(parts.items()):
         isr = [r for r in reps if r in alive] or list(reps)
         leader = next((r for r in reps if r in alive), -1)
         out.append(R.PartitionRecord(
             partition_id=p, topic_id=topic_id, replicas=list(reps), isr=isr,
-            removing_replicas=[], adding_replicas=[], leader=leader, leader_epoch=0,
+            removing_replicas=[], adding_replicas=[], leader=leader,
+            leader_epoch=first_epoch.get(p, 0),
             partition_epoch=0, leader_epoch_after_creation=[
                 R.PartitionRecord.PartitionLeaderEpochAfterCreation(partition_index=k, leader_epoch=v)
                 for k, v in after_creation]))
