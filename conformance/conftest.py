@@ -124,3 +124,14 @@ def cluster():
     finally:
         _stop(proc)
         log.close()
+
+
+@pytest.fixture(autouse=True)
+def no_librdkafka_protocol_errors():
+    """Fail a test during which a librdkafka client (given ``logger=conformance.rdlog.LOG``)
+    could not parse a response: librdkafka only logs it and retries."""
+    from conformance import rdlog
+    rdlog.take()
+    yield
+    errors = rdlog.take()
+    assert not errors, f"librdkafka protocol errors ({len(errors)}), first: {errors[0]}"

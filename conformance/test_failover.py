@@ -14,6 +14,7 @@ import pytest
 
 from conformance import checks
 from conformance.drivers import load
+from conformance.rdlog import LOG
 
 from minibroker.testing import ThreadedCluster
 
@@ -100,7 +101,7 @@ def produce_confluent(bs, topic, records, stopper, stream: Stream):
                          "acks": "all", "linger.ms": 2, "request.timeout.ms": 5000,
                          "message.timeout.ms": DELIVERY_TIMEOUT_S * 1000,
                          "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 500,
-                         "topic.metadata.refresh.interval.ms": 1000})
+                         "topic.metadata.refresh.interval.ms": 1000, "logger": LOG})
 
     def send(i, k, v):
         def report(err, msg, i=i):

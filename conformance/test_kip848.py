@@ -20,6 +20,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewPartitions  # noqa: E402
 
+from conformance.rdlog import LOG  # noqa: E402
 from minibroker.network.client import KafkaClientConnection  # noqa: E402
 from minibroker.protocol.messages import ConsumerGroupDescribeRequest  # noqa: E402
 from minibroker.testing import ThreadedCluster  # noqa: E402
@@ -42,7 +43,7 @@ class Member:
             "group.protocol": "consumer", "client.rack": rack,
             "enable.auto.commit": False, "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
-            "reconnect.backoff.max.ms": 500, "retry.backoff.ms": 100})
+            "reconnect.backoff.max.ms": 500, "retry.backoff.ms": 100, "logger": LOG})
         self.thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self.thread.start()
 
@@ -81,7 +82,7 @@ class Member:
 def produce(bs: str, partitions: range, per_partition: int, tag: str) -> set[tuple[int, int]]:
     """Writes per_partition records to each partition; returns their (partition, offset)."""
     out: set[tuple[int, int]] = set()
-    p = Producer({"bootstrap.servers": bs, "acks": "all"})
+    p = Producer({"bootstrap.servers": bs, "acks": "all", "logger": LOG})
 
     def delivered(err, msg):
         assert err is None, err
@@ -189,7 +190,7 @@ def test_consumer_protocol_join_consume_commit_and_kip1101_bumps():
                        "offsets 10 committed on every partition")
 
             # Add partitions: exactly one group epoch bump, new partitions assigned and consumed.
-            admin = AdminClient({"bootstrap.servers": bs})
+            admin = AdminClient({"bootstrap.servers": bs, "logger": LOG})
             for f in admin.create_partitions([NewPartitions(TOPIC, 9)]).values():
                 f.result(30)
             d = stable_with(tc, members, 9)

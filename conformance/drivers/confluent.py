@@ -7,6 +7,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka.admin import (AdminClient, ConfigResource, NewPartitions, NewTopic,
                                    OffsetSpec, ResourceType)
 
+from conformance.rdlog import LOG
+
 from . import DriverError
 
 NAME = "confluent"
@@ -18,7 +20,7 @@ HAS_IDEMPOTENCE = True
 
 def _admin(bs):
     return AdminClient({"bootstrap.servers": bs, "client.id": "conformance-confluent-admin",
-                        "reconnect.backoff.max.ms": 500})
+                        "reconnect.backoff.max.ms": 500, "logger": LOG})
 
 
 def _wait(admin, futures: dict, timeout: float):
@@ -43,7 +45,8 @@ def produce(bs, topic, records, codec, acks="all", idempotent=False, timeout: fl
             **extra):
     conf = {"bootstrap.servers": bs, "client.id": "conformance-confluent", "acks": acks,
             "compression.type": codec, "enable.idempotence": idempotent, "linger.ms": 5,
-            "message.timeout.ms": int(timeout * 1000), "reconnect.backoff.max.ms": 500}
+            "message.timeout.ms": int(timeout * 1000), "reconnect.backoff.max.ms": 500,
+            "logger": LOG}
     conf.update(extra)
     producer = Producer(conf)
     results: list = [None] * len(records)
@@ -76,7 +79,7 @@ def _consumer(bs):
     return Consumer({"bootstrap.servers": bs, "client.id": "conformance-confluent",
                      "group.id": "conformance-confluent-unused", "enable.auto.commit": False,
                      "auto.offset.reset": "earliest", "fetch.wait.max.ms": 200,
-                     "reconnect.backoff.max.ms": 500})
+                     "reconnect.backoff.max.ms": 500, "logger": LOG})
 
 
 def consume_assigned(bs, topic, partitions, expected_count, timeout: float = 30):
@@ -156,7 +159,7 @@ class GroupMember(GroupMemberBase):
             "auto.offset.reset": "earliest", "session.timeout.ms": SESSION_TIMEOUT_MS,
             "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS, "fetch.wait.max.ms": 200,
             "reconnect.backoff.max.ms": 500, "retry.backoff.ms": 100,
-            "topic.metadata.refresh.interval.ms": 1000})
+            "topic.metadata.refresh.interval.ms": 1000, "logger": LOG})
 
         def on_assign(c, tps):
             self.assigned(tp.partition for tp in tps)
