@@ -79,7 +79,9 @@ def main(argv: list[str] | None = None) -> None:
                    help="a broker config by its Kafka name, e.g. num.partitions=3")
     s.add_argument("--log-level", default="WARNING")
     from minibroker.admin_cli import add_topics_parser
+    from minibroker.reassign_cli import add_reassign_parser
     add_topics_parser(sub)
+    add_reassign_parser(sub)
     args = ap.parse_args(argv)
     logging.basicConfig(level=getattr(args, "log_level", "WARNING"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

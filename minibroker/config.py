@@ -41,6 +41,7 @@ class ClusterConfig:
     max_incremental_fetch_session_cache_slots: int = 1000
     controlled_shutdown_enable: bool = True
     partition_deletion_check_interval_ms: int = 5000     # KIP-253: drained marked partitions
+    reassign_partitions_status_min_retention_ms: int = 86400000   # KIP-179: finished requests
     extra: dict[str, str] = field(default_factory=dict)   # any other broker config, by Kafka name
 
     def rack_of(self, broker_id: int) -> str | None:

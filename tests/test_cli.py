@@ -53,3 +53,43 @@ def test_serve_prints_three_brokers_and_topics_round_trip(served):
     assert r.returncode == 0, r.stderr
     r = topics(served, "--describe", "--topic", "orders")
     assert r.returncode == 1 and "UnknownTopicOrPartitionError" in r.stderr
+
+
+def reassign(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "minibroker", "reassign-partitions",
+                           "--bootstrap-server", bootstrap, *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_reassign_partitions_execute_progress_verify(served, tmp_path):
+    import json
+    import time
+    r = topics(served, "--create", "--topic", "moving", "--partitions", "1",
+               "--replication-factor", "1")
+    assert r.returncode == 0, r.stderr
+    describe = topics(served, "--describe", "--topic", "moving").stdout
+    leader = int(describe.split("Leader: ")[1].split()[0])
+    target = [b for b in (1, 2, 3) if b != leader]
+    plan = tmp_path / "move.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "moving", "partition": 0, "replicas": target}]}))
+    r = reassign(served, "--execute", "--reassignment-json-file", str(plan))
+    assert r.returncode == 0, r.stderr
+    request_id = int(r.stdout.splitlines()[-1])          # the request id, alone on its line
+    assert f"request id {request_id}" in r.stdout
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        r = reassign(served, "--verify", "--reassignment-json-file", str(plan))
+        if "is completed" in r.stdout:
+            break
+        time.sleep(0.2)
+    assert r.stdout == "Reassignment of partition moving-0 is completed.\n", r.stdout + r.stderr
+    r = reassign(served, "--progress", "--request", str(request_id))
+    assert r.returncode == 0 and r.stdout == (
+        f"Reassignment request {request_id}:\n"
+        + "".join(f"  moving-0 to broker {b}: complete\n" for b in target)
+        + f"Reassignment request {request_id} is complete.\n"), r.stdout + r.stderr
+    r = reassign(served, "--progress", "--request", "999999")
+    assert r.returncode == 1 and "InvalidRequestError" in r.stderr
+    r = topics(served, "--describe", "--topic", "moving")
+    assert f"Replicas: {','.join(map(str, target))}" in r.stdout

@@ -1,4 +1,5 @@
-"""Admin client: topics, partitions (growing and KIP-253 shrinking), configs, offsets, records, groups.
+"""Admin client: topics, partitions (growing and KIP-253 shrinking), KIP-179 reassignment,
+configs, offsets, records, groups.
 
     admin = Admin("127.0.0.1:9092")
     await admin.create_topics([NewTopic("t", 3, 3, {"retention.ms": "60000"})])
@@ -30,6 +31,10 @@ from minibroker.client.consumer import EARLIEST, LATEST, list_offsets
 from minibroker.client.group_protocol import decode_assignment, decode_subscription
 from minibroker.client.metadata import ClusterMetadata
 from minibroker.client.records import TopicPartition
+from minibroker.protocol.errors import for_code
+from minibroker.protocol.messages import (AssignPartitionsRequest, AssignPartitionsResponse,
+                                          PartitionAssignmentStatusRequest,
+                                          PartitionAssignmentStatusResponse)
 
 TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -138,6 +143,44 @@ class Admin:
         resp = await self._to_controller(req)
         return _check({r.name: _err(r.error_code, f"create partitions {r.name}",
                                     r.error_message) for r in resp.results}, raise_on_error)
+
+    # ------------------------------------------------------------------ reassignment
+    async def assign_partitions(self, targets: dict[TopicPartition, list[int]],
+                                raise_on_error: bool = True) -> tuple[int, dict]:
+        """KIP-179: start moving each partition to the given brokers (preferred leader first).
+        Returns (request id, {(TopicPartition, broker): exception or None}); the move goes on
+        in the cluster: follow it with partition_assignment_status(request id)."""
+        A = AssignPartitionsRequest.PartitionAssignment
+        req = AssignPartitionsRequest(timeout_ms=self.timeout_ms, assignments=[
+            A(topic=tp.topic, partition=tp.partition, brokers=list(b)) for tp, b in targets.items()])
+        resp = await self._private(req, AssignPartitionsResponse)
+        results = {(TopicPartition(r.topic, r.partition), r.broker): _err(
+            r.error_code, f"assign {r.topic}-{r.partition} to broker {r.broker}")
+            for r in resp.results}
+        if resp.error_code and raise_on_error:
+            raise for_code(resp.error_code)(resp.error_message or "assign partitions")
+        return resp.request_id, _check(results, raise_on_error)
+
+    async def partition_assignment_status(self, request_id: int = -1) -> tuple[int, dict]:
+        """(request id, {(TopicPartition, broker): (error code, numerator, denominator)}); error
+        PARTITION_REASSIGNMENT_IN_PROGRESS while that replica is still being moved, 0 once done.
+        -1: the most recent request."""
+        resp = await self._private(PartitionAssignmentStatusRequest(request_id=request_id),
+                                   PartitionAssignmentStatusResponse)
+        if resp.error_code:
+            raise for_code(resp.error_code)(f"reassignment request {request_id}")
+        return resp.request_id, {(TopicPartition(r.topic, r.partition), r.broker):
+                                 (r.error_code, r.numerator, r.denominator) for r in resp.replicas}
+
+    async def _private(self, req: Any, response_class: Any) -> Any:
+        """A request of our own API keys (v0), through any broker: it forwards to the controller."""
+        node, conn = await self.pool.any_connection()
+        try:
+            return await conn.request(req, 0, timeout=self.pool.request_timeout,
+                                      response_class=response_class)
+        except Exception:
+            self.pool.close_node(node, f"{type(req).__name__} failed")
+            raise
 
     # ------------------------------------------------------------------ configs
     async def describe_configs(self, resources: Iterable[tuple[int, str]] | None = None, *,

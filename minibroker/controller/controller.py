@@ -50,7 +50,8 @@ class Controller:
         self.image = delta.apply()
         self.running = True
         from minibroker.controller.partition_count import removal_loop, resume_records
-        resumed = resume_records(self)
+        from minibroker.controller.reassignment import completion_records
+        resumed = resume_records(self) + completion_records(self.image)
         if resumed:
             await self.commit(resumed, propagate=False)
         await self.propagator.full_sync(self.image)
@@ -143,13 +144,15 @@ class Controller:
 
     @staticmethod
     def _change(topic_id, partition_id, leader=NO_LEADER_CHANGE, isr=None, replicas=None,
-                leader_epoch=-1, before_deletion=None):
+                leader_epoch=-1, before_deletion=None, adding=None, removing=None):
         """A PartitionChangeRecord; leader_epoch >= 0 sets it explicitly (KIP-253 bumps)."""
         entry = R.PartitionChangeRecord.PartitionLeaderEpochBeforeDeletion
         return R.PartitionChangeRecord(
             topic_id=topic_id, partition_id=partition_id, leader=leader,
             isr=None if isr is None else list(isr),
             replicas=None if replicas is None else list(replicas), leader_epoch=leader_epoch,
+            adding_replicas=None if adding is None else list(adding),
+            removing_replicas=None if removing is None else list(removing),
             leader_epoch_before_deletion=None if before_deletion is None else [
                 entry(partition_index=k, leader_epoch=v) for k, v in before_deletion])
 
@@ -174,6 +177,8 @@ class Controller:
             if broker_id not in isr or tuple(isr) == p.isr:
                 return 0
             await self.commit([self._change(t.topic_id, partition, isr=isr)])
+            if p.reassigning:
+                await self._complete_reassignments()
             return 0
 
     async def elect_leader(self, topic: str, partition: int, preferred: int | None = None) -> int:
@@ -232,6 +237,34 @@ class Controller:
             if not validate_only:
                 await self.commit(recs)
             return res
+
+    # ------------------------------------------------------------------ reassignment (KIP-179)
+    async def assign_partitions(self, assignments: list[tuple[str, int, list[int]]]):
+        """Start moving partitions to new replica sets; returns reassignment.Accepted."""
+        from minibroker.controller.reassignment import plan
+        async with self._lock:
+            records, accepted = plan(self.image, assignments, self.clock.now_ms(),
+                                     self.config.reassign_partitions_status_min_retention_ms)
+            if records:
+                request_id = self.log.next_offset()      # the PartitionReassignmentRecord's
+                await self.commit(records)
+                await self._complete_reassignments()
+                accepted = accepted._replace(request_id=request_id)
+            return accepted
+
+    async def _complete_reassignments(self) -> None:
+        from minibroker.controller.reassignment import completion_records
+        records = completion_records(self.image)
+        if records:
+            await self.commit(records)
+
+    async def partition_assignment_status(self, request_id: int):
+        """(error code, request id, [reassignment.Progress]) — -1 asks for the latest request."""
+        from minibroker.controller.reassignment import INVALID_REQUEST, progress, request
+        ra = request(self.image, request_id)
+        if ra is None:
+            return INVALID_REQUEST, request_id, []
+        return 0, ra.request_id, await progress(self, ra)
 
     # ------------------------------------------------------------------ producer ids
     async def allocate_producer_ids(self, count: int = 1000) -> tuple[int, int]:

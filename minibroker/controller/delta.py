@@ -10,7 +10,7 @@ import uuid
 from types import MappingProxyType
 
 from minibroker.controller.image import (BrokerRegistration, MetadataImage, PartitionRegistration,
-                                         TopicImage)
+                                         Reassignment, TopicImage)
 
 NO_LEADER_CHANGE = -2
 
@@ -29,6 +29,8 @@ class MetadataDelta:
         self.topics_by_id = dict(image.topics_by_id)
         self.broker_configs = dict(image.broker_configs)
         self.next_producer_id = image.next_producer_id
+        self.reassignments = dict(image.reassignments)
+        self.moving = dict(image.moving)
         self.changed_topics: set[str] = set()
         self.changed_brokers: set[int] = set()
 
@@ -57,8 +59,8 @@ class MetadataDelta:
 
     # ------------------------------------------------------------------ replay
     def replay(self, record, offset: int) -> None:
+        self.offset = offset                # before: a reassignment's id is its record's offset
         getattr(self, "_replay_" + type(record).__name__)(record)
-        self.offset = offset
 
     def _replay_RegisterBrokerRecord(self, r) -> None:
         ep = r.end_points[0]
@@ -119,17 +121,46 @@ class MetadataDelta:
             changes["leader_epoch_after_creation"] = _pairs(r.leader_epoch_after_creation)
         if r.leader_epoch_before_deletion is not None:
             changes["leader_epoch_before_deletion"] = _pairs(r.leader_epoch_before_deletion)
-        t["partitions"][r.partition_id] = dataclasses.replace(prev, **changes)
+        if r.adding_replicas is not None:
+            changes["adding_replicas"] = tuple(r.adding_replicas)
+        if r.removing_replicas is not None:
+            changes["removing_replicas"] = tuple(r.removing_replicas)
+        new = t["partitions"][r.partition_id] = dataclasses.replace(prev, **changes)
+        if prev.reassigning and not new.reassigning:
+            self._moved(r.topic_id, r.partition_id, "done")
+
+    def _moved(self, topic_id, partition_id: int, how: str) -> None:
+        """A partition's reassignment ended: completed ("done") or its partition deleted ("gone")."""
+        rid = self.moving.pop((topic_id, partition_id), None)
+        if rid is not None and rid in self.reassignments:
+            ra = self.reassignments[rid]
+            self.reassignments[rid] = dataclasses.replace(
+                ra, **{how: getattr(ra, how) | {(topic_id, partition_id)}})
+
+    def _replay_PartitionReassignmentRecord(self, r) -> None:
+        for rid in r.expired_request_ids:
+            self.reassignments.pop(rid, None)
+        parts = {(p.topic_id, p.partition_id): (tuple(p.replicas), tuple(p.original_replicas))
+                 for p in r.partitions}
+        # A new replica order over the same brokers moves no data: done as soon as accepted.
+        done = frozenset(k for k, (target, orig) in parts.items() if set(target) == set(orig))
+        self.reassignments[self.offset] = Reassignment(self.offset, r.timestamp_ms, parts, done)
+        for k in parts:
+            if k not in done:
+                self.moving[k] = self.offset
 
     def _replay_RemovePartitionRecord(self, r) -> None:
         t = self._topic(r.topic_id)
         reg = t["partitions"].pop(r.partition_id, None)
+        self._moved(r.topic_id, r.partition_id, "gone")
         if reg is not None:
             removed = dict(t["removed_leader_epochs"])
             removed[r.partition_id] = max(reg.leader_epoch, removed.get(r.partition_id, -1))
             t["removed_leader_epochs"] = tuple(sorted(removed.items()))
 
     def _replay_RemoveTopicRecord(self, r) -> None:
+        for topic_id, pid in [k for k in self.moving if k[0] == r.topic_id]:
+            self._moved(topic_id, pid, "gone")
         name = self.topics_by_id.pop(r.topic_id)
         self.topics.pop(name, None)
         self.removed_topics.add(name)
@@ -168,7 +199,9 @@ class MetadataDelta:
             offset=self.offset, brokers=MappingProxyType(dict(sorted(self.brokers.items()))),
             topics=MappingProxyType(topics), topics_by_id=MappingProxyType(self.topics_by_id),
             broker_configs=MappingProxyType(self.broker_configs),
-            next_producer_id=self.next_producer_id, reassignments=self.image.reassignments)
+            next_producer_id=self.next_producer_id,
+            reassignments=MappingProxyType(self.reassignments),
+            moving=MappingProxyType(self.moving))
         old = self.image.topics
         if self.removed_topics or any(name in old and len(t["partitions"]) < len(old[name].partitions)
                                       for name, t in self.topics.items()):

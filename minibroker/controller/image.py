@@ -33,10 +33,32 @@ class PartitionRegistration:
     # for deletion (empty when not applicable).
     leader_epoch_after_creation: tuple[tuple[int, int], ...] = ()
     leader_epoch_before_deletion: tuple[tuple[int, int], ...] = ()
+    # KIP-179: while a reassignment runs, replicas = target + the replicas leaving.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
     @property
     def marked_for_deletion(self) -> bool:
         return bool(self.leader_epoch_before_deletion)
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class Reassignment:
+    """One accepted KIP-179 request; its id is its record's metadata-log offset."""
+    request_id: int
+    timestamp_ms: int
+    # (topic id, partition) → (target replicas, replicas when accepted)
+    partitions: Mapping[tuple[uuid.UUID, int], tuple[tuple[int, ...], tuple[int, ...]]]
+    done: frozenset = frozenset()       # (topic id, partition) whose move completed
+    gone: frozenset = frozenset()       # (topic id, partition) deleted before it completed
+
+    @property
+    def complete(self) -> bool:
+        return len(self.done) + len(self.gone) == len(self.partitions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +90,10 @@ class MetadataImage:
     topics_by_id: Mapping[uuid.UUID, str] = field(default_factory=lambda: EMPTY)
     broker_configs: Mapping[str, str] = field(default_factory=lambda: EMPTY)
     next_producer_id: int = 0
-    # KIP-179: reassignment requests by id → state (see controller/reassignment.py)
-    reassignments: Mapping[int, tuple] = field(default_factory=lambda: EMPTY)
+    # KIP-179: reassignment requests by id (see controller/reassignment.py), and the request
+    # each partition being moved belongs to.
+    reassignments: Mapping[int, Reassignment] = field(default_factory=lambda: EMPTY)
+    moving: Mapping[tuple[uuid.UUID, int], int] = field(default_factory=lambda: EMPTY)
     # KIP-253: the largest partition epoch of any partition (-1: none), kept by MetadataDelta.apply
     # so that each UpdateMetadata does not scan every partition.
     max_partition_epoch: int = -1

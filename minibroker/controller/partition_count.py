@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from kafka.errors import (InvalidPartitionsError, InvalidReplicationAssignmentError,
+from kafka.errors import (InvalidPartitionsError, InvalidReplicationAssignmentError, KafkaError,
                           RequestTimedOutError, UnknownTopicOrPartitionError)
 from kafka.protocol.consumer import ListOffsetsRequest
 
@@ -171,7 +171,7 @@ async def remove_drained_partitions(ctl) -> list[tuple[str, int]]:
                   if reg.marked_for_deletion and reg.leader >= 0]
     removed = []
     for name, pid, leader in candidates:
-        start, end = await _log_bounds(ctl, leader, name, pid)
+        start, end = await log_bounds(ctl, leader, name, pid)
         if start is not None and start == end:
             async with ctl._lock:
                 t = ctl.image.topics.get(name)
@@ -183,22 +183,27 @@ async def remove_drained_partitions(ctl) -> list[tuple[str, int]]:
     return removed
 
 
-async def _log_bounds(ctl, leader: int, topic: str, partition: int):
-    """(log start offset, log end offset) from the leader: ListOffsets -2 / -1 as the debugging
-    replica id, for which Kafka answers the log end offset rather than the high watermark."""
+async def log_bounds(ctl, leader: int, topic: str, partition: int):
+    """(log start offset, log end offset) of a replica's log (the leader's, or any replica's):
+    ListOffsets -2 / -1 as the debugging replica id, for which Kafka answers the log end offset
+    rather than the high watermark, from any replica. (None, None) if it cannot answer."""
     b = ctl.image.brokers.get(leader)
     if b is None or b.fenced:
         return None, None
-    conn = await ctl.propagator.connection(leader)
     T = ListOffsetsRequest.ListOffsetsTopic
     out = []
-    for ts in (-2, -1):
-        req = ListOffsetsRequest(replica_id=-2, isolation_level=0, topics=[T(
-            name=topic, partitions=[T.ListOffsetsPartition(
-                partition_index=partition, current_leader_epoch=-1, timestamp=ts)])])
-        resp = await conn.request(req, 7, timeout=10)
-        p = resp.topics[0].partitions[0]
-        if p.error_code:
-            return None, None
-        out.append(p.offset)
+    try:
+        conn = await ctl.propagator.connection(leader)
+        for ts in (-2, -1):
+            req = ListOffsetsRequest(replica_id=-2, isolation_level=0, topics=[T(
+                name=topic, partitions=[T.ListOffsetsPartition(
+                    partition_index=partition, current_leader_epoch=-1, timestamp=ts)])])
+            resp = await conn.request(req, 7, timeout=10)
+            p = resp.topics[0].partitions[0]
+            if p.error_code:
+                return None, None
+            out.append(p.offset)
+    except (OSError, asyncio.TimeoutError, KafkaError) as e:
+        log.info("controller: log bounds of %s-%d from broker %d: %r", topic, partition, leader, e)
+        return None, None
     return out[0], out[1]

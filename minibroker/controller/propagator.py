@@ -105,7 +105,8 @@ class Propagator:
                             partition_index=pid, controller_epoch=ctl.controller_epoch,
                             leader=p.leader, leader_epoch=p.leader_epoch, isr=list(p.isr),
                             partition_epoch=p.partition_epoch, replicas=list(p.replicas),
-                            adding_replicas=[], removing_replicas=[], is_new=False,
+                            adding_replicas=list(p.adding_replicas),
+                            removing_replicas=list(p.removing_replicas), is_new=False,
                             leader_recovery_state=0,
                             leader_epoch_after_creation=_epochs(
                                 _LPart.PartitionLeaderEpochAfterCreation,

@@ -25,7 +25,7 @@ __all__ = [
     # metadata log
     "RegisterBrokerRecord", "TopicRecord", "PartitionRecord", "ConfigRecord", "PartitionChangeRecord",
     "FenceBrokerRecord", "UnfenceBrokerRecord", "RemoveTopicRecord", "TopicPartitionCountRecord",
-    "ProducerIdsRecord", "RemovePartitionRecord",
+    "ProducerIdsRecord", "RemovePartitionRecord", "PartitionReassignmentRecord",
     # coordinator
     "OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue",
     "ConsumerGroupMetadataKey", "ConsumerGroupMetadataValue",
@@ -55,6 +55,7 @@ with loading():
     class TopicPartitionCountRecord(ApiData, load_json=_RECORDS): pass
     class ProducerIdsRecord(ApiData, load_json=_RECORDS): pass
     class RemovePartitionRecord(ApiData, load_json=_RECORDS): pass
+    class PartitionReassignmentRecord(ApiData, load_json=_RECORDS): pass
 
     # --- coordinator ----------------------------------------------------------------------------------
     class OffsetCommitKey(ApiData, load_json=_RECORDS): pass

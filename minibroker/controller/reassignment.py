@@ -1,0 +1,185 @@
+"""KIP-179 draft: partition reassignment through any broker, with request ids and progress.
+
+AssignPartitions (forwarded here by whichever broker got it) is checked against the image and
+becomes one PartitionReassignmentRecord, whose metadata-log offset is the request id (monotonic,
+not contiguous, like the draft's znode version), and per partition a PartitionChangeRecord:
+replicas = target + the replicas leaving, adding = target - current, removing = current - target.
+The new replicas get LeaderAndIsr, fetch from the leader and join the ISR through its
+AlterPartition. Once every target replica is in the ISR, a second PartitionChangeRecord sets
+replicas = target and ISR = ISR ∩ target, elects a target replica if the leader leaves, and
+clears adding/removing; the propagator then sends the leaving replicas StopReplica(delete).
+As in the draft (and the ZooKeeper tool), one reassignment runs at a time.
+
+Errors per (topic, partition, broker), as the draft lists them: INVALID_TOPIC_EXCEPTION for a
+topic that does not exist, INVALID_PARTITIONS for a partition that does not, UNKNOWN_MEMBER_ID
+for a broker id never registered (the partition's other brokers: INVALID_REPLICA_ASSIGNMENT, as
+for an empty or repeated list); a partition named twice: INVALID_REQUEST. While a reassignment
+runs, the whole request gets REASSIGNMENT_IN_PROGRESS.
+
+Progress, per target replica, in offsets: the numerator is how much of the leader's log the
+replica holds (its log end offset - the leader's log start offset) plus 1 once it is in the ISR;
+the denominator is the leader's log size plus 1 (so never 0; -1 when the leader cannot be asked).
+A replica that already hosted the partition counts as done. Error PARTITION_REASSIGNMENT_IN_PROGRESS
+while the partition moves, 0 once it moved, UNKNOWN_TOPIC_OR_PARTITION if it was deleted first.
+Completed requests are forgotten reassign.partitions.status.min.retention.ms after they started,
+when the next request is accepted.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import kafka.errors as Errors
+
+from minibroker.controller.delta import NO_LEADER_CHANGE
+from minibroker.controller.image import MetadataImage, PartitionRegistration, Reassignment
+from minibroker.protocol import errors as ours
+from minibroker.protocol import records as R
+
+INVALID_TOPIC = Errors.InvalidTopicError.errno                        # 17
+INVALID_PARTITIONS = Errors.InvalidPartitionsError.errno              # 37
+UNKNOWN_MEMBER_ID = Errors.UnknownMemberIdError.errno                 # 25
+INVALID_REPLICA_ASSIGNMENT = Errors.InvalidReplicationAssignmentError.errno   # 39
+INVALID_REQUEST = Errors.InvalidRequestError.errno                    # 42
+REASSIGNMENT_IN_PROGRESS = Errors.ReassignmentInProgressError.errno   # 60
+UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
+IN_PROGRESS = ours.PARTITION_REASSIGNMENT_IN_PROGRESS
+
+
+class Accepted(NamedTuple):
+    error_code: int
+    error_message: str | None
+    request_id: int
+    results: list[tuple[str, int, int, int]]        # (topic, partition, broker, error code)
+
+
+class Progress(NamedTuple):
+    topic: str
+    partition: int
+    broker: int
+    error_code: int
+    numerator: int
+    denominator: int
+
+
+def plan(image: MetadataImage, assignments: list[tuple[str, int, list[int]]], now_ms: int,
+         retention_ms: int) -> tuple[list, Accepted]:
+    """Records starting the reassignment (none if nothing is valid) and the answer to give."""
+    if image.moving:
+        rid = next(iter(image.moving.values()))
+        return [], Accepted(REASSIGNMENT_IN_PROGRESS, f"Reassignment {rid} is still running.",
+                            -1, [(t, p, b, REASSIGNMENT_IN_PROGRESS)
+                                 for t, p, brokers in assignments for b in brokers or [-1]])
+    named: dict[tuple[str, int], int] = {}
+    for t, p, _ in assignments:
+        named[(t, p)] = named.get((t, p), 0) + 1
+    results, accepted = [], []
+    for t, p, brokers in assignments:
+        codes = _check(image, t, p, brokers, named[(t, p)] > 1)
+        results += [(t, p, b, c) for b, c in codes]
+        if not any(c for _, c in codes):
+            accepted.append((image.topics[t], p, tuple(brokers)))
+    if not accepted:
+        return [], Accepted(0, None, -1, results)
+    expired = sorted(rid for rid, ra in image.reassignments.items()
+                     if ra.complete and ra.timestamp_ms < now_ms - retention_ms)
+    E = R.PartitionReassignmentRecord.ReassignedPartition
+    records = [R.PartitionReassignmentRecord(
+        timestamp_ms=now_ms, expired_request_ids=expired,
+        partitions=[E(topic_id=t.topic_id, partition_id=p, replicas=list(target),
+                      original_replicas=list(t.partitions[p].replicas))
+                    for t, p, target in accepted])]
+    for t, p, target in accepted:
+        records.append(_start(t.topic_id, p, t.partitions[p], target))
+    # The request id is the offset the first record will get: the caller's log decides it.
+    return records, Accepted(0, None, -1, results)
+
+
+def _check(image: MetadataImage, topic: str, partition: int, brokers: list[int],
+           repeated: bool) -> list[tuple[int, int]]:
+    entries = brokers or [-1]
+    if repeated:
+        return [(b, INVALID_REQUEST) for b in entries]
+    t = image.topics.get(topic)
+    if t is None:
+        return [(b, INVALID_TOPIC) for b in entries]
+    if partition not in t.partitions:
+        return [(b, INVALID_PARTITIONS) for b in entries]
+    if not brokers or len(set(brokers)) != len(brokers):
+        return [(b, INVALID_REPLICA_ASSIGNMENT) for b in entries]
+    unknown = [b for b in brokers if b not in image.brokers]
+    if unknown:
+        return [(b, UNKNOWN_MEMBER_ID if b in unknown else INVALID_REPLICA_ASSIGNMENT)
+                for b in brokers]
+    return [(b, 0) for b in brokers]
+
+
+def _start(topic_id, partition: int, reg: PartitionRegistration, target: tuple[int, ...]):
+    from minibroker.controller.controller import Controller
+    current = reg.replicas
+    if set(target) == set(current):                  # a new order only: nothing to copy
+        return Controller._change(topic_id, partition, replicas=target)
+    return Controller._change(topic_id, partition,
+                              replicas=target + tuple(r for r in current if r not in target),
+                              adding=[r for r in target if r not in current],
+                              removing=[r for r in current if r not in target])
+
+
+def completion_records(image: MetadataImage) -> list:
+    """For each moving partition whose target replicas are all in the ISR (and one of them can
+    lead): the change that ends its reassignment."""
+    from minibroker.controller.controller import Controller
+    alive = {b.broker_id for b in image.live_brokers()}
+    out = []
+    for topic_id, pid in sorted(image.moving, key=lambda k: (image.topics_by_id[k[0]], k[1])):
+        reg = image.topic_by_id(topic_id).partitions[pid]
+        target = [r for r in reg.replicas if r not in reg.removing_replicas]
+        isr = [r for r in reg.isr if r in target]
+        if not set(reg.adding_replicas) <= set(reg.isr) or not isr:
+            continue
+        leader = reg.leader
+        if leader not in target:
+            leader = next((r for r in target if r in isr and r in alive), None)
+            if leader is None:
+                continue
+        out.append(Controller._change(
+            topic_id, pid, replicas=target, isr=isr, adding=[], removing=[],
+            leader=leader if leader != reg.leader else NO_LEADER_CHANGE))
+    return out
+
+
+def request(image: MetadataImage, request_id: int) -> Reassignment | None:
+    """The request with this id; -1: the most recent one."""
+    if request_id == -1:
+        return image.reassignments[max(image.reassignments)] if image.reassignments else None
+    return image.reassignments.get(request_id)
+
+
+async def progress(ctl, ra: Reassignment) -> list[Progress]:
+    """Each target replica's progress, asking leaders and new replicas for their log bounds."""
+    from minibroker.controller.partition_count import log_bounds
+    image = ctl.image
+    out = []
+    parts = []
+    for (topic_id, pid), (target, original) in ra.partitions.items():
+        t = image.topic_by_id(topic_id)
+        parts.append((t.name if t is not None else str(topic_id), pid, topic_id, t, target,
+                      original))
+    for name, pid, topic_id, t, target, original in sorted(parts, key=lambda x: x[:2]):
+        reg = t.partitions.get(pid) if t is not None else None
+        if (topic_id, pid) in ra.gone or reg is None:
+            out += [Progress(name, pid, b, UNKNOWN_TOPIC_OR_PARTITION, 0, -1) for b in target]
+            continue
+        start, end = (await log_bounds(ctl, reg.leader, name, pid)) if reg.leader >= 0 \
+            else (None, None)
+        size = None if start is None else end - start + 1
+        moved = (topic_id, pid) in ra.done
+        for b in target:
+            if moved or b in original:
+                out.append(Progress(name, pid, b, 0, size or 1, size or 1))
+                continue
+            _, leo = await log_bounds(ctl, b, name, pid)
+            held = 0 if leo is None or start is None else min(max(leo - start, 0), end - start)
+            joined = 1 if b in reg.isr else 0
+            out.append(Progress(name, pid, b, IN_PROGRESS, held + joined,
+                                -1 if size is None else size))
+    return out

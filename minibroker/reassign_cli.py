@@ -1,0 +1,101 @@
+"""`minibroker reassign-partitions` — kafka-reassign-partitions.sh over --bootstrap-server, with
+the KIP-179 draft's request ids and progress:
+
+    minibroker reassign-partitions --bootstrap-server 127.0.0.1:9092 --execute \\
+        --reassignment-json-file move.json          # prints the request id, returns at once
+    minibroker reassign-partitions --bootstrap-server ... --progress [--request 42]
+    minibroker reassign-partitions --bootstrap-server ... --verify --reassignment-json-file move.json
+
+The file is Kafka's: {"version": 1, "partitions": [{"topic": "t", "partition": 0,
+"replicas": [1, 2, 3]}, ...]}. --progress without --request reports the most recent request.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from minibroker.client.admin import Admin
+from minibroker.client.records import TopicPartition
+
+
+def add_reassign_parser(sub) -> None:
+    r = sub.add_parser("reassign-partitions",
+                       help="move partitions between brokers (KIP-179) and follow the progress")
+    r.add_argument("--bootstrap-server", required=True)
+    g = r.add_mutually_exclusive_group(required=True)
+    for action in ("execute", "progress", "verify"):
+        g.add_argument(f"--{action}", action="store_true")
+    r.add_argument("--reassignment-json-file")
+    r.add_argument("--request", type=int, default=-1, help="request id (default: the latest)")
+    r.set_defaults(func=lambda args: asyncio.run(_reassign(args)))
+
+
+def _targets(path: str | None) -> dict[TopicPartition, list[int]]:
+    if not path:
+        sys.exit("--reassignment-json-file is required")
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+        return {TopicPartition(p["topic"], int(p["partition"])): [int(b) for b in p["replicas"]]
+                for p in doc["partitions"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit(f"Error reading {path}: {e!r}")
+
+
+async def _reassign(args) -> None:
+    async with Admin(args.bootstrap_server, client_id="minibroker-reassign") as admin:
+        if args.execute:
+            await _execute(admin, _targets(args.reassignment_json_file))
+        elif args.progress:
+            await _progress(admin, args.request)
+        else:
+            await _verify(admin, _targets(args.reassignment_json_file))
+
+
+async def _execute(admin: Admin, targets: dict[TopicPartition, list[int]]) -> None:
+    request_id, results = await admin.assign_partitions(targets, raise_on_error=False)
+    failed = [(tp, b, e) for (tp, b), e in results.items() if e is not None]
+    for tp, b, e in failed:
+        print(f"Error: {tp.topic}-{tp.partition} to broker {b}: {type(e).__name__}",
+              file=sys.stderr)
+    if request_id < 0:
+        sys.exit("No reassignment started.")
+    print(f"Successfully started partition reassignment, request id {request_id}.")
+    print(request_id)
+    if failed:
+        sys.exit(1)
+
+
+async def _progress(admin: Admin, request_id: int) -> None:
+    from kafka.errors import KafkaError
+
+    from minibroker.protocol.errors import PARTITION_REASSIGNMENT_IN_PROGRESS, for_code
+    try:
+        request_id, replicas = await admin.partition_assignment_status(request_id)
+    except KafkaError as e:
+        sys.exit(f"Error: {type(e).__name__}: no reassignment request {request_id}")
+    running = False
+    print(f"Reassignment request {request_id}:")
+    for (tp, broker), (code, num, den) in sorted(
+            replicas.items(), key=lambda kv: (kv[0][0].topic, kv[0][0].partition, kv[0][1])):
+        where = f"{tp.topic}-{tp.partition} to broker {broker}"
+        if code == 0:
+            print(f"  {where}: complete")
+        elif code == PARTITION_REASSIGNMENT_IN_PROGRESS:
+            running = True
+            share = f", {num}/{den} ({100 * num // den}%)" if den > 0 else ""
+            print(f"  {where}: in progress{share}")
+        else:
+            print(f"  {where}: failed: {for_code(code).__name__}")
+    print(f"Reassignment request {request_id} is {'still in progress' if running else 'complete'}.")
+
+
+async def _verify(admin: Admin, targets: dict[TopicPartition, list[int]]) -> None:
+    for topic in sorted({tp.topic for tp in targets}):
+        await admin.metadata.refresh([topic])
+    for tp, want in sorted(targets.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+        md = admin.metadata.topic(tp.topic)
+        p = md.partitions.get(tp.partition) if md is not None else None
+        state = "completed" if p is not None and list(p.replicas) == want else "still in progress"
+        print(f"Reassignment of partition {tp.topic}-{tp.partition} is {state}.")
