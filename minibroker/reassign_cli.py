@@ -68,13 +68,14 @@ async def _execute(admin: Admin, targets: dict[TopicPartition, list[int]]) -> No
 
 
 async def _progress(admin: Admin, request_id: int) -> None:
-    from kafka.errors import KafkaError
+    from kafka.errors import KafkaError, NoReassignmentInProgressError
 
     from minibroker.protocol.errors import PARTITION_REASSIGNMENT_IN_PROGRESS, for_code
     try:
         request_id, replicas = await admin.partition_assignment_status(request_id)
     except KafkaError as e:
         sys.exit(f"Error: {type(e).__name__}: no reassignment request {request_id}")
+    NO_REASSIGNMENT_IN_PROGRESS = NoReassignmentInProgressError.errno      # cancelled (KIP-455)
     running = False
     print(f"Reassignment request {request_id}:")
     for (tp, broker), (code, num, den) in sorted(
@@ -86,6 +87,8 @@ async def _progress(admin: Admin, request_id: int) -> None:
             running = True
             share = f", {num}/{den} ({100 * num // den}%)" if den > 0 else ""
             print(f"  {where}: in progress{share}")
+        elif code == NO_REASSIGNMENT_IN_PROGRESS:
+            print(f"  {where}: cancelled")
         else:
             print(f"  {where}: failed: {for_code(code).__name__}")
     print(f"Reassignment request {request_id} is {'still in progress' if running else 'complete'}.")

@@ -252,6 +252,23 @@ class Controller:
                 accepted = accepted._replace(request_id=request_id)
             return accepted
 
+    async def alter_partition_reassignments(self, items: list, allow_rf_change: bool) -> list:
+        """KIP-455 (AlterPartitionReassignments): [(topic, partition, error code, message)]."""
+        from minibroker.controller.reassignment import plan_alter
+        async with self._lock:
+            records, results = plan_alter(
+                self.image, items, self.clock.now_ms(),
+                self.config.reassign_partitions_status_min_retention_ms, allow_rf_change)
+            if records:
+                await self.commit(records)
+                await self._complete_reassignments()
+            return results
+
+    async def list_partition_reassignments(self, wanted: dict[str, list[int]] | None) -> list:
+        """KIP-455 (ListPartitionReassignments): [(topic, partition, registration)] moving now."""
+        from minibroker.controller.reassignment import ongoing
+        return ongoing(self.image, wanted)
+
     async def _complete_reassignments(self) -> None:
         from minibroker.controller.reassignment import completion_records
         records = completion_records(self.image)

@@ -127,10 +127,15 @@ class MetadataDelta:
             changes["removing_replicas"] = tuple(r.removing_replicas)
         new = t["partitions"][r.partition_id] = dataclasses.replace(prev, **changes)
         if prev.reassigning and not new.reassigning:
-            self._moved(r.topic_id, r.partition_id, "done")
+            rid = self.moving.get((r.topic_id, r.partition_id))
+            target = self.reassignments[rid].partitions[(r.topic_id, r.partition_id)][0] \
+                if rid in self.reassignments else new.replicas
+            self._moved(r.topic_id, r.partition_id,
+                        "done" if set(new.replicas) == set(target) else "cancelled")
 
     def _moved(self, topic_id, partition_id: int, how: str) -> None:
-        """A partition's reassignment ended: completed ("done") or its partition deleted ("gone")."""
+        """A partition's reassignment ended: completed ("done"), moved back ("cancelled") or its
+        partition deleted ("gone")."""
         rid = self.moving.pop((topic_id, partition_id), None)
         if rid is not None and rid in self.reassignments:
             ra = self.reassignments[rid]

@@ -55,10 +55,11 @@ class Reassignment:
     partitions: Mapping[tuple[uuid.UUID, int], tuple[tuple[int, ...], tuple[int, ...]]]
     done: frozenset = frozenset()       # (topic id, partition) whose move completed
     gone: frozenset = frozenset()       # (topic id, partition) deleted before it completed
+    cancelled: frozenset = frozenset()  # (topic id, partition) moved back (KIP-455 cancel)
 
     @property
     def complete(self) -> bool:
-        return len(self.done) + len(self.gone) == len(self.partitions)
+        return len(self.done) + len(self.gone) + len(self.cancelled) == len(self.partitions)
 
 
 @dataclass(frozen=True, slots=True)

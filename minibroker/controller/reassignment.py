@@ -23,6 +23,10 @@ A replica that already hosted the partition counts as done. Error PARTITION_REAS
 while the partition moves, 0 once it moved, UNKNOWN_TOPIC_OR_PARTITION if it was deleted first.
 Completed requests are forgotten reassign.partitions.status.min.retention.ms after they started,
 when the next request is accepted.
+
+Kafka's own API for this (KIP-455: AlterPartitionReassignments, ListPartitionReassignments, as
+kafka-python and kafka-reassign-partitions.sh use it) runs on the same records: see plan_alter.
+A move cancelled there reports NO_REASSIGNMENT_IN_PROGRESS for its new replicas.
 """
 from __future__ import annotations
 
@@ -41,6 +45,8 @@ UNKNOWN_MEMBER_ID = Errors.UnknownMemberIdError.errno                 # 25
 INVALID_REPLICA_ASSIGNMENT = Errors.InvalidReplicationAssignmentError.errno   # 39
 INVALID_REQUEST = Errors.InvalidRequestError.errno                    # 42
 REASSIGNMENT_IN_PROGRESS = Errors.ReassignmentInProgressError.errno   # 60
+NO_REASSIGNMENT_IN_PROGRESS = Errors.NoReassignmentInProgressError.errno   # 85
+INVALID_REPLICATION_FACTOR = Errors.InvalidReplicationFactorError.errno    # 38
 UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
 IN_PROGRESS = ours.PARTITION_REASSIGNMENT_IN_PROGRESS
 
@@ -78,8 +84,13 @@ def plan(image: MetadataImage, assignments: list[tuple[str, int, list[int]]], no
         results += [(t, p, b, c) for b, c in codes]
         if not any(c for _, c in codes):
             accepted.append((image.topics[t], p, tuple(brokers)))
+    # The request id is the offset the first record will get: the caller's log decides it.
+    return _records(image, accepted, now_ms, retention_ms), Accepted(0, None, -1, results)
+
+
+def _records(image: MetadataImage, accepted: list, now_ms: int, retention_ms: int) -> list:
     if not accepted:
-        return [], Accepted(0, None, -1, results)
+        return []
     expired = sorted(rid for rid, ra in image.reassignments.items()
                      if ra.complete and ra.timestamp_ms < now_ms - retention_ms)
     E = R.PartitionReassignmentRecord.ReassignedPartition
@@ -90,8 +101,67 @@ def plan(image: MetadataImage, assignments: list[tuple[str, int, list[int]]], no
                     for t, p, target in accepted])]
     for t, p, target in accepted:
         records.append(_start(t.topic_id, p, t.partitions[p], target))
-    # The request id is the offset the first record will get: the caller's log decides it.
-    return records, Accepted(0, None, -1, results)
+    return records
+
+
+def plan_alter(image: MetadataImage, items: list[tuple[str, int, list[int] | None]], now_ms: int,
+               retention_ms: int, allow_rf_change: bool) -> tuple[list, list]:
+    """KIP-455's AlterPartitionReassignments on the same machinery: the partitions given replicas
+    form one request (with an id, so PartitionAssignmentStatus can follow it); null replicas
+    cancel that partition's running move (back to its replicas before the move). Returns the
+    records and [(topic, partition, error code, message)]. One request at a time, as above."""
+    records, accepted, results = [], [], []
+    alive = {b.broker_id for b in image.live_brokers()}
+    for topic, pid, replicas in items:
+        t = image.topics.get(topic)
+        reg = t.partitions.get(pid) if t is not None else None
+        code, msg = 0, None
+        if reg is None:
+            code = UNKNOWN_TOPIC_OR_PARTITION
+        elif replicas is None:
+            if (t.topic_id, pid) not in image.moving:
+                code = NO_REASSIGNMENT_IN_PROGRESS
+            else:
+                change = _cancel(t.topic_id, pid, reg, alive)
+                if change is None:
+                    code, msg = REASSIGNMENT_IN_PROGRESS, "No replica of the partition's " \
+                        "replicas before the move is in sync to lead it."
+                else:
+                    records.append(change)
+        elif not replicas or len(set(replicas)) != len(replicas) \
+                or any(b not in image.brokers for b in replicas):
+            code, msg = INVALID_REPLICA_ASSIGNMENT, f"Invalid replica list {replicas}."
+        elif not allow_rf_change and len(replicas) != len(reg.replicas):
+            code = INVALID_REPLICATION_FACTOR
+        elif image.moving:
+            rid = next(iter(image.moving.values()))
+            code, msg = REASSIGNMENT_IN_PROGRESS, f"Reassignment {rid} is still running."
+        else:
+            accepted.append((t, pid, tuple(replicas)))
+        results.append((topic, pid, code, msg))
+    return records + _records(image, accepted, now_ms, retention_ms), results
+
+
+def _cancel(topic_id, pid: int, reg: PartitionRegistration, alive: set[int]):
+    from minibroker.controller.controller import Controller
+    original = [r for r in reg.replicas if r not in reg.adding_replicas]
+    isr = [r for r in reg.isr if r in original]
+    leader = reg.leader if reg.leader in original else \
+        next((r for r in original if r in isr and r in alive), None)
+    if not isr or leader is None:
+        return None
+    return Controller._change(topic_id, pid, replicas=original, isr=isr, adding=[], removing=[],
+                              leader=leader if leader != reg.leader else NO_LEADER_CHANGE)
+
+
+def ongoing(image: MetadataImage, wanted: dict[str, list[int]] | None) -> list:
+    """KIP-455's ListPartitionReassignments: [(topic, partition, registration)] moving now."""
+    out = []
+    for topic_id, pid in image.moving:
+        t = image.topic_by_id(topic_id)
+        if wanted is None or pid in wanted.get(t.name, ()):
+            out.append((t.name, pid, t.partitions[pid]))
+    return sorted(out, key=lambda x: x[:2])
 
 
 def _check(image: MetadataImage, topic: str, partition: int, brokers: list[int],
@@ -168,6 +238,10 @@ async def progress(ctl, ra: Reassignment) -> list[Progress]:
         reg = t.partitions.get(pid) if t is not None else None
         if (topic_id, pid) in ra.gone or reg is None:
             out += [Progress(name, pid, b, UNKNOWN_TOPIC_OR_PARTITION, 0, -1) for b in target]
+            continue
+        if (topic_id, pid) in ra.cancelled:
+            out += [Progress(name, pid, b, 0, 1, 1) if b in original else
+                    Progress(name, pid, b, NO_REASSIGNMENT_IN_PROGRESS, 0, -1) for b in target]
             continue
         start, end = (await log_bounds(ctl, reg.leader, name, pid)) if reg.leader >= 0 \
             else (None, None)
