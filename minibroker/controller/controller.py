@@ -200,28 +200,40 @@ class Controller:
 
     # ------------------------------------------------------------------ topics
     async def create_topics(self, specs, validate_only: bool):
-        """specs: (name, partitions, replication_factor, assignments|None, configs)."""
-        from minibroker.controller.topics import create_topic_records
+        """specs: (name, partitions, replication_factor, assignments|None, configs). One commit
+        (and one propagation) for the whole request: a commit per topic made creating T topics
+        cost O(T^2), as each commit rebuilds the image's topic map."""
+        from kafka.errors import TopicAlreadyExistsError
+
+        from minibroker.controller.topics import ItemResult, create_topic_records
         async with self._lock:
-            results, records = [], []
-            image = self.image
+            results, records, names = [], [], set()
             for name, partitions, rf, assignments, configs in specs:
-                recs, res = create_topic_records(image, self.ids, name, partitions, rf,
+                if name in names:
+                    results.append(ItemResult(TopicAlreadyExistsError.errno,
+                                              f"Topic '{name}' already exists."))
+                    continue
+                recs, res = create_topic_records(self.image, self.ids, name, partitions, rf,
                                                  assignments, configs, self.config)
                 results.append(res)
-                if recs and not validate_only:
-                    await self.commit(recs)
-                    image = self.image
+                if recs:
+                    records += recs
+                    names.add(name)
+            if records and not validate_only:
+                await self.commit(records)
             return results
 
     async def delete_topics(self, names: list[str]):
         from minibroker.controller.topics import delete_topic_records
         async with self._lock:
-            results = []
+            results, records, gone = [], [], set()
             for name in names:
-                recs, res = delete_topic_records(self.image, name)
-                await self.commit(recs)
+                recs, res = delete_topic_records(self.image, name) if name not in gone else \
+                    delete_topic_records(MetadataImage(), name)      # named twice: gone now
+                records += recs
+                gone.add(name)
                 results.append(res)
+            await self.commit(records)
             return results
 
     async def create_partitions(self, name: str, count: int, assignments, validate_only: bool):
