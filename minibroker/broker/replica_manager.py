@@ -65,9 +65,10 @@ class ReplicaManager:
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
 
-    def leader_partition(self, topic: str, partition: int,
-                         current_leader_epoch: int = -1) -> tuple[Partition | None, int]:
-        """The partition if we lead it (and the client's epoch matches), else an error code."""
+    def leader_partition(self, topic: str, partition: int, current_leader_epoch: int = -1,
+                         leader_only: bool = True) -> tuple[Partition | None, int]:
+        """The partition if we lead it (or, leader_only=False, host it) and the client's epoch
+        matches, else an error code."""
         p = self.partitions.get((topic, partition))
         if p is None:
             known = self.broker.metadata.partition(topic, partition) is not None
@@ -76,7 +77,7 @@ class ReplicaManager:
         err = self.check_epoch(p, current_leader_epoch)
         if err:
             return None, err
-        if not p.is_leader:
+        if leader_only and not p.is_leader:
             return None, NotLeaderForPartitionError.errno
         return p, 0
 

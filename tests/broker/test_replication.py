@@ -372,6 +372,25 @@ async def test_list_offsets_earliest_latest_and_by_timestamp(c):
     conn.close()
 
 
+async def test_list_offsets_debugging_replica_id_reads_a_follower(c):
+    """Kafka's fetchOnlyFromLeader: replica id -2 (debugging) gets a follower's own log bounds
+    (the KIP-179 progress report reads new replicas this way); a client gets NOT_LEADER there."""
+    leader = await c.leader_of(T, 0)
+    conn = await connect(c, leader)
+    resp = await conn.request(produce_request(T, 0, batch([b"a", b"b", b"c"], c.clock.now_ms())), 9)
+    assert resp.responses[0].partition_responses[0].error_code == 0
+    conn.close()
+    await settle(c)
+    follower = next(r for r in (await c.partition_state(T, 0))["replicas"] if r != leader)
+    conn = await connect(c, follower)
+    req = list_offsets_request(T, 0, -1)
+    resp = await conn.request(req, 7)
+    assert resp.topics[0].partitions[0].error_code == NotLeaderForPartitionError.errno
+    req.replica_id = -2
+    assert await conn.request(req, 7) == wire(list_offsets_response(3), 7)
+    conn.close()
+
+
 # ---------------------------------------------------------------------- failover
 async def test_leader_replaced_before_appending_anything_follows_the_next_one(c):
     """Leadership moves A -> B -> C with no write in B's epoch: C never learns that epoch, B's

@@ -1,6 +1,7 @@
 """ListOffsets (key 2), v1-9.
 
-replica_id -2 (debugging) and >= 0 get the log end offset for -1; consumers the HW.
+replica_id -2 (debugging) and >= 0 get the log end offset for -1; consumers the HW. As Kafka's
+fetchOnlyFromLeader, -2 is answered by any replica (a follower's own log), others by the leader.
 Timestamps: -2 earliest, -1 latest (high watermark; last stable offset for read_committed),
 -3 max timestamp (KIP-734), -4 earliest local (= earliest, no tiered storage), -5 latest tiered
 (= -1/-1 with no tiered storage), >= 0 the first offset with a timestamp >= it.
@@ -48,12 +49,15 @@ async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest):
     for t in req.topics:
         parts = []
         for rp in t.partitions:
-            p, err = rm.leader_partition(t.name, rp.partition_index, rp.current_leader_epoch)
+            # Kafka's fetchOnlyFromLeader: the debugging replica id reads any replica's log.
+            p, err = rm.leader_partition(t.name, rp.partition_index, rp.current_leader_epoch,
+                                         leader_only=req.replica_id != DEBUGGING_REPLICA_ID)
             if err:
                 parts.append(_Part(partition_index=rp.partition_index, error_code=err,
                                    timestamp=-1, offset=-1, leader_epoch=-1, old_style_offsets=[]))
                 continue
-            if rp.timestamp == LATEST and p.high_watermark < p.leader_epoch_start_offset:
+            if rp.timestamp == LATEST and p.is_leader and \
+                    p.high_watermark < p.leader_epoch_start_offset:
                 # KIP-207: a new leader's HW may lag the previous leader's; don't answer low.
                 parts.append(_Part(partition_index=rp.partition_index,
                                    error_code=OffsetNotAvailableError.errno, timestamp=-1,
