@@ -13,6 +13,8 @@ from __future__ import annotations
 import ctypes
 from typing import TYPE_CHECKING
 
+from minibroker.log.heap import HEAP
+
 if TYPE_CHECKING:
     from minibroker.log.partition_log import PartitionLog
 
@@ -26,14 +28,18 @@ def keep_freed_batches_for_reuse() -> bool:
     """Ask glibc to serve every batch-sized allocation from its heap and keep freed heap memory:
     by default a batch over 128 KiB gets its own mmap, fresh pages that are faulted in on the copy
     (0.5 s per GB here, more than the rest of a produce) and unmapped when the batch is deleted,
-    so deleted batches' memory is never reused. A served broker calls this at start; False where
-    the C library is not glibc."""
+    so deleted batches' memory is never reused. The heap is then given huge pages where the kernel
+    grants them (heap.py). A served broker calls this at start; False where the C library is not
+    glibc."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
-    return bool(mallopt(_M_MMAP_THRESHOLD, _LARGEST_BATCH_FROM_HEAP)) and \
+    kept = bool(mallopt(_M_MMAP_THRESHOLD, _LARGEST_BATCH_FROM_HEAP)) and \
         bool(mallopt(_M_TRIM_THRESHOLD, _KEEP_FREED))
+    if kept:
+        HEAP.enable()
+    return kept
 
 
 class LogMemory:
@@ -53,6 +59,8 @@ class LogMemory:
 
     def stored(self, size: int) -> None:
         self.used += size
+        if HEAP.on:
+            HEAP.stored(size)
 
     def released(self, size: int) -> None:
         self.used -= size
