@@ -4,11 +4,13 @@ A served broker keeps its batches on glibc's heap (memory.keep_freed_batches_for
 log.memory.max.bytes, reuses the memory of the oldest batches: a stream of writes through up to the
 whole cap. With 4 KiB pages, writing that stream cost the *client* on the other core 5-15% of its
 throughput here (a memcpy loop through a 1 GiB ring beside the librdkafka mock did the same to the
-mock's client; through a 1 GiB ring of 2 MiB pages it did not), and faulting memory in costs
-~0.4 s per GiB against ~0.07 s in huge pages. So, where the kernel grants huge pages on request
-(`transparent_hugepage/enabled` is `madvise` or `always`), the heap is advised MADV_HUGEPAGE as it
-grows: glibc grows it by `_TOP_PAD` at a time, and the logs report every `_CHECK_EVERY` bytes they
-store, so all but the first batch or two of each extension is faulted in as huge pages.
+mock's client; through a 1 GiB ring of 2 MiB pages it did not), and faulting reused memory in
+costs ~0.4 s per GiB against ~0.07 s in huge pages (memory the host has not backed yet costs
+more in huge pages: benchmarks/README.md, seventh round). So, where the kernel grants huge pages
+on request (`transparent_hugepage/enabled` is `madvise` or `always`), the heap is advised
+MADV_HUGEPAGE as it grows: glibc grows it by `_TOP_PAD` at a time, and the logs report every
+`_CHECK_EVERY` bytes they store, so all but the first batch or two of each extension is faulted
+in as huge pages.
 glibc's own switch for this (GLIBC_TUNABLES=glibc.malloc.hugetlb=1) is read only at process start.
 """
 from __future__ import annotations
