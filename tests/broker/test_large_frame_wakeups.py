@@ -31,6 +31,37 @@ def test_missing_counts_the_rest_of_the_frame_begun():
     assert [bytes(f) for f in r.buffer_updated(8)] == [b"abcdefghij"] and r.missing() == 0
 
 
+def _receive(r: FrameReader, data: bytes) -> tuple[list[bytes], list[int]]:
+    """Feed `data` as a socket would (as much as each get_buffer offers); the frames, and the
+    room offered at each frame boundary."""
+    frames, rooms, pos = [], [], 0
+    while pos < len(data):
+        buf = r.get_buffer()
+        if r.buffered == 0:
+            rooms.append(len(buf))
+        n = min(len(buf), len(data) - pos)
+        buf[:n] = data[pos:pos + n]
+        frames += [bytes(f) for f in r.buffer_updated(n)]
+        pos += n
+    return frames, rooms
+
+
+def test_a_frame_after_a_large_one_is_received_where_it_fits():
+    # A producer's frames come alike: after a large one, the next is received into room for all of
+    # it, not begun in the rest of the buffer and copied out when its size is known.
+    r = FrameReader(1 << 24)
+    large = [bytes([i]) * 200_000 for i in range(3)]
+    frames, rooms = _receive(r, b"".join(len(f).to_bytes(4, "big") + f for f in large))
+    assert frames == large
+    assert len(rooms) == 3                  # every frame began at a boundary: no prefix copied
+    assert rooms[0] == FrameReader.FIRST and all(room >= 200_004 for room in rooms[1:])
+    # After a small frame the reader reads on into all the room it has.
+    first, rooms = _receive(r, (100).to_bytes(4, "big") + b"s" * 100)
+    second, rooms_after = _receive(r, (100).to_bytes(4, "big") + b"t" * 100)
+    assert first + second == [b"s" * 100, b"t" * 100]
+    assert rooms == [200_004] and rooms_after[0] > 200_004
+
+
 def _lowat(conn) -> int:
     return conn.tuning._sock.getsockopt(socket.SOL_SOCKET, SO_RCVLOWAT)
 
