@@ -20,6 +20,7 @@ from kafka.protocol.consumer import FetchRequest
 from minibroker.network.client import KafkaClientConnection
 from minibroker.protocol.fast import (FetchPartitionView, FetchResponseView,
                                       decode_fetch_response)
+from minibroker.protocol.framing import handed_over
 
 if TYPE_CHECKING:
     from minibroker.broker.partition import Partition
@@ -177,8 +178,8 @@ class ReplicaFetcher:
             div = pd.diverging_epoch
             if div is not None:
                 return self._truncate_on_divergence(p, div.epoch, div.end_offset)
-            if pd.records:                  # a view of the response frame; the log copies it
-                p.log.append_as_follower(pd.records)
+            if pd.records:      # a view of the response frame: kept if the frame is large, else copied
+                p.log.append_as_follower(pd.records, adopt=handed_over(pd.records))
                 self.rm.log_memory.maybe_evict()
             if pd.log_start_offset > p.log.log_start_offset:
                 p.log.delete_records_before(min(pd.log_start_offset, p.log.log_end_offset))

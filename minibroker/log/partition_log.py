@@ -1,8 +1,10 @@
 """The log of one partition replica: raw v2 record batches in memory, keyed by base offset.
 
 Hot path rules: appends parse and patch batch headers only (no per-record work) and copy each batch's
-bytes exactly once (the request buffer is reused by the network layer); reads return read-only
-memoryviews made once per stored batch, so a Fetch never copies record bytes. Only the timestamp
+bytes at most once: a caller that hands its buffer over (`adopt=True`: a large request frame, which
+the network layer never reuses) has its batches kept and patched where they are, anything else is
+copied; reads return read-only memoryviews made once per stored batch, so a Fetch never copies
+record bytes. Only the timestamp
 lookups (`offset_for_timestamp`, `max_timestamp_offset`) read records.
 
 Decisions (Kafka behaviour unless said):
@@ -60,7 +62,7 @@ class StoredBatch:
     __slots__ = ("data", "view", "base_offset", "last_offset", "max_timestamp", "leader_epoch", "size",
                  "attributes", "producer_id", "producer_epoch", "base_sequence")
 
-    def __init__(self, data: bytearray, header: BatchHeader, base_offset: int, leader_epoch: int,
+    def __init__(self, data: bytearray | memoryview, header: BatchHeader, base_offset: int, leader_epoch: int,
                  max_timestamp: int, attributes: int) -> None:
         self.data = data
         self.view = memoryview(data).toreadonly()
@@ -134,8 +136,12 @@ class PartitionLog:
     # -- appends ---------------------------------------------------------------------------------------
 
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
-                         now_ms: int | None = None, *, origin: str = CLIENT) -> AppendResult:
+                         now_ms: int | None = None, *, origin: str = CLIENT,
+                         adopt: bool = False) -> AppendResult:
         """Validate every batch, then assign offsets, stamp `leader_epoch` and store (all or nothing).
+
+        `adopt=True`: `records` is writable and the caller hands its bytes over (nothing else
+        writes them again), so the batches are patched and kept in place instead of copied.
 
         `origin="coordinator"` is for the broker's own appends (transaction markers, coordinator records):
         control batches allowed, no client batch rules, producer epochs fenced but no sequence checks."""
@@ -165,7 +171,9 @@ class PartitionLog:
                                 dup.timestamp if append_time != NO_TIMESTAMP else NO_TIMESTAMP,
                                 self.log_start_offset, True)
         for h, base in zip(headers, bases):
-            data = bytearray(view[h.offset_in_buf:h.offset_in_buf + h.size])      # the one copy
+            data = view[h.offset_in_buf:h.offset_in_buf + h.size]
+            if not adopt:
+                data = bytearray(data)      # the one copy
             patch_batch(data, 0, base, leader_epoch)
             if append_time != NO_TIMESTAMP:
                 set_log_append_time(data, 0, append_time)
@@ -176,11 +184,13 @@ class PartitionLog:
         self.producers.commit(pending)
         return AppendResult(bases[0], next_offset - 1, append_time, self.log_start_offset, False)
 
-    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
+    def append_as_follower(self, records: bytes | bytearray | memoryview, *,
+                           adopt: bool = False) -> AppendResult:
         """Append batches fetched from the leader, keeping their offsets and leader epochs.
 
         The batches must continue the log exactly (first base offset == LEO, then contiguous), else
-        UnexpectedAppendOffsetError. As Kafka's Partition.appendRecordsToFollowerOrFutureReplica, an empty
+        UnexpectedAppendOffsetError. `adopt=True` keeps the batches where they are, as in
+        append_as_leader. As Kafka's Partition.appendRecordsToFollowerOrFutureReplica, an empty
         log whose LEO falls inside the first batch (the leader's log start offset moved inside a batch by
         DeleteRecords) restarts at that batch's base offset. A trailing partial batch is ignored."""
         view = _as_view(records)
@@ -201,7 +211,9 @@ class PartitionLog:
             expected = h.last_offset + 1
         pending = self.producers.prepare(headers, [h.base_offset for h in headers], origin=REPLICATION)
         for h in headers:
-            data = bytearray(view[h.offset_in_buf:h.offset_in_buf + h.size])
+            data = view[h.offset_in_buf:h.offset_in_buf + h.size]
+            if not adopt:
+                data = bytearray(data)
             self._store(StoredBatch(data, h, h.base_offset, h.partition_leader_epoch, h.max_timestamp, h.attributes))
             if h.partition_leader_epoch >= 0:
                 self.epochs.assign(h.partition_leader_epoch, h.base_offset)

@@ -25,28 +25,54 @@ def _unexported(buf: bytearray) -> bool:
     return True
 
 
+def _uninitialized_bytearray():
+    """bytearray(n) without zeroing it: a large frame's buffer is written by the receive anyway,
+    and zeroing ~1 MB per produce request cost as much as copying it (benchmarks/README.md)."""
+    try:
+        import ctypes
+        make = ctypes.pythonapi.PyByteArray_FromStringAndSize
+    except (ImportError, AttributeError):          # not CPython
+        return bytearray
+    make.restype = ctypes.py_object
+    make.argtypes = (ctypes.c_char_p, ctypes.c_ssize_t)
+    return lambda n: make(None, n)
+
+
+uninitialized_bytearray = _uninitialized_bytearray()
+
+
+def handed_over(data: object) -> bool:
+    """Whether to keep `data` rather than copy it: it is a slice of a large frame, which FrameReader
+    hands over writable (its bytes are the taker's to keep and patch), and it is at least half of
+    that frame, so keeping it keeps at most as many other bytes alive (a small batch beside a
+    large one is copied rather than pinning the large one's memory after it is deleted)."""
+    return isinstance(data, memoryview) and not data.readonly and 2 * data.nbytes >= len(data.obj)
+
+
 class FrameReader:
-    """Splits a byte stream into size-prefixed frames, yielded as read-only memoryviews.
+    """Splits a byte stream into size-prefixed frames, yielded as memoryviews.
 
     Bytes are received straight into a private bytearray (`get_buffer` / `buffer_updated`, the
     asyncio.BufferedProtocol interface) and frames are views of it: no copy per complete frame.
-    A buffer is never written again below its write position, and a full buffer is replaced rather
-    than compacted, so frames (and slices handlers keep) stay valid. A frame that does not fit in the
-    rest of the current buffer gets a new buffer sized for the whole frame, into which its received
-    prefix is copied once: a large frame arriving in many chunks costs one copy of at most that
-    prefix, never a re-copy per chunk (amortised O(n)). A large frame is read to its end and the
-    next is given room for one as large, so a producer's stream of large frames is not copied at
-    all. `feed(data)` is the asyncio.Protocol form: it copies `data` into the same buffers (one
-    copy)."""
 
-    __slots__ = ("_buf", "_view", "_start", "_end", "_max", "_spares", "_last_large")
+    Small frames (up to CHUNK) share buffers and are read-only views. A buffer is never written
+    again below its write position, and a full buffer is replaced rather than compacted, so frames
+    (and slices handlers keep) stay valid; a frame that does not fit in the rest of the current
+    buffer has its received prefix copied once into the next.
+
+    A large frame (over CHUNK) is received into a buffer of its own, allocated for exactly that
+    frame and not zeroed, and is handed over *writable*: the reader never touches that buffer
+    again, so whoever takes the frame owns its bytes and may keep and patch slices of it (the log
+    stores a produce request's batches that way, without copying them). After a large frame, the
+    next one's 4-byte size is read alone, so that it too gets a buffer of exactly its size.
+    `feed(data)` is the asyncio.Protocol form: it copies `data` into the same buffers (one copy)."""
+
+    __slots__ = ("_buf", "_view", "_start", "_end", "_max", "_spares", "_last_large", "_own")
 
     FIRST = 4096                # a connection's first buffer (many connections carry little)
-    CHUNK = 64 * 1024           # buffers double up to this while frames are small
+    CHUNK = 64 * 1024           # buffers double up to this; larger frames get their own buffer
     MIN_READ = 1024             # below this much room a fresh buffer is taken for the next read
-    SPARES = 6                  # earlier buffers kept for reuse once their frames are gone
-                                # (a pipelining producer has ~5 acks=all requests in flight)
-    PREDICT_MAX = 16 * 1024 * 1024   # the largest frame a next one's room is set aside for
+    SPARES = 6                  # earlier shared buffers kept for reuse once their frames are gone
 
     def __init__(self, max_frame_bytes: int) -> None:
         self._max = max_frame_bytes
@@ -55,69 +81,77 @@ class FrameReader:
         self._start = 0         # first unparsed byte
         self._end = 0           # write position
         self._spares: list[bytearray] = []
-        self._last_large = 0    # size with prefix of the last frame, if it was over CHUNK
+        self._last_large = False    # the last frame was large: read the next one's size alone
+        self._own = False       # _buf belongs to the large frame being received
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """Writable space for the next receive (at least 1 byte)."""
         start, end = self._start, self._end
-        cap = len(self._buf)
         if end - start >= 4:
             (size,) = _I32.unpack_from(self._buf, start)
             if 0 <= size <= self._max:
-                if start + 4 + size > cap:
-                    # The frame does not fit: a buffer for all of it; its prefix is copied once.
-                    self._renew(max(4 + size, min(2 * cap, self.CHUNK)))
-                    start = 0
                 if 4 + size > self.CHUNK:
-                    # A large frame is read to its end and no further, so the next one begins at
-                    # a boundary, where room is made for it (below) rather than its prefix copied.
-                    return self._view[self._end:start + 4 + size]
-        else:
-            expect = self._last_large
-            if cap - end < expect:
-                # Between large frames (a producer's): the next is likely as large, so it begins
-                # in a buffer it fits rather than having its prefix copied there later (that copy
-                # was ~5% of a broker taking 10 KiB produce).
-                self._renew(expect)
-            elif cap - end < self.MIN_READ:
-                self._renew(min(2 * cap, self.CHUNK))
-            if expect:          # no further than such a frame: little of the one after to copy
-                return self._view[self._end:self._end + expect]
+                    if not self._own:
+                        self._take_own(4 + size)
+                    return self._view[self._end:]
+                if start + 4 + size > len(self._buf):
+                    self._renew(max(4 + size, min(2 * len(self._buf), self.CHUNK)))
+        elif self._last_large:
+            # Between large frames (a producer's): the next size alone, then a buffer for that frame.
+            if len(self._buf) - start < 4:
+                self._renew(self.MIN_READ)
+            return self._view[self._end:self._start + 4]
+        elif len(self._buf) - end < self.MIN_READ:
+            self._renew(min(2 * len(self._buf), self.CHUNK))
         return self._view[self._end:]
 
-    def _renew(self, capacity: int) -> None:
-        """Move the unparsed tail into another buffer. The old one may back live frames, so it is
-        kept as a spare and reused only once no view of it is left (fresh large bytearrays cost
-        page faults and zeroing: allocating one per large frame was 24% of a replicating broker)."""
+    def _spare(self, capacity: int) -> bytearray | None:
+        """A kept buffer of at least `capacity` bytes that no view points into any more."""
+        for i, s in enumerate(self._spares):
+            if len(s) >= capacity and _unexported(s):
+                return self._spares.pop(i)
+        return None
+
+    def _switch(self, buf: bytearray, keep_old: bool) -> None:
+        """Continue in `buf`, moving the unparsed tail there (copied once)."""
         old_view, start, end = self._view, self._start, self._end
         n = end - start
-        spares = self._spares
-        if n == 0:
-            old_view.release()
-            spares.append(self._buf)
-        buf = None
-        for i, s in enumerate(spares):
-            if len(s) >= capacity and _unexported(s):
-                buf = spares.pop(i)
-                break
-        if buf is None:
-            if capacity > self.CHUNK:     # headroom, so a spare fits the next similar frame
-                capacity = (capacity + capacity // 4 + 0xFFFF) & ~0xFFFF
-            buf = bytearray(capacity)
         if n:
             buf[:n] = old_view[start:end]
-            old_view.release()
-            spares.append(self._buf)
-        if len(spares) > self.SPARES:
-            del spares[0]
+        old_view.release()
+        if keep_old:
+            self._spares.append(self._buf)
+            if len(self._spares) > self.SPARES:
+                del self._spares[0]
         self._buf = buf
         self._view = memoryview(buf)
         self._start = 0
         self._end = n
 
+    def _renew(self, capacity: int) -> None:
+        """Move the unparsed tail into another shared buffer. The old one may back live frames, so
+        it is kept as a spare and reused only once no view of it is left."""
+        self._switch(self._spare(capacity) or bytearray(capacity), keep_old=True)
+
+    def _take_own(self, frame_size: int) -> None:
+        """Give the large frame begun here a buffer of exactly its size (its prefix copied)."""
+        self._switch(uninitialized_bytearray(frame_size), keep_old=True)
+        self._own = True
+
     def buffer_updated(self, nbytes: int) -> list[memoryview]:
         """`nbytes` were written into the last get_buffer(); returns the frames now complete."""
         self._end += nbytes
+        if self._own:
+            if self._end < len(self._buf):
+                return []
+            # The large frame is complete and its buffer is the frame's: hand it over writable and
+            # continue in a shared buffer (the reader never writes this one again).
+            frame = self._view[4:]
+            self._own = False
+            self._last_large = True
+            self._start = self._end = 0
+            self._switch(self._spare(self.MIN_READ) or bytearray(self.FIRST), keep_old=False)
+            return [frame]
         buf = self._buf
         pos, end = self._start, self._end
         frames = []
@@ -135,8 +169,7 @@ class FrameReader:
             frames.append(view[pos + 4:pos + 4 + size])
             pos += 4 + size
         if frames:
-            size = len(frames[-1]) + 4
-            self._last_large = size if self.CHUNK < size <= self.PREDICT_MAX else 0
+            self._last_large = False
         self._start = pos
         return frames
 
@@ -159,6 +192,11 @@ class FrameReader:
             return 0
         (size,) = _I32.unpack_from(self._buf, start)
         return start + 4 + size - end
+
+    @property
+    def large_frames(self) -> bool:
+        """A large frame is being received, or the last frame was large."""
+        return self._own or self._last_large
 
     @property
     def buffered(self) -> int:

@@ -17,7 +17,7 @@ from cluster_helpers import batch, log_records, produce_request, wait_until
 from minibroker.cluster import Cluster
 from minibroker.network.client import decode_response, encode_request
 from minibroker.network.sockopts import SO_RCVLOWAT, SocketTuning
-from minibroker.protocol.framing import FrameReader
+from minibroker.protocol.framing import FrameReader, handed_over
 
 
 def test_missing_counts_the_rest_of_the_frame_begun():
@@ -46,20 +46,39 @@ def _receive(r: FrameReader, data: bytes) -> tuple[list[bytes], list[int]]:
     return frames, rooms
 
 
-def test_a_frame_after_a_large_one_is_received_where_it_fits():
-    # A producer's frames come alike: after a large one, the next is received into room for all of
-    # it, not begun in the rest of the buffer and copied out when its size is known.
+def test_a_large_frame_gets_a_buffer_of_its_own_and_is_handed_over():
+    # A producer's frames come alike: after a large one, the next one's size is read alone, so the
+    # frame is received into a buffer of exactly its size (nothing of it copied but those 4 bytes),
+    # which is then the frame's: handed over writable and never written by the reader again.
     r = FrameReader(1 << 24)
     large = [bytes([i]) * 200_000 for i in range(3)]
-    frames, rooms = _receive(r, b"".join(len(f).to_bytes(4, "big") + f for f in large))
-    assert frames == large
-    assert len(rooms) == 3                  # every frame began at a boundary: no prefix copied
-    assert rooms[0] == FrameReader.FIRST and all(room >= 200_004 for room in rooms[1:])
-    # After a small frame the reader reads on into all the room it has.
-    first, rooms = _receive(r, (100).to_bytes(4, "big") + b"s" * 100)
-    second, rooms_after = _receive(r, (100).to_bytes(4, "big") + b"t" * 100)
-    assert first + second == [b"s" * 100, b"t" * 100]
-    assert rooms == [200_004] and rooms_after[0] > 200_004
+    got = []
+    pos, data = 0, b"".join(len(f).to_bytes(4, "big") + f for f in large)
+    rooms = []
+    while pos < len(data):
+        buf = r.get_buffer()
+        rooms.append(len(buf))
+        n = min(len(buf), len(data) - pos)
+        buf[:n] = data[pos:pos + n]
+        got += r.buffer_updated(n)
+        pos += n
+    assert [bytes(f) for f in got] == large
+    # first frame: begun in the first buffer, then the rest in its own; later ones: size, then rest
+    assert rooms == [FrameReader.FIRST, 200_004 - FrameReader.FIRST, 4, 200_000, 4, 200_000]
+    for i, f in enumerate(got):
+        assert not f.readonly and handed_over(f[10:]) and not handed_over(f[:100_000])
+        assert len(f.obj) == 200_004            # the buffer holds exactly this frame
+        f[0] = 0xFF                             # the taker's to patch
+        assert bytes(f[1:]) == large[i][1:]
+    # More traffic never writes into a handed-over buffer.
+    frames, _ = _receive(r, b"".join(len(f).to_bytes(4, "big") + f for f in [b"s" * 100, b"t" * 300_000]))
+    assert frames == [b"s" * 100, b"t" * 300_000]
+    assert all(bytes(f[1:]) == large[i][1:] and f[0] == 0xFF for i, f in enumerate(got))
+    # Small frames share buffers and stay read-only.
+    small, _ = _receive(r, (100).to_bytes(4, "big") + b"u" * 100)
+    assert small == [b"u" * 100]
+    small_views = r.feed((5).to_bytes(4, "big") + b"vwxyz")
+    assert small_views[0].readonly and not handed_over(small_views[0])
 
 
 def _lowat(conn) -> int:
@@ -91,5 +110,9 @@ async def test_a_large_frame_is_read_in_256_kib_steps():
             assert (part.error_code, part.base_offset) == (0, 0)
             assert _lowat(conn) == 1
             assert [len(v) for _, v in log_records(c, 1, "t", 0)] == [1_000_000]
+            # The log kept the batch in the frame's own receive buffer instead of copying it.
+            (stored,) = b.replica_manager.partitions[("t", 0)].log._live()
+            assert isinstance(stored.data, memoryview) and len(stored.data.obj) == len(frame)
         finally:
             writer.close()
+

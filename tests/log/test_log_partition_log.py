@@ -47,6 +47,26 @@ def test_request_buffer_reuse_does_not_affect_the_log():
     assert decode(log.read(0, 100).records[0])[0][3] == b"hello"
 
 
+def test_adopted_batches_are_patched_and_kept_in_place():
+    log = new_log()
+    log.append_as_leader(client_batch([b"a", b"b"]), 0)
+    frame = bytearray(b"hdr" + client_batch([b"hello"]) + b"tail")
+    records = memoryview(frame)[3:-4]
+    assert log.append_as_leader(records, 4, adopt=True) == AppendResult(2, 2, -1, 0, False)
+    (_, stored) = log._live()
+    assert stored.data.obj is frame                          # no copy: the caller's bytes
+    (header,) = parse_batches(memoryview(frame)[3:-4])
+    assert (header.base_offset, header.partition_leader_epoch) == (2, 4)   # patched where they are
+    assert decode(log.read(2, 100).records[0]) == [(2, 1000, None, b"hello")]
+    follower = new_log()
+    follower.append_as_follower(b"".join(log.read(0, 1 << 20).records))
+    leader_bytes = bytearray(b"".join(log.read(0, 1 << 20).records))
+    other = new_log()
+    other.append_as_follower(memoryview(leader_bytes), adopt=True)
+    assert all(s.data.obj is leader_bytes for s in other._live())
+    assert offsets(other) == offsets(follower) == [[0, 1], [2]]
+
+
 def test_read_returns_views_of_stored_bytes_without_copy():
     log = new_log()
     log.append_as_leader(client_batch([b"x"]), 0)

@@ -22,6 +22,7 @@ from kafka.protocol.producer import ProduceRequest
 
 from minibroker.broker.dispatch import RawResponse, RequestContext, handles
 from minibroker.protocol.fast import decode_produce
+from minibroker.protocol.framing import handed_over
 from minibroker.protocol.produce_response import PartitionResult as _part
 from minibroker.protocol.produce_response import encode_produce_response
 
@@ -78,7 +79,8 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
                                          "per partition"))
                 continue
             try:
-                res = p.log.append_as_leader(records, p.leader_epoch)
+                # A large request's batches are kept where they arrived (handed_over), not copied.
+                res = p.log.append_as_leader(records, p.leader_epoch, adopt=handed_over(records))
             except KafkaError as e:
                 out.append(_part(pd.index, e.errno, error_message=str(e)))
                 continue
@@ -107,8 +109,8 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
         if pending:
             loop = asyncio.get_running_loop()
             timer = loop.call_later(max(req.timeout_ms, 0) / 1000, _time_out, pending)
-            # The log holds its own copy now: let go of the request frame while waiting, so the
-            # network layer can reuse its receive buffer.
+            # The log holds its own copy (or the large frame's own buffer) now: let go of the
+            # request frame while waiting, so the network layer can reuse a shared receive buffer.
             del body, req, td, pd, records
             ctx.frame = None
             try:
