@@ -153,7 +153,7 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
             return
         self._handle_frames(frames)
         if not self.closed:
-            self.tuning.wake_when(self.reader.missing())
+            self.tuning.wake_when(self.reader.missing(), self.reader.large_frames)
 
     def data_received(self, data: bytes) -> None:
         """asyncio.Protocol form (kept for callers that feed bytes by hand)."""

@@ -8,6 +8,13 @@ readable until the rest of it (up to 256 KiB more) is there, so the reader wakes
 frame instead of once per TCP segment (64 KiB on loopback). Each wake-up costs the reader an epoll
 round, a read and a Python callback, and costs the *sender* a cross-CPU wake-up; a 1 MB produce
 request took 16 of them. A peer that closes still wakes the reader (EOF is always readable).
+
+TCP_QUICKACK while large frames arrive: each response we write puts the socket back in Linux's
+"pingpong" mode, where received data is acknowledged late, in the hope of riding on our next
+response. A producer streaming large requests then waits for those ACKs (its window and pacing run
+on them): 10 KiB acks=all produce ran ~5% slower, its client's CPU per GB ~6% higher
+(benchmarks/README.md). Leaving pingpong mode after each read costs a system call, so it is done
+only on connections carrying large frames.
 """
 from __future__ import annotations
 
@@ -41,10 +48,16 @@ class SocketTuning:
         if SO_RCVLOWAT is not None:
             self._sock = sock
 
-    def wake_when(self, missing: int) -> None:
-        """`missing` bytes of the frame being received have not arrived yet (0: none begun)."""
+    def wake_when(self, missing: int, large_frames: bool = False) -> None:
+        """`missing` bytes of the frame being received have not arrived yet (0: none begun);
+        `large_frames`: one is arriving or the last one was large (acknowledge data at once)."""
         if self._sock is None:
             return
+        if large_frames:
+            try:
+                self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+            except OSError:
+                pass
         want = 1 if missing < self.WAIT_FROM else min(missing, self.WAIT_AT_MOST)
         if want != self._lowat:
             try:

@@ -128,7 +128,7 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         if frames:
             self._handle_frames(frames)
         if not self.closed:
-            self.tuning.wake_when(self.reader.missing())
+            self.tuning.wake_when(self.reader.missing(), self.reader.large_frames)
 
     def data_received(self, data: bytes) -> None:
         """asyncio.Protocol form (tests may drive a connection by hand)."""

@@ -116,3 +116,34 @@ async def test_a_large_frame_is_read_in_256_kib_steps():
         finally:
             writer.close()
 
+
+def _quickack(conn) -> int:
+    return conn.tuning._sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK)
+
+
+@pytest.mark.skipif(SO_RCVLOWAT is None, reason="TCP_QUICKACK is used on Linux only")
+async def test_a_connection_carrying_large_frames_acknowledges_at_once():
+    # Answering requests puts a socket in Linux's delayed-ACK "pingpong" mode; a connection that
+    # streams large frames leaves it after each read, so what arrives is acknowledged at once.
+    async with Cluster(brokers=1) as c:
+        await c.create_topic("t", 1, 1)
+        b = c.brokers[1]
+
+        async def exchange(writer, reader, value: bytes) -> None:
+            frame = b"".join(bytes(p) for p in encode_request(
+                produce_request("t", 0, batch([value], c.clock.now_ms()), acks=1), 9, 5, "q"))
+            writer.write(frame)
+            size = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 10), "big")
+            await reader.readexactly(size)
+
+        for value, quick in ((b"s" * 100, 0), (b"L" * 200_000, 1)):
+            reader, writer = await asyncio.open_connection(b.host, b.port)
+            try:
+                me = writer.get_extra_info("sockname")
+                for _ in range(5):
+                    await exchange(writer, reader, value)
+                conn = next(x for x in b.connections if x.peer == me)
+                await asyncio.sleep(0.01)           # the broker's wake_when follows its answer
+                assert _quickack(conn) == quick, value[:1]
+            finally:
+                writer.close()
