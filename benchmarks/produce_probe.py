@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Steady-state produce probe: minibroker and the librdkafka mock in alternating runs, with the
+client's CPU per GB and the kernel's TCP counters, so a change to how the broker reads can be
+judged in minutes rather than in a whole run.py.
+
+    python benchmarks/produce_probe.py [--rounds 3] [--warm 4] [--duration 8] [--size 10240]
+                                       [--acks all] [--only mb,mock]
+
+Each run starts a fresh broker pinned to CPU 1 (minibroker: 1 broker, log.memory.max.bytes 1 GiB
+as in run.py; the mock: 1 broker; both auto-create the topic with 4 partitions), and a producer configured as load.py's (confluent-kafka,
+linger.ms 5, batch.size 1 MB, a 1 GB queue) pinned to CPU 0. The producer runs --warm seconds,
+then --duration measured seconds. Printed per run: MB/s, the client's CPU seconds per GB and
+minor faults, the broker's CPU seconds, and the `nstat` deltas that tell how the connection ran
+(retransmitted segments, out-of-order queueing, segments queued to a busy socket's backlog, pure
+ACKs). `nstat` counts the whole host: run nothing else meanwhile. Needs $PERF_DIR's venv for the
+client (run.py sets it up) and iproute2's nstat.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PERF = os.path.join(os.path.dirname(REPO), "shared", "perf")
+VENV_PY = os.path.join(os.environ.get("PERF_DIR", "/tmp/minibroker-perf"), "venv", "bin", "python")
+NSTAT_KEYS = ("TcpRetransSegs", "TcpExtTCPOFOQueue", "TcpExtTCPBacklogCoalesce", "TcpExtTCPPureAcks")
+
+# The producer, run under the perf venv: warm up, wait for a line on stdin, measure, print JSON.
+CLIENT = r'''
+import json, os, resource, sys, time
+from confluent_kafka import Producer
+bs, acks, size, warm, dur = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+p = Producer({"bootstrap.servers": bs, "acks": acks, "linger.ms": 5, "batch.size": 1000000,
+              "compression.type": "none", "queue.buffering.max.messages": 1000000,
+              "queue.buffering.max.kbytes": 1048576, "message.timeout.ms": 60000,
+              "delivery.report.only.error": True, "log_level": 3})
+p.produce("probe", b"w")
+p.flush(15)
+batch = [{"value": os.urandom(size)}] * 1000
+
+def run(secs):
+    sent, t0, r0 = 0, time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+    while time.perf_counter() < t0 + secs and sent < 10_000_000:
+        n = p.produce_batch("probe", batch)
+        sent += n
+        p.poll(0.002 if n < len(batch) else 0)
+    acked = sent - p.flush(60)
+    wall, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
+    cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+    return {"MB_per_s": round(acked * size / wall / 1e6), "client_cpu_s_per_GB": round(cpu / (acked * size / 1e9), 3),
+            "client_minor_faults": r1.ru_minflt - r0.ru_minflt}
+
+run(warm)
+print("WARM", flush=True)
+sys.stdin.readline()
+print(json.dumps(run(dur)), flush=True)
+'''
+
+
+def _anchor():
+    spec = importlib.util.spec_from_file_location("perf_anchor", os.path.join(PERF, "anchor.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _nstat() -> dict[str, int]:
+    out = subprocess.run(["nstat", "-az", *NSTAT_KEYS], capture_output=True, text=True).stdout
+    return {f[0]: int(f[1]) for f in (line.split() for line in out.splitlines()) if f and f[0] in NSTAT_KEYS}
+
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def one_run(label: str, cmd: str, a, anchor) -> dict:
+    proc, bootstrap = anchor.start_peer(f"exec taskset -c 1 bash -c {shlex.quote(cmd)}", f"/tmp/probe-{label}.log")
+    try:
+        client = subprocess.Popen(["taskset", "-c", "0", VENV_PY, "-c", CLIENT, bootstrap, a.acks, str(a.size),
+                                   str(a.warm), str(a.duration)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if client.stdout.readline().strip() != "WARM":
+            raise RuntimeError(f"{label}: the producer did not warm up")
+        before, cpu0 = _nstat(), _cpu_s(proc.pid)
+        client.stdin.write("\n")
+        client.stdin.flush()
+        res = json.loads(client.stdout.readline())
+        res["broker_cpu_s"] = round(_cpu_s(proc.pid) - cpu0, 2)
+        after = _nstat()
+        res.update({k: after.get(k, 0) - before.get(k, 0) for k in NSTAT_KEYS})
+        client.wait(30)
+        return res
+    finally:
+        anchor.stop_peer(proc)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warm", type=float, default=4)
+    ap.add_argument("--duration", type=float, default=8)
+    ap.add_argument("--size", type=int, default=10240)
+    ap.add_argument("--acks", default="all")
+    ap.add_argument("--only", default="mb,mock")
+    a = ap.parse_args()
+    a.duration, a.warm = min(a.duration, 60), min(a.warm, 60)
+    cmds = {"mb": f"cd {shlex.quote(REPO)} && exec {shlex.quote(sys.executable)} -m minibroker serve --port 0"
+                  " --brokers 1 --override log.memory.max.bytes=1073741824 --override num.partitions=4",
+            "mock": f"exec {shlex.quote(VENV_PY)} {shlex.quote(os.path.join(PERF, 'librdkafka_mock.py'))} --brokers 1"}
+    labels = a.only.split(",")
+    anchor = _anchor()
+    for r in range(min(a.rounds, 20)):
+        for label in labels if r % 2 == 0 else labels[::-1]:
+            print(label, json.dumps(one_run(label, cmds[label], a, anchor)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
