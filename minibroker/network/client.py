@@ -152,8 +152,8 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
             self.close(str(e))
             return
         self._handle_frames(frames)
-        if not self.closed:
-            self.tuning.wake_when(self.reader.missing(), self.reader.large_frames)
+        if self.reader.large_frames and not self.closed:
+            self.tuning.quick_ack()
 
     def data_received(self, data: bytes) -> None:
         """asyncio.Protocol form (kept for callers that feed bytes by hand)."""

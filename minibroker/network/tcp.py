@@ -127,8 +127,8 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
             return
         if frames:
             self._handle_frames(frames)
-        if not self.closed:
-            self.tuning.wake_when(self.reader.missing(), self.reader.large_frames)
+        if self.reader.large_frames and not self.closed:
+            self.tuning.quick_ack()
 
     def data_received(self, data: bytes) -> None:
         """asyncio.Protocol form (tests may drive a connection by hand)."""

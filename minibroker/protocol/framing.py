@@ -185,14 +185,6 @@ class FrameReader:
             mv = mv[n:]
         return frames
 
-    def missing(self) -> int:
-        """Bytes of the frame begun in the buffer that have not arrived (0: no frame begun)."""
-        start, end = self._start, self._end
-        if end - start < 4:
-            return 0
-        (size,) = _I32.unpack_from(self._buf, start)
-        return start + 4 + size - end
-
     @property
     def large_frames(self) -> bool:
         """A large frame is being received, or the last frame was large."""

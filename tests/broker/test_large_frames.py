@@ -1,8 +1,8 @@
-"""A large request frame wakes the broker every 256 KiB, not per TCP segment (SO_RCVLOWAT, Linux).
+"""Large frames: each is received into a buffer of its own and handed over (the log keeps a produce
+request's batch there instead of copying it), and a connection carrying them acknowledges data at
+once (TCP_QUICKACK) rather than in Linux's delayed-ACK pingpong mode.
 
-Real loopback sockets against an in-process broker: the first quarter of a 1 MB Produce frame
-arrives, the broker asks the kernel to wait for 256 KiB more, the rest arrives, the request is
-answered and the socket goes back to waking on every byte.
+The socket tests use real loopback sockets against an in-process broker.
 """
 from __future__ import annotations
 
@@ -16,19 +16,8 @@ from kafka.protocol.producer import ProduceResponse
 from cluster_helpers import batch, log_records, produce_request, wait_until
 from minibroker.cluster import Cluster
 from minibroker.network.client import decode_response, encode_request
-from minibroker.network.sockopts import SO_RCVLOWAT, SocketTuning
+from minibroker.network.sockopts import TCP_QUICKACK
 from minibroker.protocol.framing import FrameReader, handed_over
-
-
-def test_missing_counts_the_rest_of_the_frame_begun():
-    r = FrameReader(1 << 20)
-    assert r.missing() == 0
-    buf = r.get_buffer()
-    buf[:6] = b"\x00\x00\x00\x0aab"          # a 10-byte frame, 2 bytes of it here
-    assert r.buffer_updated(6) == [] and r.missing() == 8
-    buf = r.get_buffer()
-    buf[:8] = b"cdefghij"
-    assert [bytes(f) for f in r.buffer_updated(8)] == [b"abcdefghij"] and r.missing() == 0
 
 
 def _receive(r: FrameReader, data: bytes) -> tuple[list[bytes], list[int]]:
@@ -81,12 +70,8 @@ def test_a_large_frame_gets_a_buffer_of_its_own_and_is_handed_over():
     assert small_views[0].readonly and not handed_over(small_views[0])
 
 
-def _lowat(conn) -> int:
-    return conn.tuning._sock.getsockopt(socket.SOL_SOCKET, SO_RCVLOWAT)
-
-
-@pytest.mark.skipif(SO_RCVLOWAT is None, reason="SO_RCVLOWAT is used on Linux only")
-async def test_a_large_frame_is_read_in_256_kib_steps():
+@pytest.mark.parametrize("first_part", [4, 256 * 1024])
+async def test_a_large_produce_frame_arriving_in_parts_is_kept_where_it_arrived(first_part):
     async with Cluster(brokers=1) as c:
         await c.create_topic("t", 1, 1)
         b = c.brokers[1]
@@ -95,20 +80,17 @@ async def test_a_large_frame_is_read_in_256_kib_steps():
                                                           9, 5, "big"))
         reader, writer = await asyncio.open_connection(b.host, b.port)
         try:
-            writer.write(frame[:256 * 1024])
+            writer.write(frame[:first_part])
             await writer.drain()
             me = writer.get_extra_info("sockname")
             conn = await wait_until(lambda: next((x for x in b.connections if x.peer == me), None),
                                     10, "the connection")
-            await wait_until(lambda: conn.reader.missing() > 512 * 1024 and
-                             _lowat(conn) == SocketTuning.WAIT_AT_MOST, 10,
-                             "the broker waiting for more of the frame")
-            writer.write(frame[256 * 1024:])
+            await wait_until(lambda: conn.reader.buffered == first_part, 10, "the first part")
+            writer.write(frame[first_part:])
             size = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 10), "big")
             body = memoryview(await reader.readexactly(size))
             part = decode_response(ProduceResponse, body, 9).responses[0].partition_responses[0]
             assert (part.error_code, part.base_offset) == (0, 0)
-            assert _lowat(conn) == 1
             assert [len(v) for _, v in log_records(c, 1, "t", 0)] == [1_000_000]
             # The log kept the batch in the frame's own receive buffer instead of copying it.
             (stored,) = b.replica_manager.partitions[("t", 0)].log._live()
@@ -121,7 +103,7 @@ def _quickack(conn) -> int:
     return conn.tuning._sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK)
 
 
-@pytest.mark.skipif(SO_RCVLOWAT is None, reason="TCP_QUICKACK is used on Linux only")
+@pytest.mark.skipif(TCP_QUICKACK is None, reason="TCP_QUICKACK is Linux's")
 async def test_a_connection_carrying_large_frames_acknowledges_at_once():
     # Answering requests puts a socket in Linux's delayed-ACK "pingpong" mode; a connection that
     # streams large frames leaves it after each read, so what arrives is acknowledged at once.
@@ -143,7 +125,6 @@ async def test_a_connection_carrying_large_frames_acknowledges_at_once():
                 for _ in range(5):
                     await exchange(writer, reader, value)
                 conn = next(x for x in b.connections if x.peer == me)
-                await asyncio.sleep(0.01)           # the broker's wake_when follows its answer
                 assert _quickack(conn) == quick, value[:1]
             finally:
                 writer.close()
