@@ -4,8 +4,8 @@ Hot path rules: appends parse and patch batch headers only (no per-record work) 
 bytes at most once: a caller that hands its buffer over (`adopt=True`: a large request frame, which
 the network layer never reuses) has its batches kept and patched where they are, anything else is
 copied; reads return read-only memoryviews made once per stored batch, so a Fetch never copies
-record bytes. Only the timestamp
-lookups (`offset_for_timestamp`, `max_timestamp_offset`) read records.
+record bytes. Only the timestamp lookups (`offset_for_timestamp`, `max_timestamp_offset`) read
+records.
 
 Decisions (Kafka behaviour unless said):
 - Every batch acts as a segment for truncation and retention: they drop whole batches.
