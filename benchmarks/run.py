@@ -112,20 +112,23 @@ def run_rounds(labels: list[str], cmds: dict, venv_py: str, a, tmp: str) -> dict
     broker its median. Odd rounds go in reverse order so no broker always runs first or last."""
     flatten = _anchor_module().flatten
     runs: dict[str, list] = {label: [] for label in labels}
+    by_round: dict[str, list[dict]] = {label: [] for label in labels}
     for r in range(a.repeat):
         for label in (labels if r % 2 == 0 else labels[::-1]):
             cmd, env = cmds[label]
             d = os.path.join(tmp, f"round{r}")
             os.makedirs(d, exist_ok=True)
-            res = run_anchor(label, cmd, env, venv_py, a, d)
-            runs[label] += res.get("per_run", [])
+            per_run = run_anchor(label, cmd, env, venv_py, a, d).get("per_run", [])
+            runs[label] += per_run
+            by_round[label].append(flatten(per_run[0]) if per_run else {})
     out = {}
     for label, per_run in runs.items():
         flat = [flatten(x) for x in per_run]
         med: dict = {}
         for key in sorted(set().union(*flat)) if flat else []:
             med.setdefault(key[0], {})[key[1]] = statistics.median(f[key] for f in flat if key in f)
-        out[label] = {"label": label, "runs": len(per_run), "duration_s": a.duration, "median": med}
+        out[label] = {"label": label, "runs": len(per_run), "duration_s": a.duration, "median": med,
+                      "rounds": {f"{s}.{m}": [f.get((s, m)) for f in by_round[label]] for s, m, _ in ROWS}}
     return out
 
 
@@ -283,6 +286,7 @@ def table(results: dict) -> list[str]:
     lines.append("(ratios are minibroker/peer; for p50/p99 latency lower is better, so < 1 favours minibroker;"
                  " best = the better peer per row; peers run RF 1)")
     results["ratios"] = ratios
+    lines += round_lines(results)
     ex = results["extras"]
     lines.append("")
     if ex["startup_samples"]:       # --no-extras measured none
@@ -297,6 +301,28 @@ def table(results: dict) -> list[str]:
         lines.append(f"RSS of a served broker with {r['partitions']:,} partitions: {r['rss_MB']} MB "
                      f"(empty {r['rss_empty_MB']} MB, {r['kB_per_partition']} kB/partition; "
                      f"created in {r['create_s']} s)")
+    return lines
+
+
+def round_lines(results: dict) -> list[str]:
+    """Each throughput row round by round: the spread, and in how many rounds mb1 was at or above
+    the best peer of that round. A round runs every broker within minutes, so this pairing tells
+    a lead that holds round by round from a median ratio that the host's drift put near 1.0."""
+    lines = ["per round, MB/s (min-max over the rounds; mb1 >= the round's best peer in k of n):"]
+    for scen, metric, _ in ROWS:
+        if metric != "MB_per_s":
+            continue
+        rounds = {k: v.get("rounds", {}).get(f"{scen}.{metric}") or [] for k, v in results["brokers"].items()}
+        spread = [f"{k} {_fmt(min(x))}-{_fmt(max(x))}" for k in ("mb1", "mb3") + PEERS
+                  if (x := [v for v in rounds.get(k, []) if v is not None])]
+        lead = n = 0
+        for i, v in enumerate(rounds.get("mb1", [])):
+            peers = [rounds[p][i] for p in PEERS if i < len(rounds.get(p, [])) and rounds[p][i] is not None]
+            if v is not None and peers:
+                n += 1
+                lead += v >= max(peers)
+        if spread:
+            lines.append(f"  {scen:22} " + "  ".join(spread) + (f"  (mb1 ahead in {lead} of {n})" if n else ""))
     return lines
 
 
