@@ -4,7 +4,7 @@ client's CPU per GB and the kernel's TCP counters, so a change to how the broker
 judged in minutes rather than in a whole run.py.
 
     python benchmarks/produce_probe.py [--rounds 3] [--warm 4] [--duration 8] [--size 10240]
-                                       [--acks all] [--only mb,mock]
+                                       [--acks all] [--only mb,mock] [--variant NAME:KEY=VALUE,...]
 
 Each run starts a fresh broker pinned to CPU 1 (minibroker: 1 broker, log.memory.max.bytes 1 GiB
 as in run.py; the mock: 1 broker; both auto-create the topic with 4 partitions), and a producer configured as load.py's (confluent-kafka,
@@ -13,7 +13,8 @@ then --duration measured seconds. Printed per run: MB/s, the client's CPU second
 minor faults, the broker's CPU seconds, and the `nstat` deltas that tell how the connection ran
 (retransmitted segments, out-of-order queueing, segments queued to a busy socket's backlog, pure
 ACKs). `nstat` counts the whole host: run nothing else meanwhile. Needs $PERF_DIR's venv for the
-client (run.py sets it up) and iproute2's nstat.
+client (run.py sets it up) and iproute2's nstat. `--variant mb64:log.memory.max.bytes=67108864`
+adds a minibroker named mb64 with those overrides on top of mb's (then `--only mb,mb64,mock`).
 """
 from __future__ import annotations
 
@@ -109,11 +110,17 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=10240)
     ap.add_argument("--acks", default="all")
     ap.add_argument("--only", default="mb,mock")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...",
+                    help="another minibroker, with these overrides on top of mb's")
     a = ap.parse_args()
     a.duration, a.warm = min(a.duration, 60), min(a.warm, 60)
-    cmds = {"mb": f"cd {shlex.quote(REPO)} && exec {shlex.quote(sys.executable)} -m minibroker serve --port 0"
-                  " --brokers 1 --override log.memory.max.bytes=1073741824 --override num.partitions=4",
+    mb = (f"cd {shlex.quote(REPO)} && exec {shlex.quote(sys.executable)} -m minibroker serve --port 0"
+          " --brokers 1 --override log.memory.max.bytes=1073741824 --override num.partitions=4")
+    cmds = {"mb": mb,
             "mock": f"exec {shlex.quote(VENV_PY)} {shlex.quote(os.path.join(PERF, 'librdkafka_mock.py'))} --brokers 1"}
+    for v in a.variant:
+        name, _, overrides = v.partition(":")
+        cmds[name] = mb + "".join(f" --override {shlex.quote(o)}" for o in overrides.split(",") if o)
     labels = a.only.split(",")
     anchor = _anchor()
     for r in range(min(a.rounds, 20)):
