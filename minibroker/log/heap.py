@@ -12,15 +12,30 @@ MADV_HUGEPAGE as it grows: glibc grows it by `_TOP_PAD` at a time, and the logs 
 `_CHECK_EVERY` bytes they store, so all but the first batch or two of each extension is faulted
 in as huge pages.
 glibc's own switch for this (GLIBC_TUNABLES=glibc.malloc.hugetlb=1) is read only at process start.
+
+Each extension is then faulted in ahead of use by a thread of the lowest priority (SCHED_IDLE),
+with MADV_POPULATE_WRITE (Linux 5.14+: faults pages in without touching their contents, so it is
+safe beside malloc). A fresh huge page cost ~2-3 ms to fault on this VM (the host backs it on
+first touch), and a produce that faulted it waited that long: during a fresh broker's first GiB,
+produce round trips were 0.5-3 ms at the median where the librdkafka mock's were 0.2, the
+producing client's memory churned with them, and its loss probes fired. Faulted while the event
+loop waits, the median stayed at 0.3 ms (benchmarks/README.md, tenth round). The cost: up to one
+extension (`_TOP_PAD`) resident before the logs fill it, once they store bytes at all.
 """
 from __future__ import annotations
 
 import ctypes
+import os
+import queue
+import threading
 
 _M_TOP_PAD = -2                  # glibc's mallopt parameter: extra bytes per heap extension
 _TOP_PAD = 64 * 1024 * 1024
 _CHECK_EVERY = 1024 * 1024
 _MADV_HUGEPAGE = 14
+_MADV_POPULATE_WRITE = 23
+_EINVAL = 22
+_PREFAULT_STEP = 2 * 1024 * 1024   # one huge page per call: the mmap lock a brk waits on is held that long
 _PAGE = 4096
 _THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
 
@@ -31,6 +46,8 @@ class HugePageHeap:
         self.unchecked = 0          # bytes stored since the break was last looked at
         self.advised_end = 0        # the heap below this is advised
         self._sbrk = self._madvise = None
+        self._prefault: queue.SimpleQueue | None = None     # ranges for the prefaulting thread
+        self.prefaulting = True     # until the kernel turns MADV_POPULATE_WRITE down
 
     def enable(self) -> bool:
         """Advise the heap from its current end on. False (and nothing changed) where the kernel
@@ -38,7 +55,7 @@ class HugePageHeap:
         try:
             with open(_THP_ENABLED) as f:
                 mode = f.read()
-            libc = ctypes.CDLL(None)
+            libc = ctypes.CDLL(None, use_errno=True)
             sbrk, madvise, mallopt = libc.sbrk, libc.madvise, libc.mallopt
         except (OSError, AttributeError):
             return False
@@ -68,8 +85,28 @@ class HugePageHeap:
         # The range is within the heap's mapping, so this fails only where THP is unsupported,
         # which `enable` ruled out; a failure leaves 4 KiB pages, nothing worse.
         self._madvise(self.advised_end, grown, _MADV_HUGEPAGE)
+        if self.prefaulting:
+            if self._prefault is None:
+                self._prefault = queue.SimpleQueue()
+                threading.Thread(target=self._prefaulter, name="heap-prefault", daemon=True).start()
+            self._prefault.put((self.advised_end, end))
         self.advised_end = end
         return grown
+
+    def _prefaulter(self) -> None:
+        try:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))     # 0: this thread
+        except (OSError, AttributeError):
+            pass                    # then at normal priority; the faults still leave the loop
+        madvise = self._madvise
+        while True:
+            start, end = self._prefault.get()
+            for addr in range(start, end, _PREFAULT_STEP):
+                if madvise(addr, min(_PREFAULT_STEP, end - addr), _MADV_POPULATE_WRITE):
+                    if ctypes.get_errno() == _EINVAL:
+                        self.prefaulting = False        # a kernel before 5.14
+                        return
+                    break           # trimmed meanwhile (ENOMEM): the rest of the range is gone
 
 
 HEAP = HugePageHeap()
