@@ -5,16 +5,22 @@ judged in minutes rather than in a whole run.py.
 
     python benchmarks/produce_probe.py [--rounds 3] [--warm 4] [--duration 8] [--size 10240]
                                        [--acks all] [--only mb,mock] [--variant NAME:KEY=VALUE,...]
+                                       [--checkout NAME=PATH]
 
 Each run starts a fresh broker pinned to CPU 1 (minibroker: 1 broker, log.memory.max.bytes 1 GiB
-as in run.py; the mock: 1 broker; both auto-create the topic with 4 partitions), and a producer configured as load.py's (confluent-kafka,
-linger.ms 5, batch.size 1 MB, a 1 GB queue) pinned to CPU 0. The producer runs --warm seconds,
-then --duration measured seconds. Printed per run: MB/s, the client's CPU seconds per GB and
-minor faults, the broker's CPU seconds, and the `nstat` deltas that tell how the connection ran
-(retransmitted segments, out-of-order queueing, segments queued to a busy socket's backlog, pure
-ACKs). `nstat` counts the whole host: run nothing else meanwhile. Needs $PERF_DIR's venv for the
-client (run.py sets it up) and iproute2's nstat. `--variant mb64:log.memory.max.bytes=67108864`
-adds a minibroker named mb64 with those overrides on top of mb's (then `--only mb,mb64,mock`).
+as in run.py; the mock: 1 broker; both auto-create the topic with 4 partitions), and a producer
+configured as load.py's (confluent-kafka, linger.ms 5, batch.size 1 MB, a 1 GB queue) pinned to
+CPU 0. The producer runs --warm seconds, then --duration measured seconds (each phase stops at
+10 M messages, 1 GB at 100 B). Printed per run: MB/s, the client's CPU seconds per GB and minor
+faults, the produce round trip as librdkafka's statistics report it (the median of its 1 s
+windows' p50, the highest p99), the broker's CPU seconds, and the `nstat` deltas that tell how
+the connection ran (retransmitted segments, tail loss probes and the duplicates they caused,
+out-of-order queueing, segments queued to a busy socket's backlog, pure ACKs). `nstat` counts the
+whole host: run nothing else meanwhile. Needs $PERF_DIR's venv for the client (run.py sets it up)
+and iproute2's nstat. `--variant mb64:log.memory.max.bytes=67108864` adds a minibroker named mb64
+with those overrides on top of mb's (then `--only mb,mb64,mock`); `--checkout old=/tmp/old` adds
+one run from another checkout (`git worktree add /tmp/old HEAD~1`), to set a change beside the
+code before it.
 """
 from __future__ import annotations
 
@@ -29,22 +35,32 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PERF = os.path.join(os.path.dirname(REPO), "shared", "perf")
 VENV_PY = os.path.join(os.environ.get("PERF_DIR", "/tmp/minibroker-perf"), "venv", "bin", "python")
-NSTAT_KEYS = ("TcpRetransSegs", "TcpExtTCPOFOQueue", "TcpExtTCPBacklogCoalesce", "TcpExtTCPPureAcks")
+NSTAT_KEYS = ("TcpRetransSegs", "TcpExtTCPLossProbes", "TcpExtTCPDSACKRecv", "TcpExtTCPOFOQueue",
+              "TcpExtTCPBacklogCoalesce", "TcpExtTCPPureAcks")
 
 # The producer, run under the perf venv: warm up, wait for a line on stdin, measure, print JSON.
 CLIENT = r'''
 import json, os, resource, sys, time
 from confluent_kafka import Producer
+RTT = []                                       # (p50, p99) of each statistics window, microseconds
+
+def stats(js):
+    for b in json.loads(js)["brokers"].values():
+        if b["nodeid"] >= 0 and b["rtt"]["cnt"]:
+            RTT.append((b["rtt"]["p50"], b["rtt"]["p99"]))
+
 bs, acks, size, warm, dur = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 p = Producer({"bootstrap.servers": bs, "acks": acks, "linger.ms": 5, "batch.size": 1000000,
               "compression.type": "none", "queue.buffering.max.messages": 1000000,
               "queue.buffering.max.kbytes": 1048576, "message.timeout.ms": 60000,
-              "delivery.report.only.error": True, "log_level": 3})
+              "delivery.report.only.error": True, "log_level": 3,
+              "statistics.interval.ms": 1000, "stats_cb": stats})
 p.produce("probe", b"w")
 p.flush(15)
 batch = [{"value": os.urandom(size)}] * 1000
 
 def run(secs):
+    del RTT[:]
     sent, t0, r0 = 0, time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     while time.perf_counter() < t0 + secs and sent < 10_000_000:
         n = p.produce_batch("probe", batch)
@@ -54,7 +70,9 @@ def run(secs):
     wall, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF)
     cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
     return {"MB_per_s": round(acked * size / wall / 1e6), "client_cpu_s_per_GB": round(cpu / (acked * size / 1e9), 3),
-            "client_minor_faults": r1.ru_minflt - r0.ru_minflt}
+            "client_minor_faults": r1.ru_minflt - r0.ru_minflt,
+            "rtt_p50_us": sorted(r[0] for r in RTT)[len(RTT) // 2] if RTT else None,
+            "rtt_p99_us_max": max((r[1] for r in RTT), default=None)}
 
 run(warm)
 print("WARM", flush=True)
@@ -112,12 +130,17 @@ def main() -> None:
     ap.add_argument("--only", default="mb,mock")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...",
                     help="another minibroker, with these overrides on top of mb's")
+    ap.add_argument("--checkout", action="append", default=[], metavar="NAME=PATH",
+                    help="a minibroker run from another checkout of this repository")
     a = ap.parse_args()
     a.duration, a.warm = min(a.duration, 60), min(a.warm, 60)
     mb = (f"cd {shlex.quote(REPO)} && exec {shlex.quote(sys.executable)} -m minibroker serve --port 0"
           " --brokers 1 --override log.memory.max.bytes=1073741824 --override num.partitions=4")
     cmds = {"mb": mb,
             "mock": f"exec {shlex.quote(VENV_PY)} {shlex.quote(os.path.join(PERF, 'librdkafka_mock.py'))} --brokers 1"}
+    for c in a.checkout:
+        name, _, path = c.partition("=")
+        cmds[name] = mb.replace(f"cd {shlex.quote(REPO)} ", f"cd {shlex.quote(os.path.abspath(path))} ")
     for v in a.variant:
         name, _, overrides = v.partition(":")
         cmds[name] = mb + "".join(f" --override {shlex.quote(o)}" for o in overrides.split(",") if o)
