@@ -35,11 +35,12 @@ class ControllerChannel:
     async def _active(self) -> Controller:
         return await self.cluster.active_controller()
 
-    def auto_create_topics(self, names: list[str]) -> None:
+    def auto_create_topics(self, names: list[str]) -> "asyncio.Task":
+        """Create `names` with the defaults; the task ends once every live broker knows them."""
         async def create() -> None:
             ctl = await self._active()
             await ctl.create_topics([(n, -1, -1, None, {}) for n in names], validate_only=False)
-        asyncio.get_running_loop().create_task(create())
+        return asyncio.get_running_loop().create_task(create())
 
     async def alter_partition(self, *args) -> int:
         return await (await self._active()).alter_partition(*args)

@@ -291,3 +291,36 @@ async def test_acked_writes_survive_stops_starts_and_leader_moves(seed, max_down
         assert sum(len(a) for a in sim.acked.values()) > 10, sim.fail("too few acked records")
         for conn in sim.conns.values():
             conn.close()
+
+
+def _metadata_request(*names: str) -> MetadataRequest:
+    return MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(topic_id=None, name=n)
+                                   for n in names], allow_auto_topic_creation=True,
+                           include_topic_authorized_operations=False)
+
+
+async def test_the_metadata_request_that_auto_creates_a_topic_is_answered_with_it():
+    # Kafka answers LEADER_NOT_AVAILABLE and the client asks again (librdkafka 100 ms later); the
+    # in-process controller creates the topic while the request waits.
+    async with Cluster(brokers=3, num_partitions=2, default_replication_factor=3) as c:
+        conn = await connect(c, 2)
+        md = await conn.request(_metadata_request("fresh"), 12)
+        (t,) = md.topics
+        assert (t.name, t.error_code) == ("fresh", 0)
+        assert sorted(p.partition_index for p in t.partitions) == [0, 1]
+        assert all(p.error_code == 0 and p.leader_id in (1, 2, 3) and len(p.isr_nodes) == 3
+                   for p in t.partitions)
+        conn.close()
+
+
+async def test_without_a_controller_auto_creation_answers_leader_not_available_then_creates():
+    async with Cluster(brokers=1) as c:
+        conn = await connect(c, 1)
+        await c.stop_controller()
+        md = await conn.request(_metadata_request("later"), 12)
+        assert [(t.name, t.error_code) for t in md.topics] == [("later", 5)]   # LEADER_NOT_AVAILABLE
+        await c.start_controller()      # the creation asked for goes on with the new controller
+        await wait_until(lambda: "later" in c.brokers[1].metadata.topics, what="topic created")
+        md = await conn.request(_metadata_request("later"), 12)
+        assert [(t.name, t.error_code) for t in md.topics] == [("later", 0)]
+        conn.close()
