@@ -48,12 +48,21 @@ ROWS = [
     ("produce_100B_acksall", "msgs_per_s", True), ("produce_100B_acksall", "MB_per_s", True),
     ("produce_10KiB_acks1", "msgs_per_s", True), ("produce_10KiB_acks1", "MB_per_s", True),
     ("produce_10KiB_acksall", "msgs_per_s", True), ("produce_10KiB_acksall", "MB_per_s", True),
-    ("consume_100B", "MB_per_s", True), ("consume_10KiB", "MB_per_s", True),
+    ("consume_100B", "msgs_per_s", True), ("consume_100B", "MB_per_s", True),
+    ("consume_10KiB", "msgs_per_s", True), ("consume_10KiB", "MB_per_s", True),
     ("latency_100B_acks_all", "p50_ms", False), ("latency_100B_acks_all", "p99_ms", False),
     ("apiversions_c1", "req_per_s", True), ("apiversions_c8", "req_per_s", True),
+    ("apiversions_c16", "req_per_s", True),
     ("metadata_c1", "req_per_s", True), ("metadata_c8", "req_per_s", True),
+    ("metadata_c16", "req_per_s", True),
 ]
 PEERS = ("mock", "tansu")
+# load.py's small-request connection counts: issue 6's targets are set at 1 and 8, and its
+# figures asked for at 1 and 16
+CONNS = "1,8,16"
+# scenarios whose broker CPU per GB moved is printed and checked run to run
+CPU_PER_GB = ("produce_100B_acks1", "produce_100B_acksall", "produce_10KiB_acks1",
+              "produce_10KiB_acksall", "consume_100B", "consume_10KiB")
 
 
 def perf_dir() -> str:
@@ -141,7 +150,7 @@ def run_anchor(label: str, cmd: str, env_extra: dict, venv_py: str, a, tmp: str)
     out = os.path.join(tmp, f"anchor-{label}.json")
     argv = [venv_py, ANCHOR, "--label", label, "--peer-cmd", cmd, "--repeat", "1",
             "--duration", str(a.duration), "--out", out, "--python", wrapper,
-            "--", "--max-bytes", f"{a.max_bytes:g}"]
+            "--", "--max-bytes", f"{a.max_bytes:g}", "--conns", CONNS]
     print(f"# {label}: {cmd}", file=sys.stderr, flush=True)
     r = subprocess.run(argv, env={**os.environ, **env_extra, "PERF_DIR": perf_dir()},
                        stdout=subprocess.PIPE, text=True)
@@ -249,7 +258,7 @@ def rss_10k_partitions(topics: int = 100, per_topic: int = 100) -> dict:
 
 def cpu_per_gb(summary: dict) -> dict:
     out = {}
-    for scen in ("produce_100B_acks1", "produce_10KiB_acks1", "produce_10KiB_acksall", "consume_10KiB"):
+    for scen in CPU_PER_GB:
         m = summary.get("median", {}).get(scen, {})
         if m.get("broker_cpu_s") is not None and m.get("bytes"):
             out[scen] = round(m["broker_cpu_s"] / (m["bytes"] / 1e9), 2)
@@ -334,6 +343,8 @@ def _metrics(results: dict) -> dict[str, tuple[float, bool]]:
             v = med.get(scen, {}).get(metric)
             if v:
                 out[f"{label}.{scen}.{metric}"] = (v, higher)
+        for scen, v in cpu_per_gb(results.get("brokers", {}).get(label, {})).items():
+            out[f"{label}.{scen}.broker_cpu_s_per_GB"] = (v, False)
     ex = results.get("extras", {})
     for k in ("startup_ms_1", "startup_ms_3"):
         if ex.get(k):
