@@ -24,6 +24,7 @@ class ClusterConfig:
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_max_bytes: int = 1048576
     replica_fetch_response_max_bytes: int = 10485760
+    fetch_max_bytes: int = 57671680         # caps every Fetch response's max_bytes (KIP-541)
     log_retention_check_interval_ms: int = 300000
     log_memory_max_bytes: int = -1          # minibroker's cap on all logs' bytes (log/memory.py)
     offsets_topic_num_partitions: int = 50

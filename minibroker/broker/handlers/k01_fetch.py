@@ -94,6 +94,9 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
             p.update_follower_fetch(replica_id, fp.fetch_offset, now)
         plan.append((topic, fp, p, err))
     max_wait_ms = max(req.max_wait_ms, 0)
+    # As Kafka's: the broker's fetch.max.bytes caps the request's, and min_bytes by that (KIP-541)
+    max_bytes = min(req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF, ctx.broker.config.fetch_max_bytes)
+    min_bytes = min(req.min_bytes, max_bytes)
     if follower:
         max_wait_ms = rm.first_fetches.max_wait_ms(replica_id, max_wait_ms)
     deadline = loop.time() + max_wait_ms / 1000
@@ -101,7 +104,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
         results: dict[str, list] = {}
         total = 0
         errors = False
-        remaining = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+        remaining = max_bytes
         waiters = []
         for topic, fp, p, err in plan:
             out = results.setdefault(topic, [])
@@ -137,7 +140,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
         timeout = deadline - loop.time()
         # A float remainder below the clock's resolution would re-arm a timer that never moves
         # the (virtual) clock: treat it as elapsed.
-        if total >= req.min_bytes or errors or timeout <= 1e-6 or not waiters \
+        if total >= min_bytes or errors or timeout <= 1e-6 or not waiters \
                 or not ctx.broker.running:
             break
         # One future for every partition waited on: the first append / HW move resolves it and

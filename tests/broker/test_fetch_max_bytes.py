@@ -1,0 +1,46 @@
+"""The broker's fetch.max.bytes (KIP-541) caps a Fetch response below the request's max_bytes, as
+in Kafka: whole batches up to the cap, the first one even when it alone is larger (KIP-74), and
+min_bytes capped by it too, so a long poll does not wait for more than the broker will send."""
+from __future__ import annotations
+
+from cluster_helpers import batch, connect, fetch_request, fetched_records, produce_request
+from minibroker.cluster import Cluster
+
+
+async def _produce(conn, n: int, size: int) -> None:
+    for i in range(n):
+        resp = await conn.request(produce_request("t", 0, batch([bytes([i]) * size], 1000)), 9)
+        assert resp.responses[0].partition_responses[0].error_code == 0
+
+
+async def test_the_broker_cap_is_applied_below_the_requests_max_bytes():
+    async with Cluster(brokers=1, fetch_max_bytes=2048) as c:
+        await c.create_topic("t", 1, 1)
+        conn = await connect(c, 1)
+        await _produce(conn, 6, 600)        # one ~670-byte batch per record
+        resp = await conn.request(fetch_request("t", 0, 0, max_bytes=1 << 20), 11)
+        assert [o for o, _ in fetched_records(resp)] == [0, 1, 2]
+        assert len(resp.responses[0].partitions[0].records) <= 2048
+        conn.close()
+
+
+async def test_the_first_batch_is_sent_even_when_larger_than_the_cap():
+    async with Cluster(brokers=1, fetch_max_bytes=1024) as c:
+        await c.create_topic("t", 1, 1)
+        conn = await connect(c, 1)
+        await _produce(conn, 2, 3000)
+        resp = await conn.request(fetch_request("t", 0, 0, max_bytes=1 << 20), 11)
+        assert [o for o, _ in fetched_records(resp)] == [0]
+        conn.close()
+
+
+async def test_min_bytes_above_the_cap_does_not_hold_a_long_poll():
+    async with Cluster(brokers=1, fetch_max_bytes=1024) as c:
+        await c.create_topic("t", 1, 1)
+        conn = await connect(c, 1)
+        await _produce(conn, 2, 600)
+        t0 = c.clock.now_ms()
+        resp = await conn.request(fetch_request("t", 0, 0, max_wait_ms=30_000, min_bytes=1 << 20), 11)
+        assert [o for o, _ in fetched_records(resp)] == [0]
+        assert c.clock.now_ms() - t0 < 30_000       # answered at once, not at max_wait_ms
+        conn.close()
