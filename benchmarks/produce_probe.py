@@ -99,41 +99,41 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def one_run(label: str, cmd: str, a, anchor) -> dict:
+def one_run(label: str, cmd: str, client: list[str], anchor) -> dict:
+    """A fresh broker from `cmd` pinned to CPU 1 and `client` (a CLIENT script's argv after its
+    bootstrap) on CPU 0: the client warms up, prints WARM, measures on a line from stdin and
+    prints its JSON; the broker's CPU seconds and the `nstat` deltas over the measured part are
+    added to it."""
     proc, bootstrap = anchor.start_peer(f"exec taskset -c 1 bash -c {shlex.quote(cmd)}", f"/tmp/probe-{label}.log")
     try:
-        client = subprocess.Popen(["taskset", "-c", "0", VENV_PY, "-c", CLIENT, bootstrap, a.acks, str(a.size),
-                                   str(a.warm), str(a.duration)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        if client.stdout.readline().strip() != "WARM":
-            raise RuntimeError(f"{label}: the producer did not warm up")
+        child = subprocess.Popen(["taskset", "-c", "0", VENV_PY, "-c", client[0], bootstrap, *client[1:]],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if child.stdout.readline().strip() != "WARM":
+            raise RuntimeError(f"{label}: the client did not warm up")
         before, cpu0 = _nstat(), _cpu_s(proc.pid)
-        client.stdin.write("\n")
-        client.stdin.flush()
-        res = json.loads(client.stdout.readline())
+        child.stdin.write("\n")
+        child.stdin.flush()
+        res = json.loads(child.stdout.readline())
         res["broker_cpu_s"] = round(_cpu_s(proc.pid) - cpu0, 2)
         after = _nstat()
         res.update({k: after.get(k, 0) - before.get(k, 0) for k in NSTAT_KEYS})
-        client.wait(30)
+        child.wait(30)
         return res
     finally:
         anchor.stop_peer(proc)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_broker_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--warm", type=float, default=4)
-    ap.add_argument("--duration", type=float, default=8)
-    ap.add_argument("--size", type=int, default=10240)
-    ap.add_argument("--acks", default="all")
     ap.add_argument("--only", default="mb,mock")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...",
                     help="another minibroker, with these overrides on top of mb's")
     ap.add_argument("--checkout", action="append", default=[], metavar="NAME=PATH",
                     help="a minibroker run from another checkout of this repository")
-    a = ap.parse_args()
-    a.duration, a.warm = min(a.duration, 60), min(a.warm, 60)
+
+
+def broker_cmds(a) -> dict[str, str]:
+    """label → the shell command that starts it: mb, the mock, --checkout and --variant ones."""
     mb = (f"cd {shlex.quote(REPO)} && exec {shlex.quote(sys.executable)} -m minibroker serve --port 0"
           " --brokers 1 --override log.memory.max.bytes=1073741824 --override num.partitions=4")
     cmds = {"mb": mb,
@@ -144,11 +144,28 @@ def main() -> None:
     for v in a.variant:
         name, _, overrides = v.partition(":")
         cmds[name] = mb + "".join(f" --override {shlex.quote(o)}" for o in overrides.split(",") if o)
+    return cmds
+
+
+def alternate(a, client: list[str]) -> None:
+    """--rounds rounds of every --only broker, in reverse order on odd rounds; a line per run."""
+    cmds, anchor = broker_cmds(a), _anchor()
     labels = a.only.split(",")
-    anchor = _anchor()
     for r in range(min(a.rounds, 20)):
         for label in labels if r % 2 == 0 else labels[::-1]:
-            print(label, json.dumps(one_run(label, cmds[label], a, anchor)), flush=True)
+            print(label, json.dumps(one_run(label, cmds[label], client, anchor)), flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_broker_args(ap)
+    ap.add_argument("--warm", type=float, default=4)
+    ap.add_argument("--duration", type=float, default=8)
+    ap.add_argument("--size", type=int, default=10240)
+    ap.add_argument("--acks", default="all")
+    a = ap.parse_args()
+    a.duration, a.warm = min(a.duration, 60), min(a.warm, 60)
+    alternate(a, [CLIENT, a.acks, str(a.size), str(a.warm), str(a.duration)])
 
 
 if __name__ == "__main__":
