@@ -354,17 +354,27 @@ def _metrics(results: dict) -> dict[str, tuple[float, bool]]:
     return out
 
 
+def _ratios(results: dict) -> dict[str, tuple[float, bool]]:
+    """mb1/best-peer per row: the same run's peers cancel the host's speed out of it."""
+    higher = {f"{s}.{m}": h for s, m, h in ROWS}
+    return {f"mb1/best {k}": (r["mb1/best"], higher[k]) for k, r in results.get("ratios", {}).items()
+            if k in higher and r.get("mb1/best")}
+
+
 def regressions(prev: dict, cur: dict, threshold: float = 0.10) -> list[str]:
-    p, c = _metrics(prev), _metrics(cur)
+    """Every minibroker figure, and every mb1/best-peer ratio, more than `threshold` worse than in
+    the previous run. A host slower for every broker moves the figures but not the ratios."""
     out = []
-    for k, (v, higher) in c.items():
-        if k not in p or not p[k][0]:
-            continue
-        old = p[k][0]
-        change = (v - old) / old
-        worse = -change if higher else change
-        if worse > threshold:
-            out.append(f"REGRESSION {k}: {_fmt(old)} -> {_fmt(v)} ({change:+.0%})")
+    for metrics, tag in ((_metrics, "REGRESSION"), (_ratios, "RATIO REGRESSION")):
+        p, c = metrics(prev), metrics(cur)
+        for k, (v, higher) in c.items():
+            if k not in p or not p[k][0]:
+                continue
+            old = p[k][0]
+            change = (v - old) / old
+            worse = -change if higher else change
+            if worse > threshold:
+                out.append(f"{tag} {k}: {_fmt(old)} -> {_fmt(v)} ({change:+.0%})")
     return out
 
 
