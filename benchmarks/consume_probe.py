@@ -114,11 +114,9 @@ c.close()
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_broker_args(ap)
+    add_broker_args(ap, warm=3)
     ap.add_argument("--fill", type=int, default=2_300_000)
     ap.add_argument("--size", type=int, default=100)
-    ap.add_argument("--warm", type=float, default=3)
-    ap.add_argument("--duration", type=float, default=8)
     ap.add_argument("--big", type=float, default=0, help="GB of 10 KiB records produced after the fill")
     ap.add_argument("--big-from", choices=["self", "other"], default="self",
                     help="produce --big from the consuming client's process (as load.py) or another")

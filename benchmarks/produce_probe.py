@@ -123,8 +123,11 @@ def one_run(label: str, cmd: str, client: list[str], anchor) -> dict:
         anchor.stop_peer(proc)
 
 
-def add_broker_args(ap: argparse.ArgumentParser) -> None:
+def add_broker_args(ap: argparse.ArgumentParser, warm: float) -> None:
+    """The options every probe takes: rounds, brokers, and the client's warm-up and measured time."""
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warm", type=float, default=warm)
+    ap.add_argument("--duration", type=float, default=8)
     ap.add_argument("--only", default="mb,mock")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...",
                     help="another minibroker, with these overrides on top of mb's")
@@ -158,9 +161,7 @@ def alternate(a, client: list[str]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_broker_args(ap)
-    ap.add_argument("--warm", type=float, default=4)
-    ap.add_argument("--duration", type=float, default=8)
+    add_broker_args(ap, warm=4)
     ap.add_argument("--size", type=int, default=10240)
     ap.add_argument("--acks", default="all")
     a = ap.parse_args()
