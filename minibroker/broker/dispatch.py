@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from minibroker.protocol.framing import (
-    ProtocolViolation, RequestHeader, frame_parts, parse_request_header, peek_api, response_header)
+    API_PREFIX, ProtocolViolation, RequestHeader, frame_parts, parse_request_header, response_header)
 
 if TYPE_CHECKING:
     from minibroker.broker.broker import Broker
@@ -28,6 +28,7 @@ class Handler:
     fn: Callable[..., Awaitable[Any]]
     name: str
     raw: bool = False       # the handler gets the request body (a memoryview) and decodes it itself
+    flexible_from: int = 1 << 15    # the first flexible version (request header v2)
 
 
 HANDLERS: dict[int, Handler] = {}
@@ -41,8 +42,12 @@ def handles(api_key: int, request_class: Any, versions: tuple[int, int], raw: bo
 
     def register(fn):
         assert int(api_key) not in HANDLERS, f"api key {api_key} registered twice"
+        flexible = [v for v in range(lo, hi + 1) if request_class.flexible_version_q(v)]
+        if int(api_key) == 18:
+            flexible = list(range(3, hi + 1))     # ApiVersions v3+ (its header stays v0 in responses)
         HANDLERS[int(api_key)] = Handler(int(api_key), request_class, (lo, hi), fn,
-                                         request_class.__name__.removesuffix("Request"), raw)
+                                         request_class.__name__.removesuffix("Request"), raw,
+                                         flexible[0] if flexible else 1 << 15)
         return fn
     return register
 
@@ -112,7 +117,9 @@ def encode_response(resp: Any, version: int, correlation_id: int) -> list:
 
 async def dispatch(broker: "Broker", conn: Any, frame: memoryview) -> list | None:
     """Handle one request frame; returns the framed response buffers, or None for no response."""
-    api_key, api_version, corr = peek_api(frame)
+    if len(frame) < 8:
+        raise ProtocolViolation(f"request of {len(frame)} bytes is shorter than a header")
+    api_key, api_version, corr = API_PREFIX.unpack_from(frame, 0)
     handler = HANDLERS.get(api_key)
     if handler is None:
         raise ProtocolViolation(f"unknown api key {api_key}")
@@ -124,10 +131,7 @@ async def dispatch(broker: "Broker", conn: Any, frame: memoryview) -> list | Non
         raise ProtocolViolation(f"unsupported version {api_version} of {handler.name} "
                                 f"(supported {lo}-{hi})")
     cls = handler.request_class
-    flexible = cls.flexible_version_q(api_version)
-    if api_key == 18 and api_version >= 3:
-        flexible = True
-    header = parse_request_header(frame, flexible)
+    header = parse_request_header(frame, api_version >= handler.flexible_from)
     ctx = RequestContext(broker, header, api_version, conn, frame)
     if handler.raw:
         req = frame[header.body_offset:]
@@ -145,6 +149,8 @@ async def dispatch(broker: "Broker", conn: Any, frame: memoryview) -> list | Non
         resp = await coro
     if resp is None:
         return None
+    if type(resp) is RawResponse:
+        return resp.parts
     return encode_response(resp, api_version, corr)
 
 

@@ -12,6 +12,7 @@ class Faults:
     def __init__(self) -> None:
         self._controls: dict[int, list[tuple[Callable, bool]]] = collections.defaultdict(list)
         self._errors: dict[int, collections.deque] = collections.defaultdict(collections.deque)
+        self.errors_queued = 0      # handlers skip pop_request_error while this is 0
         self.enabled_sites: set[str] = set()
 
     def control(self, api_key: int, fn: Callable[[Any, Any], Any], keep: bool = True) -> None:
@@ -21,12 +22,14 @@ class Faults:
     def push_request_errors(self, api_key: int, errors: list) -> None:
         """The next len(errors) requests of api_key fail with these error classes/codes."""
         self._errors[int(api_key)].extend(errors)
+        self.errors_queued += len(errors)
 
     def pop_request_error(self, api_key: int) -> int:
         q = self._errors.get(int(api_key))
         if not q:
             return 0
         e = q.popleft()
+        self.errors_queued -= 1
         return e if isinstance(e, int) else e.errno
 
     def enable(self, site: str) -> None:

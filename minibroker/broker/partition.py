@@ -109,19 +109,23 @@ class Partition:
 
     # ------------------------------------------------------------------ high watermark
     def maybe_increment_high_watermark(self) -> bool:
-        if not self.is_leader:
+        # Runs on every produce: the properties (is_leader, maximal_isr) are spelled out here.
+        node_id = self.rm.node_id
+        if self.leader != node_id:
             return False
         hw = self.log.log_end_offset
-        for r in self.maximal_isr:
-            if r != self.rm.node_id:
+        for r in (self.maximal_isr if self.pending_isr else self.isr):
+            if r != node_id:
                 f = self.followers.get(r)
                 leo = f.log_end_offset if f is not None else -1
                 if leo < hw:
                     hw = leo
         if hw > self.high_watermark:
             self.high_watermark = hw
-            self._complete_hw_waiters()
-            self.notify_data()
+            if self._hw_waiters:
+                self._complete_hw_waiters()
+            if self._data_waiters:
+                self.notify_data()
             return True
         return False
 

@@ -74,10 +74,11 @@ class ReplicaManager:
             known = self.broker.metadata.partition(topic, partition) is not None
             return None, (NotLeaderForPartitionError.errno if known
                           else UnknownTopicOrPartitionError.errno)
-        err = self.check_epoch(p, current_leader_epoch)
-        if err:
-            return None, err
-        if leader_only and not p.is_leader:
+        if current_leader_epoch >= 0:
+            err = self.check_epoch(p, current_leader_epoch)
+            if err:
+                return None, err
+        if leader_only and p.leader != self.node_id:
             return None, NotLeaderForPartitionError.errno
         return p, 0
 

@@ -152,6 +152,7 @@ class PartitionLog:
         max_bytes = self.config.max_message_bytes
         bases: list[int] = []
         next_offset = self.log_end_offset
+        with_producer_id = False
         for h in headers:
             if origin == CLIENT:
                 validate_client_batch(h)
@@ -161,15 +162,18 @@ class PartitionLog:
                     f"which exceeds the maximum configured value of {max_bytes}.")
             bases.append(next_offset)
             next_offset += h.last_offset_delta + 1
+            with_producer_id = with_producer_id or h.producer_id >= 0
         append_time = NO_TIMESTAMP
         if self.config.log_append_time:
             append_time = self.clock.now_ms() if now_ms is None else now_ms
-        pending = self.producers.prepare(headers, bases, origin=origin, log_append_time=append_time)
-        if pending.duplicate is not None:
-            dup = pending.duplicate
-            return AppendResult(dup.first_offset, dup.last_offset,
-                                dup.timestamp if append_time != NO_TIMESTAMP else NO_TIMESTAMP,
-                                self.log_start_offset, True)
+        pending = None      # batches without a producer id have no producer state to check
+        if with_producer_id:
+            pending = self.producers.prepare(headers, bases, origin=origin, log_append_time=append_time)
+            if pending.duplicate is not None:
+                dup = pending.duplicate
+                return AppendResult(dup.first_offset, dup.last_offset,
+                                    dup.timestamp if append_time != NO_TIMESTAMP else NO_TIMESTAMP,
+                                    self.log_start_offset, True)
         for h, base in zip(headers, bases):
             data = view[h.offset_in_buf:h.offset_in_buf + h.size]
             if not adopt:
@@ -181,7 +185,8 @@ class PartitionLog:
             else:
                 self._store(StoredBatch(data, h, base, leader_epoch, h.max_timestamp, h.attributes))
         self.epochs.assign(leader_epoch, bases[0])
-        self.producers.commit(pending)
+        if pending is not None:
+            self.producers.commit(pending)
         return AppendResult(bases[0], next_offset - 1, append_time, self.log_start_offset, False)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview, *,

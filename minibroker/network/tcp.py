@@ -88,6 +88,7 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.reader = FrameReader(broker.config.socket_request_max_bytes)
+        self.get_buffer = self.reader.get_buffer    # the loop calls it on every receive: one call less
         self.pending: collections.deque = collections.deque()     # Tasks and _Completed, in order
         self.transport: asyncio.Transport | None = None
         self.peer = None
@@ -115,7 +116,7 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
                 self.transport.close()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self.reader.get_buffer(sizehint)
+        return self.reader.get_buffer(sizehint)     # replaced per instance by the reader's own
 
     def buffer_updated(self, nbytes: int) -> None:
         if self.closed:
@@ -146,12 +147,21 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         broker = self.broker
         pending = self.pending
         loop = None
+        out = None          # responses ready while nothing is queued ahead of them, in order
         for frame in frames:
             coro = dispatch(broker, self, frame)
             try:
                 first = coro.send(None)
             except StopIteration as stop:
-                pending.append(_Completed(stop.value, None))
+                # The common case (a round trip's cold path runs every line here): nothing waits
+                # ahead, so the response goes out without a place in the queue.
+                if pending:
+                    pending.append(_Completed(stop.value, None))
+                elif stop.value is not None:
+                    if out is None:
+                        out = list(stop.value)  # never extend a handler's (possibly cached) list
+                    else:
+                        out += stop.value
                 continue
             except (KeyboardInterrupt, SystemExit):
                 raise
@@ -163,7 +173,10 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
             task = loop.create_task(_resume(coro, first))
             pending.append(task)
             task.add_done_callback(self._on_done)
-        self._flush()
+        if out is not None and not self.closed:
+            self.transport.writelines(out)
+        if pending:
+            self._flush()
 
     def _on_done(self, _task: asyncio.Task) -> None:
         self._flush()

@@ -8,7 +8,8 @@ import struct
 from dataclasses import dataclass
 
 _I32 = struct.Struct(">i")
-_HDR = struct.Struct(">hhi")          # api_key, api_version, correlation_id
+API_PREFIX = struct.Struct(">hhi")          # api_key, api_version, correlation_id
+_HDR_CLIENT_ID = struct.Struct(">hhih")     # ... and the client_id's length
 
 
 class ProtocolViolation(Exception):
@@ -67,7 +68,8 @@ class FrameReader:
     next one's 4-byte size is read alone, so that it too gets a buffer of exactly its size.
     `feed(data)` is the asyncio.Protocol form: it copies `data` into the same buffers (one copy)."""
 
-    __slots__ = ("_buf", "_view", "_start", "_end", "_max", "_spares", "_last_large", "_own")
+    __slots__ = ("_buf", "_view", "_start", "_end", "_max", "_spares", "_last_large", "_own",
+                 "large_frames")
 
     FIRST = 4096                # a connection's first buffer (many connections carry little)
     CHUNK = 64 * 1024           # buffers double up to this; larger frames get their own buffer
@@ -83,6 +85,9 @@ class FrameReader:
         self._spares: list[bytearray] = []
         self._last_large = False    # the last frame was large: read the next one's size alone
         self._own = False       # _buf belongs to the large frame being received
+        # A large frame is being received, or the last frame was large (_own or _last_large,
+        # kept as a plain attribute: the network layer reads it after every receive).
+        self.large_frames = False
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """Writable space for the next receive (at least 1 byte)."""
@@ -137,6 +142,7 @@ class FrameReader:
         """Give the large frame begun here a buffer of exactly its size (its prefix copied)."""
         self._switch(uninitialized_bytearray(frame_size), keep_old=True)
         self._own = True
+        self.large_frames = True
 
     def buffer_updated(self, nbytes: int) -> list[memoryview]:
         """`nbytes` were written into the last get_buffer(); returns the frames now complete."""
@@ -169,7 +175,7 @@ class FrameReader:
             frames.append(view[pos + 4:pos + 4 + size])
             pos += 4 + size
         if frames:
-            self._last_large = False
+            self._last_large = self.large_frames = False
         self._start = pos
         return frames
 
@@ -184,11 +190,6 @@ class FrameReader:
             frames += self.buffer_updated(n)
             mv = mv[n:]
         return frames
-
-    @property
-    def large_frames(self) -> bool:
-        """A large frame is being received, or the last frame was large."""
-        return self._own or self._last_large
 
     @property
     def buffered(self) -> int:
@@ -225,16 +226,15 @@ def peek_api(frame: memoryview) -> tuple[int, int, int]:
     """api_key, api_version, correlation_id — enough to route or to answer an error."""
     if len(frame) < 8:
         raise ProtocolViolation(f"request of {len(frame)} bytes is shorter than a header")
-    return _HDR.unpack_from(frame, 0)
+    return API_PREFIX.unpack_from(frame, 0)
 
 
 def parse_request_header(frame: memoryview, flexible: bool) -> RequestHeader:
-    api_key, api_version, corr = peek_api(frame)
-    pos = 8
     if len(frame) < 10:
+        peek_api(frame)                 # the shorter-than-a-header message, if it is that
         raise ProtocolViolation("truncated client_id")
-    (n,) = struct.unpack_from(">h", frame, pos)
-    pos += 2
+    api_key, api_version, corr, n = _HDR_CLIENT_ID.unpack_from(frame, 0)
+    pos = 10
     client_id = None
     if n >= 0:
         if pos + n > len(frame):

@@ -57,16 +57,28 @@ def _count(n: int, flexible: bool) -> bytes:
     return _uvarint(n + 1) if flexible else _I32.pack(n)
 
 
+_NAMES: dict[tuple[str, bool], bytes] = {}     # encoded topic names (a broker's topics are few)
+_NO_RECORD_ERRORS = {False: _I32.pack(0), True: b"\x01"}
+_NO_MESSAGE = {False: _I32.pack(0) + b"\xff\xff", True: b"\x01\x00"}   # no record_errors, null message
+
+
 def encode_produce_response(version: int, correlation_id: int,
                             topics: dict[str, list[PartitionResult]],
                             throttle_time_ms: int = 0) -> list[bytes]:
-    """The framed response (size prefix, header, body) as buffers for transport.writelines()."""
+    """The framed response (size prefix, header, body) as buffers for transport.writelines().
+    A single-record round trip runs this cold: counts are inlined and topic names cached."""
     flexible = version >= 9
-    out = [b"", _count(len(topics), flexible)]
+    out = [b"", _SMALL[len(topics) + 1] if flexible and len(topics) < 0x7F else _count(len(topics), flexible)]
     part = _PART_V5 if version >= 5 else _PART_V3
     for name, parts in topics.items():
-        out.append(_string(name, flexible))
-        out.append(_count(len(parts), flexible))
+        key = (name, flexible)
+        encoded = _NAMES.get(key)
+        if encoded is None:
+            encoded = _string(name, flexible)
+            if len(_NAMES) < 10000:
+                _NAMES[key] = encoded
+        out.append(encoded)
+        out.append(_SMALL[len(parts) + 1] if flexible and len(parts) < 0x7F else _count(len(parts), flexible))
         for p in parts:
             if version >= 5:
                 out.append(part.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms,
@@ -75,7 +87,8 @@ def encode_produce_response(version: int, correlation_id: int,
                 out.append(part.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms))
             if version >= 8:
                 # No record_errors (we reject whole batches), then error_message.
-                out.append(_count(0, flexible) + _string(p.error_message, flexible))
+                out.append(_NO_MESSAGE[flexible] if p.error_message is None else
+                           _NO_RECORD_ERRORS[flexible] + _string(p.error_message, flexible))
             if flexible:
                 out.append(b"\x00")
         if flexible:

@@ -38,7 +38,9 @@ def _time_out(futs) -> None:
 @handles(ApiKey.Produce, ProduceRequest, versions=(3, 12), raw=True)
 async def handle_produce(ctx: RequestContext, body: memoryview):
     req = decode_produce(body, ctx.api_version)
-    rm = ctx.broker.replica_manager
+    broker = ctx.broker
+    rm = broker.replica_manager
+    faults = broker.faults
     acks = req.acks
     results: dict[str, list] = {}
     waits = []          # (partition result index, topic name, future, partition)
@@ -51,7 +53,7 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
             if req.transactional_id is not None:
                 out.append(_part(pd.index, TransactionalIdAuthorizationFailedError.errno))
                 continue
-            injected = ctx.broker.faults.pop_request_error(ApiKey.Produce)
+            injected = faults.pop_request_error(ApiKey.Produce) if faults.errors_queued else 0
             if injected:
                 out.append(_part(pd.index, injected))
                 continue
@@ -59,7 +61,10 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
             if err:
                 out.append(_part(pd.index, err))
                 continue
-            err = rm.check_partition_metadata(p, td.undeleted_partition_count, producing=True)
+            # KIP-253's checks can only fail for a client that sends its partition count, or on a
+            # partition marked for deletion (the call is skipped on the common path).
+            if td.undeleted_partition_count >= 0 or p.leader_epoch_before_deletion:
+                err = rm.check_partition_metadata(p, td.undeleted_partition_count, producing=True)
             if err:
                 out.append(_part(pd.index, err, error_message=(
                     f"undeleted_partition_count {td.undeleted_partition_count} != "
