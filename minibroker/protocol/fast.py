@@ -104,6 +104,29 @@ def _string(buf: memoryview, pos: int, end: int, flexible: bool, nullable: bool)
         raise ProtocolViolation(f"invalid UTF-8 in string: {e}") from None
 
 
+def _records(buf: memoryview, pos: int, end: int, flexible: bool, what: str) -> tuple[memoryview | None, int]:
+    """A records field (nullable bytes) at pos: a view of buf, no copy; None for a null."""
+    if flexible:
+        if end - pos >= 2 and buf[pos] & 0x80 and not buf[pos + 1] & 0x80:    # 128 B - 16 KiB
+            size = (buf[pos] & 0x7F | buf[pos + 1] << 7) - 1
+            pos += 2
+        else:
+            size, pos = _uvarint(buf, pos, end)
+            size -= 1
+    else:
+        if end - pos < 4:
+            raise ProtocolViolation("truncated records length")
+        size = _i32(buf, pos)[0]
+        pos += 4
+    if size < 0:
+        if size != -1:
+            raise ProtocolViolation(f"invalid records length {size}")
+        return None, pos
+    if size > end - pos:
+        raise ProtocolViolation(f"records run past the end of the {what}")
+    return buf[pos:pos + size], pos + size
+
+
 def _array_len(buf: memoryview, pos: int, end: int, flexible: bool, what: str) -> tuple[int, int]:
     if flexible:
         if pos < end and buf[pos] < 0x80:   # a one-byte varint (nearly always)
@@ -155,27 +178,7 @@ def decode_produce(body: memoryview, version: int) -> ProduceRequestView:
                     raise ProtocolViolation("truncated partition index")
                 index = _i32(buf, pos)[0]
                 pos += 4
-                if flexible:
-                    if end - pos >= 2 and buf[pos] & 0x80 and not buf[pos + 1] & 0x80:
-                        size = (buf[pos] & 0x7F | buf[pos + 1] << 7) - 1
-                        pos += 2
-                    else:
-                        size, pos = _uvarint(buf, pos, end)
-                        size -= 1
-                else:
-                    if end - pos < 4:
-                        raise ProtocolViolation("truncated records length")
-                    size = _i32(buf, pos)[0]
-                    pos += 4
-                if size < 0:
-                    if size != -1:
-                        raise ProtocolViolation(f"invalid records length {size}")
-                    records = None
-                else:
-                    if size > end - pos:
-                        raise ProtocolViolation("records run past the end of the request")
-                    records = buf[pos:pos + size]
-                    pos += size
+                records, pos = _records(buf, pos, end, flexible, "request")
                 if flexible:
                     if pos < end and buf[pos] == 0:
                         pos += 1
@@ -451,24 +454,7 @@ def _decode_fetch_response(buf: memoryview, version: int) -> FetchResponseView:
                 pos += 4
             else:
                 preferred = -1
-            # records: nullable bytes
-            if flexible:
-                size, pos = _uvarint(buf, pos, end)
-                size -= 1
-            else:
-                if end - pos < 4:
-                    raise ProtocolViolation("truncated records length")
-                size = _i32(buf, pos)[0]
-                pos += 4
-            if size < 0:
-                if size != -1:
-                    raise ProtocolViolation(f"invalid records length {size}")
-                records = None
-            else:
-                if size > end - pos:
-                    raise ProtocolViolation("records run past the end of the response")
-                records = buf[pos:pos + size]
-                pos += size
+            records, pos = _records(buf, pos, end, flexible, "response")
             diverging = leader = None
             if flexible:
                 diverging, leader, pos = _partition_tags(buf, pos, end)
