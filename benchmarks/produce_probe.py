@@ -8,12 +8,14 @@ judged in minutes rather than in a whole run.py.
                                        [--checkout NAME=PATH]
 
 Each run starts a fresh broker pinned to CPU 1 (minibroker: 1 broker, log.memory.max.bytes 1 GiB
-as in run.py; the mock: 1 broker; both auto-create the topic with 4 partitions), and a producer
+as in run.py; the mock: 1 broker; both auto-create the topic with 4 partitions; `--only` may name
+Tansu too, which keeps everything, as run.py starts it), and a producer
 configured as load.py's (confluent-kafka, linger.ms 5, batch.size 1 MB, a 1 GB queue) pinned to
 CPU 0. The producer runs --warm seconds, then --duration measured seconds (each phase stops at
 10 M messages, 1 GB at 100 B). Printed per run: MB/s, the client's CPU seconds per GB and minor
-faults, the produce round trip as librdkafka's statistics report it (the median of its 1 s
-windows' p50, the highest p99), the broker's CPU seconds, and the `nstat` deltas that tell how
+faults and context switches, from librdkafka's statistics the Produce requests per second, the
+records per batch and the produce round trip (the median of its 1 s windows' p50, the highest
+p99), the broker's CPU seconds, and the `nstat` deltas that tell how
 the connection ran (retransmitted segments, tail loss probes and the duplicates they caused,
 out-of-order queueing, segments queued to a busy socket's backlog, pure ACKs). `nstat` counts the
 whole host: run nothing else meanwhile. Needs $PERF_DIR's venv for the client (run.py sets it up)
@@ -32,6 +34,8 @@ import shlex
 import subprocess
 import sys
 
+import run          # benchmarks/run.py: the peers' launch commands
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PERF = os.path.join(os.path.dirname(REPO), "shared", "perf")
 VENV_PY = os.path.join(os.environ.get("PERF_DIR", "/tmp/minibroker-perf"), "venv", "bin", "python")
@@ -43,11 +47,19 @@ CLIENT = r'''
 import json, os, resource, sys, time
 from confluent_kafka import Producer
 RTT = []                                       # (p50, p99) of each statistics window, microseconds
+BATCH = []                                     # (records, bytes) per batch, averaged per window
+TX = [0, 0]                                    # requests sent, responses received (cumulative)
 
 def stats(js):
-    for b in json.loads(js)["brokers"].values():
-        if b["nodeid"] >= 0 and b["rtt"]["cnt"]:
-            RTT.append((b["rtt"]["p50"], b["rtt"]["p99"]))
+    st = json.loads(js)
+    for b in st["brokers"].values():
+        if b["nodeid"] >= 0:
+            TX[:] = [b["tx"], b["rx"]]
+            if b["rtt"]["cnt"]:
+                RTT.append((b["rtt"]["p50"], b["rtt"]["p99"]))
+    t = st["topics"].get("probe")
+    if t and t["batchcnt"]["cnt"]:
+        BATCH.append((t["batchcnt"]["avg"], t["batchsize"]["avg"]))
 
 bs, acks, size, warm, dur = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 p = Producer({"bootstrap.servers": bs, "acks": acks, "linger.ms": 5, "batch.size": 1000000,
@@ -60,7 +72,8 @@ p.flush(15)
 batch = [{"value": os.urandom(size)}] * 1000
 
 def run(secs):
-    del RTT[:]
+    del RTT[:], BATCH[:]
+    tx0 = TX[0]
     sent, t0, r0 = 0, time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     while time.perf_counter() < t0 + secs and sent < 10_000_000:
         n = p.produce_batch("probe", batch)
@@ -71,6 +84,9 @@ def run(secs):
     cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
     return {"MB_per_s": round(acked * size / wall / 1e6), "client_cpu_s_per_GB": round(cpu / (acked * size / 1e9), 3),
             "client_minor_faults": r1.ru_minflt - r0.ru_minflt,
+            "client_ctx_switches": r1.ru_nvcsw - r0.ru_nvcsw + r1.ru_nivcsw - r0.ru_nivcsw,
+            "requests_per_s": round((TX[0] - tx0) / wall),
+            "batch_records_avg": round(sum(b[0] for b in BATCH) / len(BATCH)) if BATCH else None,
             "rtt_p50_us": sorted(r[0] for r in RTT)[len(RTT) // 2] if RTT else None,
             "rtt_p99_us_max": max((r[1] for r in RTT), default=None)}
 
@@ -93,10 +109,21 @@ def _nstat() -> dict[str, int]:
     return {f[0]: int(f[1]) for f in (line.split() for line in out.splitlines()) if f and f[0] in NSTAT_KEYS}
 
 
+def _tree(pid: int) -> list[int]:
+    """pid and its descendants (Tansu runs under timeout(1))."""
+    out = [pid]
+    for child in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split():
+        out += _tree(int(child))
+    return out
+
+
 def _cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    total = 0
+    for p in _tree(pid):
+        with open(f"/proc/{p}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def one_run(label: str, cmd: str, client: list[str], anchor) -> dict:
@@ -140,7 +167,7 @@ def broker_cmds(a) -> dict[str, str]:
     mb = (f"cd {shlex.quote(REPO)} && exec {shlex.quote(sys.executable)} -m minibroker serve --port 0"
           " --brokers 1 --override log.memory.max.bytes=1073741824 --override num.partitions=4")
     cmds = {"mb": mb,
-            "mock": f"exec {shlex.quote(VENV_PY)} {shlex.quote(os.path.join(PERF, 'librdkafka_mock.py'))} --brokers 1"}
+            **{peer: run.broker_commands(VENV_PY, -1)[peer][0] for peer in ("mock", "tansu")}}
     for c in a.checkout:
         name, _, path = c.partition("=")
         cmds[name] = mb.replace(f"cd {shlex.quote(REPO)} ", f"cd {shlex.quote(os.path.abspath(path))} ")
