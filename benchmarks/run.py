@@ -296,6 +296,7 @@ def table(results: dict) -> list[str]:
                  " best = the better peer per row; peers run RF 1)")
     results["ratios"] = ratios
     lines += round_lines(results)
+    lines += floor_lines(results)
     ex = results["extras"]
     lines.append("")
     if ex["startup_samples"]:       # --no-extras measured none
@@ -332,6 +333,30 @@ def round_lines(results: dict) -> list[str]:
                 lead += v >= max(peers)
         if spread:
             lines.append(f"  {scen:22} " + "  ".join(spread) + (f"  (mb1 ahead in {lead} of {n})" if n else ""))
+    return lines
+
+
+def floor_lines(results: dict) -> list[str]:
+    """Each broker's median against the best of the other brokers (mb1 and the peers), with the
+    load client's CPU: where the client is saturated against all of them, even a peer lands below
+    1.0 by the host's spread alone, and that is the row's noise floor."""
+    labels = ("mb1",) + PEERS
+    lines = ["each broker / the best of the others, median MB/s (load.py's CPU against it):"]
+    for scen, metric, _ in ROWS:
+        if metric != "MB_per_s":
+            continue
+        med = {k: results["brokers"].get(k, {}).get("median", {}).get(scen, {}) for k in labels}
+        vals = {k: m.get(metric) for k, m in med.items()}
+        if sum(1 for v in vals.values() if v) < 2:
+            continue
+        cells = []
+        for k in labels:
+            others = [v for o, v in vals.items() if o != k and v]
+            if vals[k] and others:
+                cpu = med[k].get("client_cpu_pct")
+                cells.append(f"{k} {vals[k] / max(others):.2f} ({cpu:.0f}%)" if cpu is not None
+                             else f"{k} {vals[k] / max(others):.2f}")
+        lines.append(f"  {scen:22} " + "  ".join(cells))
     return lines
 
 
@@ -390,7 +415,19 @@ def main() -> None:
                          "(-1: unbounded, the default of `minibroker serve`)")
     ap.add_argument("--max-bytes", type=float, default=2e10,
                     help="load.py's bound on each produce scenario's bytes, for every broker alike")
+    ap.add_argument("--report", action="store_true",
+                    help="measure nothing: write results/latest.txt again from the last run's JSON")
     a = ap.parse_args()
+    if a.report:
+        with open(RESULT_FILE) as f:
+            results = json.load(f)
+        prev_file = os.path.join(RESULTS, "side_by_side.previous.json")
+        prev = None
+        if os.path.exists(prev_file):
+            with open(prev_file) as f:
+                prev = json.load(f)
+        write_report(results, prev)
+        return
     if a.quick:
         a.repeat, a.duration = 1, 3
     venv_py = ensure_setup()
@@ -412,21 +449,28 @@ def main() -> None:
         results["extras"]["startup_samples"] = 0
     with tempfile.TemporaryDirectory(prefix="mb-bench-") as tmp:
         results["brokers"] = run_rounds(a.only.split(","), cmds, venv_py, a, tmp)
-    lines = [f"# minibroker side by side, {started}, {a.repeat} run(s) x {a.duration:g} s per scenario "
-             f"(produce bounded at {a.max_bytes:g} bytes), broker on CPU 1, load.py on CPU 0",
-             f"# minibroker log.memory.max.bytes={a.log_memory_max_bytes} per broker"
-             " (librdkafka's mock keeps ~5 MB per partition, Tansu keeps everything)"] + table(results)
     prev = None
     if os.path.exists(RESULT_FILE):
         with open(RESULT_FILE) as f:
             prev = json.load(f)
+        os.replace(RESULT_FILE, os.path.join(RESULTS, "side_by_side.previous.json"))
+    write_report(results, prev)
+
+
+def write_report(results: dict, prev: dict | None) -> None:
+    """results/side_by_side.json and results/latest.txt from a run's results (and the run before,
+    for the regression lines)."""
+    lines = [f"# minibroker side by side, {results['started']}, {results['repeat']} run(s) x "
+             f"{results['duration_s']:g} s per scenario (produce bounded at {results['load_max_bytes']:g} bytes),"
+             " broker on CPU 1, load.py on CPU 0",
+             f"# minibroker log.memory.max.bytes={results['mb_log_memory_max_bytes']} per broker"
+             " (librdkafka's mock keeps ~5 MB per partition, Tansu keeps everything)"] + table(results)
     if prev is not None:
         regs = regressions(prev, results)
         lines.append("")
         lines.append(f"vs previous run ({prev.get('started')}): "
                      + ("no regression > 10%" if not regs else f"{len(regs)} regression(s) > 10%"))
         lines.extend(regs)
-        os.replace(RESULT_FILE, os.path.join(RESULTS, "side_by_side.previous.json"))
     os.makedirs(RESULTS, exist_ok=True)
     with open(RESULT_FILE, "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)
