@@ -47,19 +47,19 @@ CLIENT = r'''
 import json, os, resource, sys, time
 from confluent_kafka import Producer
 RTT = []                                       # (p50, p99) of each statistics window, microseconds
-BATCH = []                                     # (records, bytes) per batch, averaged per window
-TX = [0, 0]                                    # requests sent, responses received (cumulative)
+BATCH = []                                     # records per batch, averaged per statistics window
+TX = [0]                                       # requests sent (cumulative)
 
 def stats(js):
     st = json.loads(js)
     for b in st["brokers"].values():
         if b["nodeid"] >= 0:
-            TX[:] = [b["tx"], b["rx"]]
+            TX[0] = b["tx"]
             if b["rtt"]["cnt"]:
                 RTT.append((b["rtt"]["p50"], b["rtt"]["p99"]))
     t = st["topics"].get("probe")
     if t and t["batchcnt"]["cnt"]:
-        BATCH.append((t["batchcnt"]["avg"], t["batchsize"]["avg"]))
+        BATCH.append(t["batchcnt"]["avg"])
 
 bs, acks, size, warm, dur = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 p = Producer({"bootstrap.servers": bs, "acks": acks, "linger.ms": 5, "batch.size": 1000000,
@@ -86,7 +86,7 @@ def run(secs):
             "client_minor_faults": r1.ru_minflt - r0.ru_minflt,
             "client_ctx_switches": r1.ru_nvcsw - r0.ru_nvcsw + r1.ru_nivcsw - r0.ru_nivcsw,
             "requests_per_s": round((TX[0] - tx0) / wall),
-            "batch_records_avg": round(sum(b[0] for b in BATCH) / len(BATCH)) if BATCH else None,
+            "batch_records_avg": round(sum(BATCH) / len(BATCH)) if BATCH else None,
             "rtt_p50_us": sorted(r[0] for r in RTT)[len(RTT) // 2] if RTT else None,
             "rtt_p99_us_max": max((r[1] for r in RTT), default=None)}
 
