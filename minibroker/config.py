@@ -5,14 +5,14 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 
-# Kafka's ConfigDef lower bounds for the broker configs that must be positive; other numbers here
-# must be >= 0 (log.memory.max.bytes: -1 means no cap).
+# Kafka's ConfigDef lower bounds (atLeast) for the broker configs that have one.
 _AT_LEAST = {"num_partitions": 1, "default_replication_factor": 1, "min_insync_replicas": 1,
              "socket_request_max_bytes": 1, "offsets_topic_num_partitions": 1,
              "offsets_topic_replication_factor": 1, "transaction_state_log_num_partitions": 1,
              "offsets_retention_minutes": 1, "offsets_retention_check_interval_ms": 1,
              "log_retention_check_interval_ms": 1, "group_max_size": 1,
-             "replica_fetch_max_bytes": 0, "log_memory_max_bytes": -1}
+             "replica_fetch_max_bytes": 0, "message_max_bytes": 0, "fetch_max_bytes": 0,
+             "group_initial_rebalance_delay_ms": 0}
 
 
 @dataclass(frozen=True)
@@ -78,9 +78,9 @@ class ClusterConfig:
                 continue
             elif not isinstance(value, (int, float)) or isinstance(value, bool):
                 return f"Invalid value {value} for configuration {kname}: Not a number of type INT"
-            elif value < _AT_LEAST.get(fname, 0):
+            elif fname in _AT_LEAST and value < _AT_LEAST[fname]:
                 return (f"Invalid value {value} for configuration {kname}: "
-                        f"Value must be at least {_AT_LEAST.get(fname, 0)}")
+                        f"Value must be at least {_AT_LEAST[fname]}")
         from minibroker.log.config import BROKER_CONFIGS
         unknown = sorted(set(self.extra) - BROKER_CONFIGS)
         if unknown:
