@@ -64,10 +64,12 @@ def change_partition_count(image: MetadataImage, name: str, count: int, assignme
                         "an increase (enable.ordered.delivery=false).")
     if count < t.initial_partition_count:
         return _refused(InvalidPartitionsError.errno,
-                        f"Cannot shrink below initial_partition_count {t.initial_partition_count}")
+                        f"Topic {name} was created with {t.initial_partition_count} "
+                        f"partitions and cannot shrink below that (asked for {count})")
     if marked:
         return _refused(InvalidPartitionsError.errno,
-                        f"Partitions {marked} are already marked for deletion")
+                        f"Topic {name} is still removing partitions {marked} after an "
+                        "earlier shrink; try again once they are gone")
     return Result.in_steps([[_count_record(t, count)], _deletion_marks(t, count)], ItemResult(0))
 
 

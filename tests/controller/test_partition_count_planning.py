@@ -96,12 +96,13 @@ def test_partition_count_errors_write_nothing():
         (image, "a", 4, [[1]], Errors.InvalidReplicationAssignmentError,
          "Increasing the number of partitions by 2 but 1 assignments provided."),
         (grown, "a", 1, None, Errors.InvalidPartitionsError,
-         "Cannot shrink below initial_partition_count 2"),
+         "Topic a was created with 2 partitions and cannot shrink below that (asked for 1)"),
         (marked, "a", 5, None, Errors.InvalidPartitionsError,
          "Topic a has partitions [3] marked for deletion; expansion is refused until they are "
          "removed (KIP-253)"),
         (marked, "a", 2, None, Errors.InvalidPartitionsError,
-         "Partitions [3] are already marked for deletion"),
+         "Topic a is still removing partitions [3] after an earlier shrink; try again once "
+         "they are gone"),
         (unordered, "a", 1, None, Errors.InvalidPartitionsError,
          "Topic currently has 2 partitions, 1 would not be an increase "
          "(enable.ordered.delivery=false)."),
