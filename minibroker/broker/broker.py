@@ -12,9 +12,11 @@ from typing import Any
 
 from minibroker.broker.dispatch import load_handlers
 from minibroker.broker.faults import Faults
+from minibroker.broker.coordinator_log import ReplicaManagerPartitionWriter
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
+from minibroker.coordinator.offsets import OFFSETS_TOPIC
 from minibroker.ids import IdSource
 
 from minibroker.log.config import broker_defaults
@@ -44,7 +46,10 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
                                                 ids.rng)
         self.replica_manager = ReplicaManager(self)
-        self.groups = GroupCoordinatorRuntime(self)
+        self.groups = GroupCoordinatorRuntime(
+            node_id, config, clock, ids, self.metadata,
+            ReplicaManagerPartitionWriter(self.replica_manager, OFFSETS_TOPIC),
+            lambda specs: self.controller.create_topics(specs, validate_only=False))
         self.connections: set = set()
         self._server: asyncio.base_events.Server | None = None
         self.running = False

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import kafka.errors as Errors
 
@@ -753,7 +753,7 @@ class ClassicGroupCoordinator:
         records = []
         pending: list[tuple[str, str, int]] = []
         for topic, partition, offset, leader_epoch, metadata, commit_ts in offsets:
-            if self.rt.broker.metadata.partition(topic, partition) is None:
+            if self.rt.metadata.partition(topic, partition) is None:
                 result[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
                 continue
             metadata = metadata or ""
@@ -841,7 +841,7 @@ class ClassicGroupCoordinator:
         result: dict[tuple[str, int], int] = {}
         records = []
         for topic, partition in partitions:
-            if self.rt.broker.metadata.partition(topic, partition) is None:
+            if self.rt.metadata.partition(topic, partition) is None:
                 result[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
             elif not group.is_(EMPTY) and group.is_subscribed_to(topic):
                 result[(topic, partition)] = GROUP_SUBSCRIBED_TO_TOPIC
@@ -991,6 +991,3 @@ def _snake(state: str) -> str:
             out.append("_")
         out.append(ch.lower())
     return "".join(out)
-
-
-Callback = Callable[[int], None]

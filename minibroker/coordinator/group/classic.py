@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import struct
 from dataclasses import dataclass, field
-from enum import Enum
 
 EMPTY = "Empty"
 PREPARING_REBALANCE = "PreparingRebalance"
@@ -32,17 +31,7 @@ VALID_PREVIOUS = {
     EMPTY: {PREPARING_REBALANCE},
     DEAD: {STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE, EMPTY, DEAD},
 }
-ALL_STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)
 CONSUMER_PROTOCOL_TYPE = "consumer"
-
-
-class GroupState(str, Enum):
-    """The state names as they appear on the wire (DescribeGroups, ListGroups)."""
-    EMPTY = EMPTY
-    PREPARING_REBALANCE = PREPARING_REBALANCE
-    COMPLETING_REBALANCE = COMPLETING_REBALANCE
-    STABLE = STABLE
-    DEAD = DEAD
 
 
 @dataclass(slots=True)
@@ -181,9 +170,6 @@ class ClassicGroup:
         return self.state in VALID_PREVIOUS[PREPARING_REBALANCE]
 
     # ------------------------------------------------------------------ members
-    def has(self, member_id: str) -> bool:
-        return member_id in self.members
-
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
 
