@@ -281,15 +281,12 @@ class ClassicGroup:
         return max(candidates, key=lambda c: (votes[c], -candidates.index(c)))
 
     def init_next_generation(self, now_ms: int) -> None:
+        """A generation with members (an Empty one is stored and replayed instead)."""
+        assert self.members, f"group {self.group_id}: no members for a new generation"
         self.generation_id += 1
-        if self.members:
-            self.protocol_name = self.select_protocol()
-            self.pending_sync_members = set(self.members)
-            self.transition_to(COMPLETING_REBALANCE, now_ms)
-        else:
-            self.protocol_name = None
-            self.pending_sync_members = set()
-            self.transition_to(EMPTY, now_ms)
+        self.protocol_name = self.select_protocol()
+        self.pending_sync_members = set(self.members)
+        self.transition_to(COMPLETING_REBALANCE, now_ms)
 
     # ------------------------------------------------------------------ subscriptions
     def subscribed_topics(self) -> set[str] | None:
