@@ -46,7 +46,8 @@ class Broker:
         self.log_defaults = broker_defaults(config.describe())
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
                                                 ids.rng)
-        self.replica_manager = ReplicaManager(self)
+        self.replica_manager = ReplicaManager(node_id, config, clock, self.metadata,
+                                              controller_channel, self.log_defaults)
         self.groups = GroupCoordinatorRuntime(
             node_id, config, clock, ids, self.metadata,
             ReplicaManagerPartitionWriter(self.replica_manager, OFFSETS_TOPIC),
