@@ -4,6 +4,9 @@ v3: transactional_id, magic 2 only.  v5: log_start_offset.  v8: record_errors, e
 v9: flexible.  v10-12: current_leader / node_endpoints tags (not filled).
 acks: 0 (no response), 1 (leader append), -1 (wait for the high watermark; min.insync.replicas).
 Not implemented: transactional produce (answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+Internal topics (__consumer_offsets, __transaction_state) are written by their coordinators only:
+a client's produce there is INVALID_TOPIC_EXCEPTION, as Kafka's ReplicaManager ("Cannot append to
+internal topic"). Kafka lets client.id "__admin_client" through; here no client gets through.
 KIP-253: a topic's undeleted_partition_count (tag 10000, v9+) must match the leader's, else
 INVALID_PARTITION_METADATA per partition; writes into partitions marked for deletion are refused.
 Hot path: the body is decoded by minibroker.protocol.fast (records stay memoryviews of the frame).
@@ -13,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import struct
 
-from kafka.errors import (InvalidRecordError, InvalidRequiredAcksError, KafkaError,
+from kafka.errors import (InvalidRecordError, InvalidRequiredAcksError, InvalidTopicError,
+                          KafkaError,
                           NotEnoughReplicasAfterAppendError,
                           NotEnoughReplicasError, RequestTimedOutError,
                           TransactionalIdAuthorizationFailedError)
@@ -21,6 +25,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceRequest
 
 from minibroker.broker.dispatch import RawResponse, RequestContext, handles
+from minibroker.broker.topic_names import INTERNAL_TOPICS
 from minibroker.protocol.fast import decode_produce
 from minibroker.protocol.framing import handed_over
 from minibroker.protocol.produce_response import PartitionResult as _part
@@ -46,12 +51,17 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
     waits = []          # (partition result index, topic name, future, partition)
     for td in req.topics:
         out = results.setdefault(td.name, [])
+        internal = td.name in INTERNAL_TOPICS
         for pd in td.partitions:
             if acks not in (0, 1, -1):
                 out.append(_part(pd.index, InvalidRequiredAcksError.errno))
                 continue
             if req.transactional_id is not None:
                 out.append(_part(pd.index, TransactionalIdAuthorizationFailedError.errno))
+                continue
+            if internal:
+                out.append(_part(pd.index, InvalidTopicError.errno,
+                                 error_message=f"Cannot append to internal topic {td.name}"))
                 continue
             injected = faults.pop_request_error(ApiKey.Produce) if faults.errors_queued else 0
             if injected:
