@@ -27,6 +27,11 @@ class Result:
     response: Any = None
 
 
+# Records appended between two yields to the event loop: ~10,000 records took seconds in one go,
+# while every broker and client of an in-process cluster shares this loop.
+YIELD_EVERY_RECORDS = 200
+
+
 class Controller:
     def __init__(self, cluster: Any, metadata_log: MetadataLog, controller_epoch: int) -> None:
         self.cluster = cluster
@@ -85,8 +90,10 @@ class Controller:
         old = self.image
         delta = MetadataDelta(old)
         for i, records in enumerate(steps, 1):
-            for record in records:
+            for n, record in enumerate(records, 1):
                 delta.replay(record, self.log.append(record))
+                if n % YIELD_EVERY_RECORDS == 0:
+                    await asyncio.sleep(0)      # others are served; the image changes at the end
             if site and i < len(steps) and f"{site}.step{i}" in self.cluster.faults.enabled_sites:
                 self.image = delta.apply()
                 self.running = False
@@ -207,10 +214,15 @@ class Controller:
 
     async def create_topics(self, specs, validate_only: bool):
         """specs: (name, partitions, replication_factor, assignments|None, configs)."""
-        from kafka.errors import TopicAlreadyExistsError
+        from kafka.errors import PolicyViolationError, TopicAlreadyExistsError
 
-        from minibroker.controller.topics import ItemResult, create_topic_records
+        from minibroker.controller.topics import (EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_BATCH,
+                                                  ItemResult, create_topic_records,
+                                                  total_new_partitions)
         async with self._lock:
+            if total_new_partitions(specs, self.config.num_partitions) > MAX_PARTITIONS_PER_BATCH:
+                return [ItemResult(PolicyViolationError.errno, EXCESSIVE_PARTITIONS)
+                        for _ in specs]
             results, records, names, pending = [], [], set(), 0
             for name, partitions, rf, assignments, configs in specs:
                 if name in names:

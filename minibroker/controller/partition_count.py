@@ -21,11 +21,13 @@ import asyncio
 import logging
 
 from kafka.errors import (InvalidPartitionsError, InvalidReplicationAssignmentError, KafkaError,
-                          RequestTimedOutError, UnknownTopicOrPartitionError)
+                          PolicyViolationError, RequestTimedOutError,
+                          UnknownTopicOrPartitionError)
 from kafka.protocol.consumer import ListOffsetsRequest
 
 from minibroker.controller.placement import assign_replicas
-from minibroker.controller.topics import ItemResult, partition_records
+from minibroker.controller.topics import (EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_BATCH,
+                                          ItemResult, partition_records)
 from minibroker.protocol import records as R
 
 log = logging.getLogger("minibroker.controller")
@@ -57,6 +59,8 @@ async def change_partition_count(ctl, name: str, count: int, assignments, valida
     if count == undeleted:
         return ItemResult(InvalidPartitionsError.errno,
                           f"Topic already has {undeleted} partitions.")
+    if count - undeleted > MAX_PARTITIONS_PER_BATCH:
+        return ItemResult(PolicyViolationError.errno, EXCESSIVE_PARTITIONS)
     if count > undeleted:
         if marked:
             return ItemResult(InvalidPartitionsError.errno,

@@ -19,6 +19,25 @@ from minibroker.log import config as log_config
 from minibroker.protocol import records as R
 
 TOPIC = 2
+# Kafka's controller writes at most MAX_RECORDS_PER_USER_OP (10,000) records per operation and
+# refuses a CreateTopics or CreatePartitions over MAX_PARTITIONS_PER_BATCH (10,000) partitions
+# with POLICY_VIOLATION: one request for 100k partitions froze every broker here for minutes.
+MAX_PARTITIONS_PER_BATCH = 10_000
+EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
+
+
+def total_new_partitions(specs, default_partitions: int) -> int:
+    """Partitions a CreateTopics request asks for, counted as Kafka's
+    validateTotalNumberOfPartitions: -1 is the default, a manual assignment counts its entries."""
+    total = 0
+    for _, partitions, _, assignments, _ in specs:
+        if assignments:
+            total += len(assignments)
+        elif partitions == -1:
+            total += default_partitions
+        elif partitions > 0:
+            total += partitions
+    return total
 
 
 @dataclass
