@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import random
+import time
 
 import pytest
 from kafka.errors import ThrottlingQuotaExceededError
@@ -206,14 +208,20 @@ async def expansion_scenario(faults: bool) -> dict:
                        moved={t: sorted(k for k, ps in kp.items() if len(ps) > 1)
                               for t, kp in parts.items()},
                        failures=app.metric("num-autoscaling-failures"), state=app.state,
-                       stay=len(stay))
+                       stay=len(stay), attempts=app.autoscaler.attempts,
+                       failed_attempts=app.autoscaler.failed_attempts,
+                       faults_left=cluster.faults.pop_topic_error(37, REPARTITION))
             await app.close()
         await admin.close()
         return out
 
 
-def _check_expansion(r: dict) -> None:
+def _check_expansion(r: dict, faults: bool) -> None:
     print(f"expansion: {r}")
+    if faults:        # both forced refusals were met, the first beside the changelog's success
+        assert r["faults_left"] == (0, 0) and r["failed_attempts"] == 2 and r["attempts"] == 3
+    else:
+        assert r["attempts"] == 1 and r["failed_attempts"] == 0
     assert r["widths"] == {REPARTITION: 8, CHANGELOG: 8}
     assert r["expansions"] == [(4, 8)]
     assert r["before"] == ((4, 4), (4, 4)) and r["after"] == ((8, 8), (8, 8))
@@ -222,8 +230,187 @@ def _check_expansion(r: dict) -> None:
 
 
 def test_internal_topics_follow_the_input_without_a_restart():
-    _check_expansion(run(expansion_scenario(faults=False)))
+    _check_expansion(run(expansion_scenario(faults=False)), faults=False)
 
 
 def test_autoscaling_through_quota_partial_failure_and_propagation_delay():
-    _check_expansion(run(expansion_scenario(faults=True)))
+    _check_expansion(run(expansion_scenario(faults=True)), faults=True)
+
+
+async def timeout_scenario() -> dict:
+    """The repartition topic's expansion keeps failing for longer than the autoscaling timeout."""
+    async with Cluster(brokers=3, group_initial_rebalance_delay_ms=0) as cluster:
+        await cluster.create_topic("input", 4)
+        await cluster.create_topic("output", 4)
+        app = KafkaStreams(topology(), cluster.bootstrap,
+                           config(**{"partition.autoscaling.timeout.ms": 3000}))
+        admin = Admin(cluster.bootstrap)
+        async with Producer(cluster.bootstrap, linger_ms=2) as producer:
+            await app.start()
+            feed = Feed(producer)
+            keys = [b"user-%03d" % i for i in range(40)]
+            await feed.send(keys, rounds=2)
+            await caught_up(cluster.bootstrap, admin, feed)
+            cluster.fail_create_partitions(REPARTITION, ThrottlingQuotaExceededError, times=10**6,
+                                           throttle_time_ms=500)
+            await admin.create_partitions({"output": 8})
+            await admin.create_partitions({"input": 8})
+            await until(lambda: app.metric("num-autoscaling-failures") == 1, 60,
+                        "num-autoscaling-failures == 1")
+            attempts = app.autoscaler.attempts
+            # still running at the old width: records keep flowing through both sub-topologies
+            await feed.send(staying_keys(keys, 4, 4, 8), rounds=2)
+            await caught_up(cluster.bootstrap, admin, feed)
+            await asyncio.sleep(5)
+            out = dict(failures=app.metric("num-autoscaling-failures"), state=app.state,
+                       widths=await widths(admin, *INTERNAL), attempts=attempts,
+                       attempts_later=app.autoscaler.attempts,
+                       current=parallelism(app, "current"), expected=parallelism(app, "expected"))
+            await app.close()
+        await admin.close()
+        return out
+
+
+def test_autoscaling_gives_up_after_its_timeout_and_the_app_keeps_running():
+    r = run(timeout_scenario())
+    print(f"timeout: {r}")
+    assert r["failures"] == 1 and r["state"] == "RUNNING"
+    # the changelog went through on the first attempt; the repartition topic never did
+    assert r["widths"] == {REPARTITION: 4, CHANGELOG: 8}
+    assert r["attempts"] >= 3 and r["attempts_later"] == r["attempts"]   # no retries after
+    assert r["current"] == (8, 4) and r["expected"] == (8, 8)
+
+
+# ------------------------------------------------------------------------------------ 3
+async def disabled_scenario() -> dict:
+    async with Cluster(brokers=3, group_initial_rebalance_delay_ms=0) as cluster:
+        await cluster.create_topic("input", 4)
+        await cluster.create_topic("output", 4)
+        apps = [KafkaStreams(topology(), cluster.bootstrap,
+                             config(**{"partition.autoscaling.enabled": False}))
+                for _ in range(2)]
+        admin = Admin(cluster.bootstrap)
+        async with Producer(cluster.bootstrap, linger_ms=2) as producer:
+            for app in apps:
+                await app.start()
+            feed = Feed(producer)
+            await feed.send([b"user-%03d" % i for i in range(20)], rounds=2)
+            await caught_up(cluster.bootstrap, admin, feed)
+            await admin.create_partitions({"input": 8})
+            await until(lambda: all(a.state == "ERROR" for a in apps), 30, "both apps in ERROR")
+            await asyncio.sleep(5)
+            out = dict(codes=[a.error.code for a in apps], widths=await widths(admin, *INTERNAL),
+                       attempts=[a.autoscaler.attempts for a in apps],
+                       expected=[a.metric("expected-subtopology-parallelism") for a in apps],
+                       failures=[a.metric("num-autoscaling-failures") for a in apps],
+                       error=str(apps[0].error))
+            for app in apps:
+                await app.close()
+        await admin.close()
+        return out
+
+
+def test_disabled_autoscaling_reports_incomplete_source_topic_metadata():
+    r = run(disabled_scenario())
+    print(f"disabled: {r}")
+    assert r["codes"] == [INCOMPLETE_SOURCE_TOPIC_METADATA] * 2
+    assert r["widths"] == {REPARTITION: 4, CHANGELOG: 4} and r["attempts"] == [0, 0]
+    assert r["expected"] == [None, None] and r["failures"] == [None, None]
+
+
+# ------------------------------------------------------------------------------------ 4
+async def ordered_scenario(seed: int = 878) -> tuple:
+    """Producers run throughout; 3 instances; the input goes 4 -> 8 and one instance restarts."""
+    rng = random.Random(seed)
+    async with Cluster(brokers=3, seed=seed, group_initial_rebalance_delay_ms=0) as cluster:
+        await cluster.create_topic("input", 4)
+        await cluster.create_topic("output", 4)
+        admin = Admin(cluster.bootstrap)
+        cfg = config()
+        apps = [KafkaStreams(topology(), cluster.bootstrap, {**cfg, "client.id": f"app-{i}"})
+                for i in range(3)]
+        for app in apps:
+            await app.start()
+        stop = asyncio.Event()
+        producer = Producer(cluster.bootstrap, linger_ms=2, retry_backoff_ms=20)
+        await producer.start()
+        feed = Feed(producer)
+        keys = [b"k%02d" % i for i in range(24)]
+
+        async def produce() -> None:
+            futs = []
+            while not stop.is_set():
+                k = rng.choice(keys)
+                s = feed.seq[k]
+                feed.seq[k] += 1
+                f = producer.send("input", b"%d" % s, key=k)
+                f.add_done_callback(lambda f, k=k, s=s: f.exception() is None and
+                                    feed.history.ack(k, s, f.result().partition, f.result().offset))
+                futs.append(f)
+                await asyncio.sleep(rng.uniform(0.01, 0.03))
+            await asyncio.gather(*futs, return_exceptions=True)
+
+        # A downstream KIP-253 group reads the output as an application would.
+        reader = Consumer(cluster.bootstrap, group_id="output-reader", client_id="reader",
+                          auto_offset_reset="earliest", heartbeat_interval_ms=100,
+                          fetch_max_wait_ms=50, metadata_max_age_ms=500, retry_backoff_ms=50)
+        reader.subscribe(["output"])
+        done = asyncio.Event()
+
+        async def read() -> None:
+            while not done.is_set():
+                for r in await reader.poll(0.1):
+                    feed.history.deliver("reader", r.key, int(r.value.split(b":")[1]),
+                                         r.partition, r.offset)
+
+        tasks = [asyncio.ensure_future(produce()), asyncio.ensure_future(read())]
+        loop = asyncio.get_running_loop()
+        t0, r0 = loop.time(), time.monotonic()
+        await asyncio.sleep(3)
+        await admin.create_partitions({"output": 8})
+        feed.history.expansions += 1
+        await asyncio.sleep(1)
+        await admin.create_partitions({"input": 8})
+        feed.history.expansions += 1
+        await asyncio.sleep(0.5)
+        # instance 1 restarts while the group expands
+        await apps[1].close()
+        await asyncio.sleep(1)
+        apps[1] = KafkaStreams(topology(), cluster.bootstrap, {**cfg, "client.id": "app-1b"})
+        await apps[1].start()
+        async def expanded() -> bool:
+            return (await widths(admin, *INTERNAL)) == {REPARTITION: 8, CHANGELOG: 8}
+        end = loop.time() + 60
+        while not await expanded():
+            assert loop.time() < end, ("internal topics not expanded", await widths(
+                admin, *INTERNAL), [(a.client_id, a.state, a.error, a.autoscaler.attempts)
+                                    for a in apps])
+            await asyncio.sleep(0.5)
+        print(f"expanded at virtual {loop.time() - t0:.1f}s real {time.monotonic() - r0:.1f}s")
+        await asyncio.sleep(4)
+        stop.set()
+        await tasks[0]
+        # everything acknowledged has come out the other end
+        acked = {(k, s) for k, s, _, _ in feed.history.produced}
+        await until(lambda: acked <= {(k, s) for _, k, s, _, _ in feed.history.delivered}, 60,
+                    "the output to catch up", step=0.5)
+        print(f"virtual {loop.time() - t0:.1f}s real {time.monotonic() - r0:.1f}s")
+        done.set()
+        await tasks[1]
+        widths_after = await widths(admin, "input", *INTERNAL)
+        states = [a.state for a in apps]
+        for app in apps:
+            await app.close()
+        await reader.close()
+        await producer.stop()
+        await admin.close()
+        return feed.history.check(), widths_after, states
+
+
+def test_ordered_delivery_through_the_app_with_three_instances_and_a_restart():
+    report, widths_after, states = run(ordered_scenario())
+    print(f"ordered: {report.summary()} widths={widths_after} states={states}")
+    assert widths_after == {"input": 8, REPARTITION: 8, CHANGELOG: 8}
+    assert states == ["RUNNING"] * 3
+    assert report.violations == 0 and report.losses == 0, f"{report.summary()} {report.examples}"
+    assert report.records > 400 and report.keys == 24

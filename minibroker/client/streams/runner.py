@@ -365,5 +365,6 @@ class KafkaStreams:
                     task.store[r.key] = r.value
                     if tp in left and r.offset + 1 >= left[tp]:
                         del left[tp]
+            rc.assign([])               # idle until the next restore: no fetching meanwhile
         for t in todo:
             t.restored = True
