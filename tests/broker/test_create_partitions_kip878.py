@@ -177,3 +177,30 @@ def test_token_bucket_arithmetic():
     assert q.try_record("y", 10**6, 0, strict=False) == 0       # permissive: always done
     assert q.throttle_time_ms("y", 0) > 0
     assert not ControllerMutationQuota(float("inf")).limited("x")
+
+
+@pytest.mark.real_time
+def test_a_stock_admin_client_meets_the_forced_quota_and_backs_off():
+    """kafka-python's KafkaAdminClient (CreatePartitions v3) through ThreadedCluster's control API:
+    THROTTLING_QUOTA_EXCEEDED raised, the node paused for throttle_time_ms, then it goes through."""
+    import time
+
+    from kafka.admin import KafkaAdminClient, NewPartitions
+
+    from minibroker.testing.threaded import ThreadedCluster
+    with ThreadedCluster(brokers=1) as c:
+        c.create_topic("a", 1)
+        c.fail_create_partitions("a", ThrottlingQuotaExceededError, throttle_time_ms=300)
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
+        try:
+            with pytest.raises(ThrottlingQuotaExceededError):
+                admin.create_partitions({"a": NewPartitions(2)})
+            time.sleep(0.4)
+            admin.create_partitions({"a": NewPartitions(2)})
+            assert c.partition_state("a", 1)["leader"] == 1
+            c.set_controller_mutation_rate(0.0)
+            admin.create_partitions({"a": NewPartitions(3)})       # admitted, bucket in debt
+            with pytest.raises(ThrottlingQuotaExceededError):
+                admin.create_partitions({"a": NewPartitions(4)})
+        finally:
+            admin.close()
