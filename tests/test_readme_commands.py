@@ -102,8 +102,19 @@ def test_test_command_installs_everything_and_passes(clone):
                        timeout=1400)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-6000:]
-    summary = out.strip().splitlines()[-1]
+    summary = r.stdout.strip().splitlines()[-1]
     m = re.fullmatch(r"(\d+) passed in [\d.]+s( \(.*\))?", summary)
     assert m, summary                          # nothing failed, skipped or errored
     assert int(m.group(1)) >= 5 + 1, summary   # five clients' produce/consume, and unit tests
     assert "kafkajs: 2.2.4" in out and "kcat: Version" in out
+
+
+def test_wheel_ships_py_typed_schemas_and_license(clone, tmp_path):
+    import zipfile
+    subprocess.run([str(clone / ".venv" / "bin" / "pip"), "wheel", "--no-deps", "-q", "-w",
+                    str(tmp_path), str(clone)], check=True, timeout=600, env=newcomer_env())
+    [wheel] = tmp_path.glob("minibroker-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "minibroker/py.typed" in names
+    assert any(n.startswith("minibroker/_schemas/") and n.endswith(".json") for n in names)
+    assert any(n.endswith(".dist-info/LICENSE") or "/licenses/LICENSE" in n for n in names), names
