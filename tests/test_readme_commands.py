@@ -21,10 +21,15 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SLOW = bool(os.environ.get("CI") or os.environ.get("MINIBROKER_SLOW"))
 
-pytestmark = [
-    pytest.mark.slow, pytest.mark.real_time, pytest.mark.timeout(1500),
-    pytest.mark.skipif(not SLOW, reason="slow (fresh venvs, network): CI or MINIBROKER_SLOW=1"),
-]
+pytestmark = [pytest.mark.real_time, pytest.mark.timeout(1500)]
+slow = [pytest.mark.slow,
+        pytest.mark.skipif(not SLOW, reason="slow (fresh venvs, network): CI or MINIBROKER_SLOW=1")]
+
+
+def _slow(fn):
+    for mark in slow:
+        fn = mark(fn)
+    return fn
 
 SUBSET = ("tests/test_partitioning.py "
           "conformance/test_clients.py::test_produce_consume_offsets -k 'partition or none'")
@@ -73,6 +78,7 @@ def newcomer_env() -> dict[str, str]:
     return env
 
 
+@_slow
 def test_run_command_prints_bootstrap(clone):
     run, _ = readme_commands()
     proc = subprocess.Popen(run + " --port 0", shell=True, cwd=clone, env=newcomer_env(),
@@ -94,6 +100,7 @@ def test_run_command_prints_bootstrap(clone):
     assert (clone / ".venv" / "bin" / "minibroker").exists()
 
 
+@_slow
 def test_test_command_installs_everything_and_passes(clone):
     _, test = readme_commands()
     env = newcomer_env()
@@ -109,6 +116,7 @@ def test_test_command_installs_everything_and_passes(clone):
     assert "kafkajs: 2.2.4" in out and "kcat: Version" in out
 
 
+@_slow
 def test_wheel_ships_py_typed_schemas_and_license(clone, tmp_path):
     import zipfile
     subprocess.run([str(clone / ".venv" / "bin" / "pip"), "wheel", "--no-deps", "-q", "-w",
