@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING
 
 import kafka.errors as Errors
 
-from minibroker.coordinator.group.classic import (CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY,
+from minibroker.coordinator.group.classic_group import (CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY,
                                                   PREPARING_REBALANCE, ClassicGroup)
-from minibroker.coordinator.group.consumer import ConsumerGroup
+from minibroker.coordinator.group.consumer_group import ConsumerGroup
 
 if TYPE_CHECKING:
     from minibroker.coordinator.runtime import GroupCoordinatorRuntime

@@ -18,13 +18,13 @@ from minibroker.broker.faults import Faults
 from minibroker.broker.metadata_cache import PartitionInfo, TopicInfo
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
-from minibroker.coordinator import groups as G
-from minibroker.coordinator.group.classic import (COMPLETING_REBALANCE, DEAD, EMPTY,
-                                                  PREPARING_REBALANCE, STABLE, JoinResult,
-                                                  SyncResult)
-from minibroker.coordinator.offsets import (OFFSETS_TOPIC, group_metadata_record,
-                                            java_string_hashcode, offset_commit_record,
-                                            partition_for)
+from minibroker.coordinator.group import classic_coordinator as G
+from minibroker.coordinator.group.classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY,
+                                                        PREPARING_REBALANCE, STABLE, JoinResult,
+                                                        SyncResult)
+from minibroker.coordinator.group.classic_group_records import (group_metadata_record,
+                                                                offset_commit_record)
+from minibroker.coordinator.offsets import OFFSETS_TOPIC, java_string_hashcode, partition_for
 from minibroker.ids import IdSource
 from minibroker.protocol.records import decode_coordinator_record
 
@@ -431,7 +431,7 @@ Errors_LOAD = 14   # COORDINATOR_LOAD_IN_PROGRESS
 
 
 def test_offset_commit_record_format():
-    from minibroker.coordinator.group.classic import OffsetAndMetadata
+    from minibroker.coordinator.group.classic_group import OffsetAndMetadata
     key, value = offset_commit_record("g", "t", 1, OffsetAndMetadata(5, 2, "m", 100))
     assert key == b"\x00\x01" + b"\x00\x01g" + b"\x00\x01t" + b"\x00\x00\x00\x01"
     assert value[:2] == b"\x00\x03"                      # OffsetCommitValue v3

@@ -77,8 +77,8 @@ async def test_delete_consumer_group_only_when_empty_with_tombstones(broker):
 async def test_delete_consumer_group_also_tombstones_an_old_classic_record(broker):
     """A group id once used by a classic group (its Empty GroupMetadata record in the log), now
     a consumer group: deleting it must not leave the classic group to reappear on replay."""
-    from minibroker.coordinator.group.classic import ClassicGroup
-    from minibroker.coordinator.offsets import group_metadata_record
+    from minibroker.coordinator.group.classic_group import ClassicGroup
+    from minibroker.coordinator.group.classic_group_records import group_metadata_record
     shard = broker.groups.shards[0]
     old = ClassicGroup(GROUP, "Empty", 0)
     old.generation_id, old.protocol_type = 3, "consumer"

@@ -9,7 +9,8 @@ import kafka.errors as Errors
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from minibroker.cluster import Cluster
-from minibroker.coordinator.group import consumer as C
+from minibroker.coordinator.group import consumer_group as C
+from minibroker.coordinator.group import consumer_group_records as R
 from minibroker.network.client import KafkaClientConnection
 from minibroker.protocol.messages import (ConsumerGroupHeartbeatRequest,
                                           ConsumerGroupPositionRequest,

@@ -37,15 +37,17 @@ from typing import TYPE_CHECKING
 
 import kafka.errors as Errors
 
-from minibroker.coordinator.group.classic import (
+from minibroker.coordinator.group.classic_group import (
     COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
     ClassicGroup, ClassicGroupMember, JoinResult, OffsetAndMetadata, SyncResult)
-from minibroker.coordinator.offsets import (empty_generation_record, group_metadata_record,
-                                            group_tombstone, offset_commit_record,
-                                            offset_tombstone, replay)
+from minibroker.coordinator.group.classic_group_records import (
+    empty_generation_record, group_metadata_record, group_tombstone, offset_commit_record,
+    offset_tombstone)
+from minibroker.coordinator.replay import replay
+from minibroker.coordinator.shard import Shard
 
 if TYPE_CHECKING:
-    from minibroker.coordinator.runtime import GroupCoordinatorRuntime, Shard
+    from minibroker.coordinator.runtime import GroupCoordinatorRuntime
 
 log = logging.getLogger("minibroker.coordinator")
 
@@ -794,7 +796,7 @@ class ClassicGroupCoordinator:
                         del shard.pending_offset_commits[key]
             if code == NONE and self.rt.is_active(shard):
                 for key, value in live:
-                    replay(shard.groups, key, value)
+                    replay(shard, key, value)
         write = self.rt.append(shard, records, committed)
         fut = asyncio.get_running_loop().create_future()
 
@@ -878,7 +880,7 @@ class ClassicGroupCoordinator:
     def _apply(shard, records: list) -> list:
         """Replay records (about to be appended) into the shard's groups; returns them."""
         for key, value in records:
-            replay(shard.groups, key, value)
+            replay(shard, key, value)
         return records
 
     # ================================================================== retention
