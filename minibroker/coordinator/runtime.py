@@ -12,6 +12,7 @@ watermark passes it (acks=all), or with an error code (NOT_LEADER → the shard 
 REQUEST_TIMED_OUT after offsets.commit.timeout.ms).
 
 The classic protocol is minibroker.coordinator.group.classic_coordinator (`self.classic`),
+committed offsets of every group minibroker.coordinator.offset_manager (`self.offsets`),
 KIP-848 consumer groups minibroker.coordinator.group.consumer_coordinator (`self.consumer`),
 kept in `Shard.consumer_groups` (minibroker.coordinator.shard). Every record of the partition,
 both protocols, is applied by minibroker.coordinator.replay.replay: as it is written, and again
@@ -39,6 +40,7 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from minibroker.coordinator.group.classic_coordinator import ClassicGroupCoordinator
 from minibroker.coordinator.group.consumer_coordinator import ConsumerGroupCoordinator
+from minibroker.coordinator.offset_manager import OffsetMetadataManager
 from minibroker.coordinator.offsets import OFFSETS_TOPIC, partition_for
 from minibroker.coordinator.partition_writer import PartitionWriter
 from minibroker.coordinator.positions import ConsumerGroupPositions
@@ -81,6 +83,7 @@ class GroupCoordinatorRuntime:
         self._create_topics = create_topics
         self.shards: dict[int, Shard] = {}
         self.classic = ClassicGroupCoordinator(self)
+        self.offsets = OffsetMetadataManager(self)
         self.consumer = ConsumerGroupCoordinator(self)
         self.positions = ConsumerGroupPositions(self)     # KIP-253 ConsumerGroupPosition
         self.running = False
@@ -142,7 +145,7 @@ class GroupCoordinatorRuntime:
             self._delete_offsets_of(shard, partitions)
 
     def _delete_offsets_of(self, shard: Shard, partitions: list[tuple[str, int]]) -> None:
-        records = self.classic.on_partitions_deleted(shard, partitions)
+        records = self.offsets.on_partitions_deleted(shard, partitions)
         if records:
             log.info("broker %d: %s-%d: offsets of deleted partitions %s dropped",
                      self.node_id, OFFSETS_TOPIC, shard.partition, partitions)
@@ -324,6 +327,6 @@ class GroupCoordinatorRuntime:
         while True:
             await asyncio.sleep(interval)
             try:
-                self.classic.expire_offsets()
+                self.offsets.expire_offsets()
             except Exception:  # noqa: BLE001
                 log.exception("offset expiration failed")

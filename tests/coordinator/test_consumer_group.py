@@ -367,13 +367,14 @@ async def test_deprecated_partition_metadata_is_tombstoned_on_upgrade(broker):
 async def test_offset_commit_checks_the_member_epoch(broker):
     await hb(broker, "m1", 0)
     cls = broker.groups.classic
-    ok = await cls.commit_offsets(GROUP, 1, "m1", None, -1, [("t", 0, 5, -1, "", -1)])
+    offsets = broker.groups.offsets
+    ok = await offsets.commit_offsets(GROUP, 1, "m1", None, -1, [("t", 0, 5, -1, "", -1)])
     assert ok == {("t", 0): 0}
-    stale = await cls.commit_offsets(GROUP, 7, "m1", None, -1, [("t", 0, 6, -1, "", -1)])
+    stale = await offsets.commit_offsets(GROUP, 7, "m1", None, -1, [("t", 0, 6, -1, "", -1)])
     assert stale == {("t", 0): C.STALE_MEMBER_EPOCH}
-    unknown = await cls.commit_offsets(GROUP, 1, "zz", None, -1, [("t", 0, 6, -1, "", -1)])
+    unknown = await offsets.commit_offsets(GROUP, 1, "zz", None, -1, [("t", 0, 6, -1, "", -1)])
     assert unknown == {("t", 0): C.UNKNOWN_MEMBER_ID}
-    code, topics = cls.fetch_offsets(GROUP, None)
+    code, topics = offsets.fetch_offsets(GROUP, None)
     assert (code, [(t, [p[:2] for p in ps]) for t, ps in topics]) == (0, [("t", [(0, 5)])])
     # ListGroups / DescribeGroups know it is a consumer group.
     assert broker.groups.consumer.list_groups(None, None) == [(GROUP, "consumer", "Stable",
