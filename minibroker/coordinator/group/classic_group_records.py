@@ -145,7 +145,7 @@ def _apply_group_metadata(group: ClassicGroup, v: GroupMetadataValue) -> None:
             m.client_id, m.client_host = mm.client_id, mm.client_host
             m.rebalance_timeout_ms, m.session_timeout_ms = rebalance_timeout, mm.session_timeout
             m.protocol_type = v.protocol_type
-        if v.protocol and dict(m.supported_protocols).get(v.protocol) != subscription:
+        if v.protocol and _metadata_of(m, v.protocol) != subscription:
             m.supported_protocols = [(v.protocol, subscription)]
         m.assignment = bytes(mm.assignment)
         members[m.member_id] = m
@@ -155,6 +155,13 @@ def _apply_group_metadata(group: ClassicGroup, v: GroupMetadataValue) -> None:
     group.static_members = {m.group_instance_id: m.member_id for m in members.values()
                             if m.group_instance_id is not None}
     group.pending_sync_members &= members.keys()
+
+
+def _metadata_of(member: ClassicGroupMember, protocol: str) -> bytes | None:
+    try:
+        return member.metadata(protocol)
+    except KeyError:
+        return None
 
 
 def _maybe_forget(groups: dict[str, ClassicGroup], group: ClassicGroup) -> None:
