@@ -20,10 +20,10 @@ Decisions (Kafka's behaviour unless said):
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 import kafka.errors as Errors
 
+from minibroker.coordinator.context import CoordinatorContext
 from minibroker.coordinator.group.classic_coordinator import (
     COMMON_WRITE_ERRORS, GROUP_ID_NOT_FOUND, GROUP_SUBSCRIBED_TO_TOPIC, INVALID_GROUP_ID,
     NON_EMPTY_GROUP, NONE, UNKNOWN_TOPIC_OR_PARTITION)
@@ -34,15 +34,13 @@ from minibroker.coordinator.group.classic_group_records import (group_tombstone,
                                                                 offset_tombstone)
 from minibroker.coordinator.replay import replay
 
-if TYPE_CHECKING:
-    from minibroker.coordinator.runtime import GroupCoordinatorRuntime
 
 OFFSET_METADATA_TOO_LARGE = Errors.OffsetMetadataTooLargeError.errno
 OFFSET_METADATA_MAX_BYTES = 4096                # offset.metadata.max.bytes
 
 
 class OffsetMetadataManager:
-    def __init__(self, rt: "GroupCoordinatorRuntime") -> None:
+    def __init__(self, rt: CoordinatorContext) -> None:
         self.rt = rt
         self.config = rt.config
 

@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 import kafka.errors as Errors
 
+from minibroker.coordinator.context import CoordinatorContext
 from minibroker.coordinator.group.classic_group import (
     COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
     ClassicGroup, ClassicGroupMember, JoinResult, OffsetAndMetadata, SyncResult)
@@ -41,8 +41,6 @@ from minibroker.coordinator.group.classic_group_records import (
 from minibroker.coordinator.replay import replay
 from minibroker.coordinator.shard import Shard
 
-if TYPE_CHECKING:
-    from minibroker.coordinator.runtime import GroupCoordinatorRuntime
 
 log = logging.getLogger("minibroker.coordinator")
 
@@ -68,7 +66,7 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000      # Kafka's GroupCoordinator.NewMe
 
 
 class ClassicGroupCoordinator:
-    def __init__(self, rt: "GroupCoordinatorRuntime") -> None:
+    def __init__(self, rt: CoordinatorContext) -> None:
         self.rt = rt
         self.config = rt.config
 

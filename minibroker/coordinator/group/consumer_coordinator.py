@@ -48,10 +48,10 @@ import asyncio
 import dataclasses
 import logging
 import re
-from typing import TYPE_CHECKING
 
 import kafka.errors as Errors
 
+from minibroker.coordinator.context import CoordinatorContext
 from minibroker.coordinator.group.assignors import ASSIGNORS, MemberSpec, TopicDescription, assign
 from minibroker.coordinator.group.consumer_group import (
     CONSUMER_GROUP_TYPE, COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, FENCED_MEMBER_EPOCH,
@@ -71,8 +71,6 @@ from minibroker.coordinator.replay import replay
 from minibroker.protocol.messages import (ConsumerGroupDescribeResponse,
                                           ConsumerGroupHeartbeatResponse)
 
-if TYPE_CHECKING:
-    from minibroker.coordinator.runtime import GroupCoordinatorRuntime
 
 log = logging.getLogger("minibroker.coordinator")
 
@@ -97,7 +95,7 @@ class GroupError(Exception):
 
 # ---------------------------------------------------------------------------------- coordinator
 class ConsumerGroupCoordinator:
-    def __init__(self, rt: "GroupCoordinatorRuntime") -> None:
+    def __init__(self, rt: CoordinatorContext) -> None:
         self.rt = rt
         self.config = rt.config
         self.metadata = rt.metadata
