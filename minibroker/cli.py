@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument("--port", type=int, default=9092,
                    help="first broker's port; the others follow (0 = any free ports)")
     s.add_argument("--rack", action="append", help="broker.rack of broker 1, 2, ... (repeat)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=None,
+                   help="repeat a run: ids, cluster id and timestamps follow from it")
     s.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
                    help="a broker config by its Kafka name, e.g. num.partitions=3")
     s.add_argument("--log-level", default="WARNING")

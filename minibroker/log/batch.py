@@ -24,6 +24,7 @@ from typing import Iterator, NamedTuple, Sequence
 
 from kafka.codec import gzip_encode
 from kafka.errors import CorruptRecordError, InvalidRecordError
+from kafka.record.default_records import DefaultRecordBatch
 
 try:  # the C implementation (pure Python costs ~130 ms per MiB), called directly: no wrapper call
     from crc32c import crc32c
@@ -274,7 +275,6 @@ def record_timestamps(data: bytes | bytearray | memoryview) -> Iterator[tuple[in
     The one place the log reads records (timestamp lookups); uses kafka-python's decoder. The fields
     inside an uncompressed client record are not validated on append (records_check), so a record
     that does not decode ends the walk with the batch's own (base offset, max timestamp)."""
-    from kafka.record.default_records import DefaultRecordBatch
     try:
         for record in DefaultRecordBatch(data):
             yield record.offset, record.timestamp

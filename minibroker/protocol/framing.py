@@ -4,6 +4,7 @@ No sockets here; `network/` feeds bytes in and gets frames out (h11-style).
 """
 from __future__ import annotations
 
+import ctypes
 import struct
 from dataclasses import dataclass
 
@@ -30,9 +31,8 @@ def _uninitialized_bytearray():
     """bytearray(n) without zeroing it: a large frame's buffer is written by the receive anyway,
     and zeroing ~1 MB per produce request cost as much as copying it (benchmarks/README.md)."""
     try:
-        import ctypes
         make = ctypes.pythonapi.PyByteArray_FromStringAndSize
-    except (ImportError, AttributeError):          # not CPython
+    except AttributeError:                          # not CPython
         return bytearray
     make.restype = ctypes.py_object
     make.argtypes = (ctypes.c_char_p, ctypes.c_ssize_t)
