@@ -63,11 +63,12 @@ async def change_partition_count(ctl, name: str, count: int, assignments, valida
                               "an increase (enable.ordered.delivery=false).")
         if count < t.initial_partition_count:
             return ItemResult(InvalidPartitionsError.errno,
-                              f"Cannot shrink below initial_partition_count "
-                              f"{t.initial_partition_count}")
+                              f"Topic {name} was created with {t.initial_partition_count} "
+                              f"partitions and cannot shrink below that (asked for {count})")
         if marked:
             return ItemResult(InvalidPartitionsError.errno,
-                              f"Partitions {marked} are already marked for deletion")
+                              f"Topic {name} is still removing partitions {marked} after an "
+                              "earlier shrink; try again once they are gone")
         steps = [[_count_record(t, count)], _deletion_marks(t, count)]
     if validate_only:
         return ItemResult(0)
