@@ -81,6 +81,7 @@ def _host(text: str) -> str:
 
 
 async def _serve(args, config: ClusterConfig) -> None:
+    # Imported here for start-up: `minibroker topics ...` and --help never load the broker.
     from minibroker.cluster import Cluster
     from minibroker.log.memory import keep_freed_batches_for_reuse
     keep_freed_batches_for_reuse()

@@ -20,11 +20,15 @@ PACKAGE = pathlib.Path(minibroker.__file__).parent
 # Imports inside functions that stay, each for a reason other than an import circle: (importing
 # module, imported package module or third-party distribution).
 FUNCTION_LEVEL_ALLOWED = {
-    # Command-line start-up: `minibroker --help` and the admin subcommands do not load the broker.
+    # Command-line start-up: `minibroker --help` and the admin subcommands do not load the broker,
+    # and each subcommand loads only what it uses.
     ("minibroker.cli", "minibroker.cluster"),
     ("minibroker.cli", "minibroker.log.memory"),
+    ("minibroker.cli", "minibroker.log.config"),
+    ("minibroker.cli", "minibroker"),                   # __version__ (the package imports Cluster)
     ("minibroker.cli", "minibroker.admin_cli"),
     ("minibroker.cli", "minibroker.reassign_cli"),
+    ("minibroker.cli_common", "minibroker.network.client"),
     ("minibroker.reassign_cli", "kafka"),
     ("minibroker.reassign_cli", "minibroker.protocol.errors"),
     # The pytest11 plugin loads in every pytest run of a project that installs minibroker: the
@@ -198,3 +202,12 @@ def test_handlers_are_all_listed_in_key_order():
     assert sorted(listed) == files
     keys = [int(re.match(r"k(\d+)_", m).group(1)) for m in listed]
     assert keys == sorted(keys) and len(set(keys)) == len(keys)
+
+
+def test_nothing_shipped_points_into_the_shared_directory():
+    """A clone has no ../shared: the code, schemas and docs carry what they need themselves."""
+    root = PACKAGE.parent
+    shipped = [root / "CONTRACTS.md", root / "README.md",
+               *sorted((root / "minibroker").rglob("*.py")), *sorted((root / "schemas").rglob("*"))]
+    assert [str(p.relative_to(root)) for p in shipped
+            if p.is_file() and "../shared" in p.read_text(errors="replace")] == []

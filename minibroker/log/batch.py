@@ -26,6 +26,8 @@ from kafka.codec import gzip_encode
 from kafka.errors import CorruptRecordError, InvalidRecordError
 from kafka.record.default_records import DefaultRecordBatch
 
+from minibroker.protocol.varint import write_varint as _varint
+
 try:  # the C implementation (pure Python costs ~130 ms per MiB), called directly: no wrapper call
     from crc32c import crc32c
 except ImportError:  # pragma: no cover - fallback only
@@ -199,14 +201,6 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int
 
 
 # -- encoding (tests, control batches) ---------------------------------------------------------------
-
-def _varint(value: int, out: bytearray) -> None:
-    value = (value << 1) ^ (value >> 63)          # zigzag
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
 
 def _nullable_bytes(data: bytes | None, out: bytearray) -> None:
     if data is None:

@@ -784,7 +784,7 @@ class ConsumerGroupCoordinator:
 
     @property
     def config_max_size(self) -> int:
-        return getattr(self.config, "group_consumer_max_size", 2**31 - 1)
+        return self.config.group_consumer_max_size
 
     @staticmethod
     def _response_assignment(m: ConsumerGroupMember):
