@@ -50,7 +50,6 @@ class ClusterConfig:
     group_max_size: int = 2147483647
     group_consumer_heartbeat_interval_ms: int = 5000
     group_consumer_session_timeout_ms: int = 45000
-    group_consumer_max_size: int = 2147483647          # KIP-848 group.consumer.max.size
     transaction_state_log_num_partitions: int = 50
     broker_session_timeout_ms: int = 9000
     max_incremental_fetch_session_cache_slots: int = 1000
