@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from minibroker.log.config import BROKER_CONFIGS
+
 
 # Kafka's ConfigDef lower bounds (atLeast) for the broker configs that have one.
 _AT_LEAST = {"num_partitions": 1, "default_replication_factor": 1, "min_insync_replicas": 1,
@@ -84,7 +86,6 @@ class ClusterConfig:
             elif fname in _AT_LEAST and value < _AT_LEAST[fname]:
                 return (f"Invalid value {value} for configuration {kname}: "
                         f"Value must be at least {_AT_LEAST[fname]}")
-        from minibroker.log.config import BROKER_CONFIGS
         unknown = sorted(set(self.extra) - BROKER_CONFIGS)
         if unknown:
             return f"Unknown broker config {unknown[0]}"

@@ -150,16 +150,12 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-@pytest.mark.xfail(strict=False, reason="left to the coordinator helper: coordinator.runtime, "
-                   "groups, group.consumer, positions <-> broker.broker (the group coordinator "
-                   "runtime takes the whole Broker)")
+@pytest.mark.xfail(strict=False, reason="left to the coordinator helper: coordinator.runtime <-> "
+                   "groups, group.consumer, positions")
 def test_no_import_cycle_in_the_package():
     assert _cycles(_graph()) == []
 
 
-@pytest.mark.xfail(strict=False, reason="left to the controller and coordinator helpers: "
-                   "imports inside functions in controller/reassignment.py and "
-                   "coordinator/runtime.py")
 def test_no_function_level_import_in_the_package():
     assert _function_level_imports() == []
 
