@@ -42,6 +42,11 @@ class Broker:
         self.port = port
         self.rack = rack
         self.metadata = MetadataCache()
+        self.pending_metadata: asyncio.Task | None = None   # a delayed UpdateMetadata (k06)
+        from minibroker.broker.controller_quota import ControllerMutationQuota
+        self.controller_mutation_quota = ControllerMutationQuota(
+            config.controller_mutation_rate, config.controller_quota_window_num,
+            config.controller_quota_window_size_seconds)
         # Topic configs not set on a topic default to the broker's log.* configs (Kafka's synonyms).
         self.log_defaults = broker_defaults(config.describe())
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,

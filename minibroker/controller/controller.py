@@ -31,6 +31,11 @@ from minibroker.protocol import records as R
 log = logging.getLogger("minibroker.controller")
 
 
+# Records appended between two yields to the event loop: ~10,000 records took seconds in one go,
+# while every broker and client of an in-process cluster shares this loop.
+YIELD_EVERY_RECORDS = 200
+
+
 class Controller:
     def __init__(self, cluster: Any, metadata_log: MetadataLog, controller_epoch: int) -> None:
         self.cluster = cluster
@@ -105,8 +110,10 @@ class Controller:
         old = self.image
         delta = MetadataDelta(old)
         for i, step in enumerate(steps, 1):
-            for record in step:
+            for n, record in enumerate(step, 1):
                 delta.replay(record, self.log.append(record))
+                if n % YIELD_EVERY_RECORDS == 0:
+                    await asyncio.sleep(0)      # others are served; the image changes at the end
             if site and i < len(steps) and f"{site}.step{i}" in self.cluster.faults.enabled_sites:
                 self.image = delta.apply()
                 self.running = False

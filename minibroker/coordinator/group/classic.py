@@ -263,7 +263,9 @@ class ClassicGroup:
     def _protocol_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for m in self.members.values():
-            for name in m.protocols():
+            # A name listed twice by one member counts once, as Kafka's member.protocols() is a
+            # set (its first entry's metadata is the one used).
+            for name in dict.fromkeys(m.protocols()):
                 counts[name] = counts.get(name, 0) + 1
         return counts
 
