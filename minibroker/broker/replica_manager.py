@@ -17,7 +17,7 @@ import asyncio
 import logging
 import struct
 import uuid
-from typing import Protocol
+from typing import Callable, Protocol
 
 from kafka.errors import (FencedLeaderEpochError, InvalidRecordError, InvalidTopicError, KafkaError,
                           NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
@@ -79,7 +79,10 @@ def _wake(fut) -> None:
 class ReplicaManager:
     def __init__(self, node_id: int, config: ClusterConfig, clock: Clock,
                  metadata: MetadataCache, controller: AlterPartitionSender,
-                 log_defaults: dict) -> None:
+                 log_defaults: dict,
+                 log_factory: Callable[[str, int, LogConfig], PartitionLog] | None = None) -> None:
+        """log_factory(topic, partition, config): a hosted partition's new log; by default an
+        in-memory PartitionLog counted in (and capped by) this broker's log memory."""
         self.node_id = node_id
         self.config = config
         self.clock = clock
@@ -97,6 +100,10 @@ class ReplicaManager:
         self.log_memory = LogMemory(config.log_memory_max_bytes)
         # Followers yet to fetch a partition we newly lead, and their waiting fetches.
         self.first_fetches = FirstFetches()
+        self.new_log = log_factory or self._memory_log
+
+    def _memory_log(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
+        return PartitionLog(topic, partition, config, self.clock, memory=self.log_memory)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -451,9 +458,8 @@ class ReplicaManager:
         if p is None:
             config = LogConfig.from_configs(configs, defaults=self.log_defaults)
             p = Partition(self.node_id, topic, topic_id, partition,
-                          PartitionLog(topic, partition, config, self.clock,
-                                       memory=self.log_memory),
-                          self.clock, self.request_isr_change)
+                          self.new_log(topic, partition, config), self.clock,
+                          self.request_isr_change)
             self.partitions[key] = p
         elif (leader_epoch, partition_epoch) < (p.leader_epoch, p.partition_epoch):
             return StaleControllerEpochError.errno
