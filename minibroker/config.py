@@ -29,6 +29,7 @@ class ClusterConfig:
     default_replication_factor: int = 1
     min_insync_replicas: int = 1
     socket_request_max_bytes: int = 104857600
+    connections_max_idle_ms: int = 600000   # <= 0: never closed for idleness
     message_max_bytes: int = 1048588
     replica_lag_time_max_ms: int = 30000
     replica_fetch_wait_max_ms: int = 500

@@ -1,7 +1,9 @@
 """The bytes a broker's partition logs hold in memory, and a broker-wide cap on them.
 
 `log.memory.max.bytes` (a minibroker extension; -1, the default, means no cap) bounds an
-in-memory broker the way a disk bounds Kafka. Past it, the oldest batches of the partitions
+in-memory broker the way a disk bounds Kafka. It counts what the batches really hold
+(StoredBatch.held: the whole frame an adopted batch keeps alive, plus per-batch objects), not
+their wire size. Past it, the oldest batches of the partitions
 holding the most are deleted, as retention deletes them (the log start offset moves; nothing above
 a partition's high watermark goes), down to an equal share of the cap for each partition that holds
 more than that share (max-min fairness: a partition holding less keeps everything). A round frees
@@ -76,13 +78,13 @@ class LogMemory:
         return evicted
 
     def _round(self) -> int:
-        logs = sorted(self._logs.values(), key=lambda log: (log.size_bytes, log.topic, log.partition))
+        logs = sorted(self._logs.values(), key=lambda log: (log.held_bytes, log.topic, log.partition))
         room = self.max_bytes - self.max_bytes // 16
         for i, log in enumerate(logs):
             share = room // (len(logs) - i)
-            if log.size_bytes > share:
+            if log.held_bytes > share:
                 break                   # this log and every larger one keep `share` each
-            room -= log.size_bytes
+            room -= log.held_bytes
         else:
             return 0
         return sum(log.evict_to(share) for log in logs[i:])
