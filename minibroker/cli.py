@@ -82,6 +82,10 @@ def main(argv: list[str] | None = None) -> None:
     from minibroker.reassign_cli import add_reassign_parser
     add_topics_parser(sub)
     add_reassign_parser(sub)
+    from minibroker.groups_cli import add_groups_parser
+    add_groups_parser(sub)
+    from minibroker.configs_cli import add_configs_parser
+    add_configs_parser(sub)
     args = ap.parse_args(argv)
     logging.basicConfig(level=getattr(args, "log_level", "WARNING"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
