@@ -37,7 +37,7 @@ class Controller:
         self.controller_epoch = controller_epoch
         self.controller_id = cluster.controller_node_id
         self.image = MetadataImage()
-        self.propagator = Propagator(self)
+        self.propagator = Propagator(self.controller_id, controller_epoch)
         self._lock = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
         self.running = False

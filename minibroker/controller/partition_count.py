@@ -193,7 +193,7 @@ async def log_bounds(ctl, leader: int, topic: str, partition: int):
     T = ListOffsetsRequest.ListOffsetsTopic
     out = []
     try:
-        conn = await ctl.propagator.connection(leader)
+        conn = await ctl.propagator.connection(b)
         for ts in (-2, -1):
             req = ListOffsetsRequest(replica_id=-2, isolation_level=0, topics=[T(
                 name=topic, partitions=[T.ListOffsetsPartition(
