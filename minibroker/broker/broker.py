@@ -38,6 +38,8 @@ class Broker:
         self.port = port
         self.rack = rack
         self.metadata = MetadataCache()
+        from minibroker.broker.stats import BrokerStats
+        self.stats = BrokerStats()
         # Topic configs not set on a topic default to the broker's log.* configs (Kafka's synonyms).
         self.log_defaults = broker_defaults(config.describe())
         from minibroker.broker.fetch_session import FetchSessionCache
@@ -68,12 +70,13 @@ class Broker:
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
-            conn.close("broker stopping")
+            conn.close("broker stopping", logging.DEBUG)
         await self.replica_manager.stop()
         await self.groups.stop()
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
+        log.info("broker %d stopped", self.node_id)
 
     async def next_producer_id(self) -> int:
         """From a block of ids the controller allocated to this broker (ProducerIdsRecord)."""

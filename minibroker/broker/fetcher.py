@@ -180,6 +180,7 @@ class ReplicaFetcher:
                 return self._truncate_on_divergence(p, div.epoch, div.end_offset)
             if pd.records:      # a view of the response frame: kept if the frame is large, else copied
                 p.log.append_as_follower(pd.records, adopt=handed_over(pd.records))
+                self.rm.broker.stats.replication_bytes_in += len(pd.records)
                 self.rm.log_memory.maybe_evict()
             if pd.log_start_offset > p.log.log_start_offset:
                 p.log.delete_records_before(min(pd.log_start_offset, p.log.log_end_offset))

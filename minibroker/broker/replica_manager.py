@@ -225,15 +225,32 @@ class ReplicaManager:
         asyncio.get_running_loop().create_task(self._alter_partition(p, new_isr))
 
     async def _alter_partition(self, p: Partition, new_isr: tuple[int, ...]) -> None:
+        before = p.isr
         try:
-            await self.broker.controller.alter_partition(
+            code = await self.broker.controller.alter_partition(
                 self.node_id, p.topic, p.partition, p.leader_epoch, p.partition_epoch, new_isr)
+            if code == 0:
+                self._isr_changed(p, before, new_isr)
         except Exception:  # noqa: BLE001 — the next check retries
             log.exception("broker %d: AlterPartition %s-%d failed", self.node_id, p.topic,
                           p.partition)
         finally:
             p.isr_change_in_flight = False
             p.pending_isr = ()
+
+    def _isr_changed(self, p: Partition, before: tuple, after: tuple) -> None:
+        """Kafka's IsrShrinksPerSec / IsrExpandsPerSec and its INFO line for each change."""
+        if tuple(after) == tuple(before):
+            return
+        stats = self.broker.stats
+        if len(after) < len(before):
+            stats.isr_shrinks += 1
+            what = "Shrinking"
+        else:
+            stats.isr_expands += 1
+            what = "Expanding"
+        log.info("broker %d: [Partition %s-%d] %s ISR from %s to %s", self.node_id, p.topic,
+                 p.partition, what, ",".join(map(str, before)), ",".join(map(str, after)))
 
     async def _isr_shrink_loop(self) -> None:
         lag_ms = self.broker.config.replica_lag_time_max_ms

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from minibroker.controller.changelog import log_changes
 from minibroker.controller.delta import NO_LEADER_CHANGE, MetadataDelta
 from minibroker.controller.image import MetadataImage, PartitionRegistration
 from minibroker.controller.metadata_log import MetadataLog
@@ -93,6 +94,7 @@ class Controller:
                 self.cluster.controller_halted(self)
                 raise ControllerHalted(f"{site}.step{i}")
         self.image = delta.apply()
+        log_changes(old, self.image)
         if propagate:
             await self.propagator.propagate(old, self.image, delta)
         return self.image

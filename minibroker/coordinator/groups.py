@@ -40,6 +40,7 @@ import kafka.errors as Errors
 from minibroker.coordinator.group.classic import (
     COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
     ClassicGroup, ClassicGroupMember, JoinResult, OffsetAndMetadata, SyncResult)
+from minibroker.coordinator.offsets import OFFSETS_TOPIC
 from minibroker.coordinator.offsets import (group_metadata_record, group_tombstone,
                                             offset_commit_record, offset_tombstone, replay)
 
@@ -320,7 +321,10 @@ class ClassicGroupCoordinator:
             self._prepare_rebalance(shard, group, reason)
 
     def _prepare_rebalance(self, shard, group, reason: str) -> None:
-        log.debug("group %s: preparing rebalance: %s", group.group_id, reason)
+        # Kafka's INFO line for every rebalance (joins, leaves, expirations, metadata changes).
+        log.info("Preparing to rebalance group %s in state PreparingRebalance with old generation "
+                 "%d (%s-%d) (reason: %s)", group.group_id, group.generation_id, OFFSETS_TOPIC,
+                 shard.partition, reason)
         if group.is_(COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment_error(shard, group, REBALANCE_IN_PROGRESS)
         if group.sync_timer is not None:
@@ -532,6 +536,9 @@ class ClassicGroupCoordinator:
                     for m in group.members.values():
                         m.assignment = assignment.get(m.member_id, b"")
                     group.transition_to(STABLE, self.now_ms)
+                    log.info("Stabilized group %s generation %d (%s-%d) with %d members",
+                             group.group_id, group.generation_id, OFFSETS_TOPIC, shard.partition,
+                             len(group.members))
                     for m in group.members.values():
                         if m.is_awaiting_sync:
                             m.complete_sync(SyncResult(NONE, group.protocol_type,

@@ -107,10 +107,11 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         self.closed = True
         self.broker.connections.discard(self)
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str, level: int = logging.WARNING) -> None:
+        """A WARNING by default: bad input or a failure; a broker stopping closes at DEBUG."""
         if not self.closed:
-            log.warning("broker %d: closing connection from %s: %s",
-                        self.broker.node_id, self.peer, reason)
+            log.log(level, "broker %d: closing connection from %s: %s",
+                    self.broker.node_id, self.peer, reason)
             self.closed = True
             if self.transport is not None:
                 self.transport.close()

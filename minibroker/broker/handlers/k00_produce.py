@@ -90,6 +90,9 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
                 out.append(_part(pd.index, e.errno, error_message=str(e)))
                 continue
             p.maybe_increment_high_watermark()
+            ts = broker.stats.topics[td.name]
+            ts.bytes_in += len(records)
+            ts.messages_in += res.last_offset - res.base_offset + 1
             if p.log.size_bytes > p.log.config.retention_bytes >= 0:
                 # An in-memory log is bounded by retention.bytes now, not at the next periodic check
                 # (log.retention.check.interval.ms): memory freed here is reused by the next batches,

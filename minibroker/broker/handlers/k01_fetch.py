@@ -69,6 +69,15 @@ def _wake(fut) -> None:
         fut.set_result(None)
 
 
+def _count_bytes_out(stats, follower: bool, sizes: dict[str, int]) -> None:
+    """Kafka's BytesOut (consumers, per topic) and ReplicationBytesOut (followers)."""
+    if follower:
+        stats.replication_bytes_out += sum(sizes.values())
+        return
+    for topic, n in sizes.items():
+        stats.topics[topic].bytes_out += n
+
+
 @handles(ApiKey.Fetch, FetchRequest, versions=(4, 12))
 async def handle_fetch(ctx: RequestContext, req: FetchRequest):
     rm = ctx.broker.replica_manager
@@ -102,6 +111,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
     deadline = loop.time() + max_wait_ms / 1000
     while True:
         results: dict[str, list] = {}
+        sizes: dict[str, int] = {}      # bytes returned per topic, for the broker's counters
         total = 0
         errors = False
         remaining = max_bytes
@@ -132,6 +142,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
                 if r.size:
                     records = r.records
                     total += r.size
+                    sizes[topic] = sizes.get(topic, 0) + r.size
                     remaining -= r.size
             else:
                 waiters.append(p)
@@ -162,6 +173,8 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
                 rm.first_fetches.done_waiting(replica_id, fut)
         if woken_by is WAKE:
             break           # we lead a new partition of this follower: let it fetch that too
+    if total:
+        _count_bytes_out(ctx.broker.stats, follower, sizes)
     if session is None:
         return _response(ctx, 0, list(results.items()))
     return _response(ctx, 0, _session_view(session, incremental, results), session.session_id)
