@@ -46,7 +46,8 @@ class Broker:
         self.log_defaults = broker_defaults(config.describe())
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
                                                 ids.rng)
-        self.replica_manager = ReplicaManager(self)
+        self.replica_manager = ReplicaManager(node_id, config, clock, self.metadata,
+                                              controller_channel, self.log_defaults, self.stats)
         self.groups = GroupCoordinatorRuntime(self)
         self.connections: set = set()
         # What a listener calls per request frame: network/ knows no broker, only this.
