@@ -18,6 +18,7 @@ import sys
 from kafka.errors import for_code
 from kafka.protocol.admin import DescribeConfigsRequest
 
+from minibroker.cli_common import bootstrap_servers, connect_any
 from minibroker.client.admin import BROKER, DELETE, SET, TOPIC, Admin
 
 _TYPES = {"topics": TOPIC, "brokers": BROKER}
@@ -30,12 +31,15 @@ _DYNAMIC = (1, 2, 3, 6)
 
 
 def add_configs_parser(sub) -> None:
-    c = sub.add_parser("configs", help="describe and alter topic and broker configs")
-    c.add_argument("--bootstrap-server", required=True, help="host:port[,host:port...]")
+    c = sub.add_parser("configs", description=__doc__,
+                       help="describe and alter topic and broker configs")
+    c.add_argument("--bootstrap-server", required=True, type=bootstrap_servers,
+                   metavar="HOST:PORT[,HOST:PORT...]", help="brokers to talk to")
     action = c.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true", help="list the entity's configs")
     action.add_argument("--alter", action="store_true", help="add or delete configs")
-    c.add_argument("--entity-type", required=True, choices=sorted(_TYPES))
+    c.add_argument("--entity-type", required=True, choices=sorted(_TYPES),
+                   help="what to configure")
     c.add_argument("--entity-name", help="topic name or broker id (describe: default all)")
     c.add_argument("--all", action="store_true", help="--describe: every config, not only set ones")
     c.add_argument("--add-config", default="", metavar="K=V,K=[V1,V2]",
@@ -65,6 +69,7 @@ def parse_add_config(text: str) -> dict[str, str]:
 
 async def _main(args) -> None:
     rtype = _TYPES[args.entity_type]
+    (await connect_any(args.bootstrap_server, "minibroker-configs")).close()  # one clear error
     async with Admin(args.bootstrap_server, client_id="minibroker-configs") as admin:
         if args.alter:
             await _alter(admin, rtype, args)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from minibroker.cli_common import bootstrap_servers, connect_any
 from minibroker.client.admin import Admin
 from minibroker.client.records import TopicPartition
 
@@ -24,9 +25,10 @@ _INACTIVE = ("empty", "dead")
 
 
 def add_groups_parser(sub) -> None:
-    g = sub.add_parser("consumer-groups",
+    g = sub.add_parser("consumer-groups", description=__doc__,
                        help="list, describe, reset offsets of and delete consumer groups")
-    g.add_argument("--bootstrap-server", required=True, help="host:port[,host:port...]")
+    g.add_argument("--bootstrap-server", required=True, type=bootstrap_servers,
+                   metavar="HOST:PORT[,HOST:PORT...]", help="brokers to talk to")
     action = g.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list every group")
     action.add_argument("--describe", action="store_true",
@@ -53,6 +55,7 @@ def add_groups_parser(sub) -> None:
 async def _main(args) -> None:
     if not args.list and not args.group:
         sys.exit("Error: --group is required with --describe, --reset-offsets and --delete")
+    (await connect_any(args.bootstrap_server, "minibroker-consumer-groups")).close()  # one clear error
     async with Admin(args.bootstrap_server, client_id="minibroker-consumer-groups") as admin:
         if args.list:
             for group in await admin.list_groups_typed():
