@@ -16,7 +16,10 @@ import time
 
 import pytest
 
-confluent_kafka = pytest.importorskip("confluent_kafka")
+from conformance.conftest import selected_clients
+
+if "confluent" not in selected_clients():   # opted out; installed or not, the test is skipped
+    pytest.skip("confluent not selected (MINIBROKER_CLIENTS)", allow_module_level=True)
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewPartitions  # noqa: E402
 

@@ -124,11 +124,16 @@ async def _serve(args, config: ClusterConfig) -> None:
 
 
 def _run(coro) -> None:
+    # The import alone is tried: a failure inside the run must not be chained to (or, if it is an
+    # ImportError, retried after) "No module named 'uvloop'".
     try:
-        import uvloop  # noqa: F401 — faster event loop when installed
-        uvloop.run(coro)
+        import uvloop  # faster event loop when installed
     except ImportError:
+        uvloop = None
+    if uvloop is None:
         asyncio.run(coro)
+    else:
+        uvloop.run(coro)
 
 
 def _config_names() -> str:

@@ -179,6 +179,31 @@ class Cluster:
             await asyncio.sleep(0.01)
         raise TimeoutError(f"no leaders for {topic}")
 
+    # -------------------------------------------- what an autoscaling client must survive (KIP-878)
+    def set_metadata_propagation_delay(self, broker_id: int, delay_ms: int | None) -> None:
+        """Broker `broker_id` applies each UpdateMetadata `delay_ms` after it arrives (None: back
+        to its minibroker.metadata.propagation.delay.ms), so its Metadata answers lag others'."""
+        if delay_ms is None:
+            self.faults.update_metadata_delay_ms.pop(broker_id, None)
+        else:
+            self.faults.update_metadata_delay_ms[broker_id] = delay_ms
+
+    def set_controller_mutation_rate(self, rate: float, client_id: str | None = None) -> None:
+        """KIP-599 quota (partition mutations/s) for `client_id`, or every client's default."""
+        for b in self.brokers.values():
+            b.controller_mutation_quota.set_rate(rate, client_id)
+
+    def fail_create_partitions(self, topic: str, error: Any, times: int = 1,
+                               throttle_time_ms: int = 0) -> None:
+        """The next `times` CreatePartitions naming `topic` answer `error` (a class or code) for it
+        alone; THROTTLING_QUOTA_EXCEEDED carries `throttle_time_ms` (v0-v2 get only the latter)."""
+        code = error if isinstance(error, int) else error.errno
+        self.faults.push_topic_errors(37, topic, [(code, throttle_time_ms)] * times)
+
+    def stall_create_partitions(self, delay_ms: int, times: int = 1) -> None:
+        """The controller's part of the next `times` CreatePartitions takes `delay_ms` longer."""
+        self.faults.stall(37, delay_ms, times)
+
     async def leader_of(self, topic: str, partition: int) -> int:
         return (await self.active_controller()).partition(topic, partition).leader
 

@@ -53,6 +53,14 @@ class ClusterConfig:
     controlled_shutdown_enable: bool = True
     partition_deletion_check_interval_ms: int = 5000     # KIP-253: drained marked partitions
     reassign_partitions_status_min_retention_ms: int = 86400000   # KIP-179: finished requests
+    # KIP-599: partition mutations/s per client (Kafka's `controller_mutation_rate` client quota;
+    # here every client's default); inf = no quota, Kafka's default. Burst = rate * num * size.
+    controller_mutation_rate: float = float("inf")
+    controller_quota_window_num: int = 11
+    controller_quota_window_size_seconds: int = 1
+    # Our extension: how long each broker takes to apply an UpdateMetadata (Kafka's "it may take
+    # several seconds after CreatePartitions returns for all the brokers to become aware").
+    minibroker_metadata_propagation_delay_ms: int = 0
     extra: dict[str, str] = field(default_factory=dict)   # log.* topic synonyms, by Kafka name
 
     def __post_init__(self) -> None:

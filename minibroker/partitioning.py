@@ -109,14 +109,6 @@ def blocking_parent_on_expansion(p: int, initial_count: int) -> int:
     return q
 
 
-def _first_ancestor_below(p: int, initial_count: int, bound: int) -> int:
-    while p >= bound:
-        q = parent(p, initial_count)
-        assert q is not None, f"partition {p} has no ancestor below {bound}"
-        p = q
-    return p
-
-
 def blocking_on_deletion(survivor: int, initial_count: int, old_undeleted_count: int,
                          new_undeleted_count: int) -> list[int]:
     """The partitions in [new_U, old_U) whose keys move into `survivor` when U shrinks, ascending.

@@ -19,7 +19,7 @@ import struct
 import uuid
 from typing import Protocol
 
-from kafka.errors import (FencedLeaderEpochError, InvalidRecordError, KafkaError,
+from kafka.errors import (FencedLeaderEpochError, InvalidRecordError, InvalidTopicError, KafkaError,
                           NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
                           NotLeaderForPartitionError, OffsetNotAvailableError,
                           OffsetOutOfRangeError, PolicyViolationError, RequestTimedOutError,
@@ -31,6 +31,7 @@ from minibroker.broker.first_fetch import WAKE, FirstFetches
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.partition import Partition
 from minibroker.broker.stats import BrokerStats
+from minibroker.broker.topic_names import INTERNAL_TOPICS
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
 from minibroker.log.config import LogConfig
@@ -183,17 +184,25 @@ class ReplicaManager:
         return low_watermark, 0
 
     # ------------------------------------------------------------------ Produce: the leader's append
-    def append_records(self, topics, acks: int) -> tuple[dict[str, list], list]:
+    def append_records(self, topics, acks: int, internal_topics_allowed: bool = False
+                       ) -> tuple[dict[str, list], list]:
         """Append each partition's batch as leader (Kafka's ReplicaManager.appendRecords), for
         acks 0, 1 or -1. `topics` are protocol.fast's decoded Produce topics. Per partition:
         leadership and KIP-253 checks, min.insync.replicas, one batch only, the append, the high
         watermark, retention.bytes, the broker's log memory cap, and a wake-up of waiting fetches.
         Returns the per-topic PartitionResults and, for acks=-1, the (result, future, partition)
-        of each batch the high watermark has yet to reach: `await_replication` waits for them."""
+        of each batch the high watermark has yet to reach: `await_replication` waits for them.
+        Internal topics are written by their coordinators only: a client's batch there is
+        INVALID_TOPIC_EXCEPTION "Cannot append to internal topic" (Kafka lets client.id
+        "__admin_client" through; no client gets through here)."""
         results: dict[str, list] = {}
         waits = []
         for td in topics:
             out = results.setdefault(td.name, [])
+            if td.name in INTERNAL_TOPICS and not internal_topics_allowed:
+                out += [PartitionResult(pd.index, InvalidTopicError.errno, error_message=(
+                    f"Cannot append to internal topic {td.name}")) for pd in td.partitions]
+                continue
             for pd in td.partitions:
                 p, err = self.leader_partition(td.name, pd.index)
                 if err:
