@@ -84,7 +84,8 @@ async def read_all(bootstrap: str, admin: Admin, topic: str):
     """Every record of `topic`, per partition in offset order: {partition: [(key, value)]}."""
     n = (await widths(admin, topic))[topic]
     tps = [TopicPartition(topic, p) for p in range(n)]
-    ends = {tp: o for tp, (o, _) in (await admin.list_offsets({tp: "latest" for tp in tps})).items()}
+    offsets = await admin.list_offsets({tp: "latest" for tp in tps})
+    ends = {tp: o for tp, (o, _) in offsets.items()}
     out: dict[int, list] = {p: [] for p in range(n)}
     want = {tp: e for tp, e in ends.items() if e > 0}
     if not want:
@@ -157,7 +158,7 @@ async def caught_up(bootstrap, admin, feed: Feed, timeout: float = 60.0) -> None
             return
         if loop.time() > end:
             wrong = {k: (got.get(k), v) for k, v in feed.expected().items() if got.get(k) != v}
-            raise AssertionError(f"aggregates not right after {timeout}s: {list(wrong.items())[:5]}")
+            raise AssertionError(f"aggregates wrong after {timeout}s: {list(wrong.items())[:5]}")
         await asyncio.sleep(0.5)
 
 

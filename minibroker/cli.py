@@ -81,6 +81,7 @@ def _host(text: str) -> str:
 
 
 async def _serve(args, config: ClusterConfig) -> None:
+    # Imported here for start-up: `minibroker topics ...` and --help never load the broker.
     from minibroker.cluster import Cluster
     from minibroker.log.memory import keep_freed_batches_for_reuse
     keep_freed_batches_for_reuse()
@@ -157,7 +158,8 @@ def parser() -> Parser:
                    help="first broker's port; the others follow (0 = any free ports)")
     s.add_argument("--rack", action="append",
                    help="broker.rack of broker 1, 2, ... (repeat, at most once per broker)")
-    s.add_argument("--seed", type=int, default=0, help="seed of cluster and producer ids")
+    s.add_argument("--seed", type=int, default=None,
+                   help="repeat a run: ids, cluster id and timestamps follow from it")
     s.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
                    help="a broker config by its Kafka name, e.g. num.partitions=3 (repeat; "
                         "the names are listed below)")

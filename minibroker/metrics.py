@@ -18,13 +18,19 @@ never reads state another thread is changing):
   kafka_consumergroup_current_offset / kafka_consumergroup_lag{consumergroup,topic,partition}
       (kafka_exporter's names: Kafka brokers export no lag; the coordinator of the group reports it)
 
-Needs prometheus_client (the `metrics` extra): only the exporter does, not the brokers' counting.
+Needs prometheus_client (the `metrics` extra): only this exporter does, not the brokers' counting;
+`serve` imports this module only with --metrics-port.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
+
+from minibroker.broker.dispatch import HANDLERS
 
 if TYPE_CHECKING:
     from minibroker.cluster import Cluster
@@ -34,7 +40,6 @@ log = logging.getLogger("minibroker.metrics")
 
 def _api_names() -> dict[int, str]:
     """Kafka's request names (ApiKeys), ours for our own keys."""
-    from minibroker.broker.dispatch import HANDLERS
     return {k: h.name for k, h in HANDLERS.items()}
 
 
@@ -45,8 +50,6 @@ class ClusterCollector:
         self.cluster = cluster
 
     def collect(self):
-        from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
-                                            SummaryMetricFamily)
         names = _api_names()
 
         def counter(name, doc, labels=()):
@@ -122,7 +125,7 @@ class ClusterCollector:
         groups.add_metric([label, "classic"], len(classic))
         groups.add_metric([label, "consumer"], len(consumer))
         for gid in sorted([g[0] for g in classic] + [g[0] for g in consumer]):
-            code, found = b.groups.classic.fetch_offsets(gid, None)
+            code, found = b.groups.offsets.fetch_offsets(gid, None)
             for topic, parts in found if not code else ():
                 for pid, offset, _epoch, _meta, _err in parts:
                     values = [label, gid, topic, str(pid)]
@@ -143,14 +146,12 @@ class MetricsServer:
     """GET /metrics over HTTP/1.1 on the cluster's event loop (one response per connection)."""
 
     def __init__(self, cluster: "Cluster") -> None:
-        from prometheus_client import CollectorRegistry
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(ClusterCollector(cluster))
         self._server: asyncio.base_events.Server | None = None
         self.port = 0
 
     def text(self) -> bytes:
-        from prometheus_client import generate_latest
         return generate_latest(self.registry)
 
     async def start(self, host: str, port: int) -> "MetricsServer":
@@ -171,7 +172,11 @@ class MetricsServer:
             parts = line.split()
             if len(parts) >= 2 and parts[0] == b"GET" and parts[1].split(b"?")[0] in (
                     b"/metrics", b"/"):
-                status, body = b"200 OK", self.text()
+                try:
+                    status, body = b"200 OK", self.text()
+                except Exception as e:  # noqa: BLE001 — a bug here must not go unanswered
+                    log.warning("metrics: collecting failed: %r", e, exc_info=True)
+                    status, body = b"500 Internal Server Error", b"collecting failed\n"
             else:
                 status, body = b"404 Not Found", b"only GET /metrics\n"
             writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain; version=0.0.4; "

@@ -1,12 +1,16 @@
 """KIP-599: the controller mutation quota, a token bucket of partition mutations per client.
 
-Kafka sets it per (user, client-id) as the client quota `controller_mutation_rate`; minibroker has
-no AlterClientQuotas, so the broker config `controller.mutation.rate` is every client's default and
+CreateTopics (partitions created), CreatePartitions (added, or marked for deletion) and
+DeleteTopics (partitions deleted) count; strict from CreateTopics v6, CreatePartitions v3 and
+DeleteTopics v5, permissive below. Kafka sets it per (user, client-id) as the client quota
+`controller_mutation_rate`; minibroker has no AlterClientQuotas, so the broker config
+`controller.mutation.rate` is every client's default and
 `Cluster.set_controller_mutation_rate(rate, client_id)` overrides it per client at run time.
+Each broker keeps its own buckets (admin clients send these requests to the controller's broker).
 
-The bucket holds at most B = rate * controller.quota.window.num * controller.quota.window.size.seconds
-tokens and refills at `rate` per second. A topic's N mutations (partitions added) are admitted iff
-the bucket is not in debt (K >= 0), and then cost N, which may leave it in debt (Kafka's
+The bucket holds at most B = rate * controller.quota.window.num *
+controller.quota.window.size.seconds tokens and refills at `rate` per second. A topic's N
+mutations are admitted iff the bucket is not in debt (K >= 0), and then cost N, which may leave it in debt (Kafka's
 StrictControllerMutationQuota: one large request is not refused just for being large). While in
 debt, the throttle time is how long the refill takes to pay it back: -K / rate.
 v0-v2 clients cannot be told "no" per topic (the permissive quota): their request is done, and
@@ -68,6 +72,18 @@ class ControllerMutationQuota:
             return self._throttle(b, client_id)
         b.tokens -= mutations
         return 0
+
+    def refund(self, client_id: str, mutations: int) -> None:
+        """Give back what a topic the controller then refused had recorded (Kafka records only
+        mutations that pass validation; we record before the batch goes to the controller)."""
+        b = self._buckets.get(client_id)
+        if b is not None:
+            b.tokens += mutations
+
+    def response_throttle_ms(self, client_id: str, now_ms: int, strict: bool,
+                             refused_ms: int) -> int:
+        """A response's throttle_time_ms: a strict request's refusal, a permissive one's debt."""
+        return refused_ms if strict else max(refused_ms, self.throttle_time_ms(client_id, now_ms))
 
     def throttle_time_ms(self, client_id: str, now_ms: int) -> int:
         b = self._bucket(client_id, now_ms)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from kafka.errors import KafkaError, UnsupportedVersionError
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from minibroker.protocol.nulls import first_null
@@ -41,7 +42,6 @@ HANDLERS: dict[int, Handler] = {}
 
 def _api_name(api_key: int, request_class: Any) -> str:
     """Kafka's name of the API (ApiKeys), else the request class's (our own keys)."""
-    from kafka.protocol.api_key import ApiKey
     try:
         return ApiKey(api_key).name
     except ValueError:

@@ -1,9 +1,12 @@
 """The active controller: turns requests into records, replays them, propagates the result.
 
-Every change is: validate against the current image → records → append to the metadata log →
-replay into a delta → apply → new frozen image → the propagator sends LeaderAndIsr,
-UpdateMetadata and StopReplica to the brokers. Operations run one at a time (an event queue, as
-in Kafka's QuorumController). A new controller replays the whole log and resumes from it.
+Every change is: a pure operation `op(image, request, ids) -> Result(records, response)`
+(topics, partition_count, reassignment, brokers, partitions; records built in records.py) →
+append to the metadata log → replay into a delta → apply → new frozen image → the propagator
+sends LeaderAndIsr, UpdateMetadata and StopReplica to the brokers → the response. Operations run
+one at a time under one lock (an event queue, as in Kafka's QuorumController); the controller's
+own tasks (partition_removal, reassignment_progress) get the narrow `write(op)` / `log_bounds`
+way in. A new controller replays the whole log and resumes from it.
 """
 from __future__ import annotations
 

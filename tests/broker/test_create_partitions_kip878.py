@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 from kafka.errors import (InvalidPartitionsError, PolicyViolationError, RequestTimedOutError,
-                          ThrottlingQuotaExceededError)
+                          ThrottlingQuotaExceededError, TopicAlreadyExistsError)
 from kafka.protocol.admin import CreatePartitionsRequest
 
 from minibroker.broker.controller_quota import ControllerMutationQuota
@@ -204,3 +204,36 @@ def test_a_stock_admin_client_meets_the_forced_quota_and_backs_off():
                 admin.create_partitions({"a": NewPartitions(4)})
         finally:
             admin.close()
+
+
+async def test_create_and_delete_topics_count_against_the_same_quota():
+    from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
+    CT = CreateTopicsRequest.CreatableTopic
+
+    def create(*names, n=10):
+        return CreateTopicsRequest(topics=[CT(name=x, num_partitions=n, replication_factor=1,
+                                              assignments=[], configs=[]) for x in names],
+                                   timeout_ms=5000, validate_only=False)
+
+    async with Cluster(brokers=1, controller_mutation_rate=1.0) as c:        # burst 11
+        conn = await _conn(c)
+        resp = await conn.request(create("x", "y", "z"), 6)     # x: 11 -> 1, y: 1 -> -9, z: refused
+        assert [(t.name, t.error_code) for t in resp.topics] == [("x", 0), ("y", 0),
+                                                                  ("z", THROTTLED)]
+        assert 8900 <= resp.throttle_time_ms <= 9000
+        resp = await conn.request(create("w", n=1), 5)             # v5: permissive, done
+        assert resp.topics[0].error_code == 0 and resp.throttle_time_ms >= 9000
+        resp = await conn.request(DeleteTopicsRequest(
+            topics=[DeleteTopicsRequest.DeleteTopicState(name="x")], timeout_ms=5000), 6)
+        assert resp.responses[0].error_code == THROTTLED and "x" in c.brokers[1].metadata.topics
+        await asyncio.sleep(10.1)                                    # debt paid back
+        resp = await conn.request(DeleteTopicsRequest(
+            topics=[DeleteTopicsRequest.DeleteTopicState(name="x")], timeout_ms=5000), 6)
+        assert resp.responses[0].error_code == 0
+        await asyncio.sleep(10)                                      # -9.9 -> 0.1
+        # only topics that would be created count: y exists, v goes through (0.1 -> -9.9)
+        resp = await conn.request(create("y", "v"), 6)
+        assert [(t.name, t.error_code) for t in resp.topics] == [
+            ("y", TopicAlreadyExistsError.errno), ("v", 0)]
+        assert resp.throttle_time_ms == 0                    # strict: no topic refused
+        conn.close()

@@ -109,6 +109,7 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
             work.cancel()        # the topic under way (shielded) completes on its own
     out = [results.get(n) or _Result(name=n, error_code=RequestTimedOutError.errno,
                                      error_message=None) for n in order]
-    if not strict:       # the permissive quota: the request was done; back off for the debt
-        throttle_ms = max(throttle_ms, quota.throttle_time_ms(client_id, ctx.clock.now_ms()))
+    if quota.limited(client_id):     # v0-v2 (permissive): done; back off for the debt
+        throttle_ms = max(throttle_ms, quota.response_throttle_ms(
+            client_id, ctx.clock.now_ms(), strict, 0))
     return CreatePartitionsResponse(throttle_time_ms=throttle_ms, results=out)

@@ -1,9 +1,9 @@
-"""A small topology model: source topics -> repartition topics -> changelog topics, in sub-topologies.
+"""A small topology model: source -> repartition -> changelog topics, in sub-topologies.
 
     builder = StreamsBuilder()
     (builder.stream("orders")
             .map(lambda k, v: (k, v))            # (key, value) -> (key, value) | None (dropped)
-            .repartition("by-customer")          # ends sub-topology 0: <app>-by-customer-repartition
+            .repartition("by-customer")          # ends sub-topology 0 (+ a repartition topic)
             .aggregate("totals", lambda: b"0", lambda k, v, agg: ...)   # sub-topology 1, with a
             .to("totals-out"))                   # store backed by <app>-totals-changelog
     topology = builder.build()
@@ -27,8 +27,8 @@ Mapper = Callable[[bytes, bytes], "tuple[bytes, bytes] | None"]
 @dataclass
 class SubTopology:
     id: int
-    sources: list[str]                  # topic names; repartition ones as "<app>-<name>-repartition"
-    steps: list[tuple] = field(default_factory=list)   # ("map", fn) | ("aggregate", store, init, fn)
+    sources: list[str]                  # topic names (repartition: "<app>-<name>-repartition")
+    steps: list[tuple] = field(default_factory=list)  # ("map", fn) | ("aggregate", store, init, fn)
     sink: str | None = None
     store: str | None = None
     changelog: str | None = None
