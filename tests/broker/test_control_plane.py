@@ -86,3 +86,25 @@ async def test_client_listeners_neither_list_nor_advertise_the_control_plane():
         assert all(b.control_port > 0 and b.control_port != b.port for b in c.brokers.values())
         assert not {x.port for x in md.brokers} & control_ports
         conn.close()
+
+
+@pytest.mark.timeout(60)
+async def test_a_control_request_for_an_earlier_broker_epoch_is_stale():
+    """KIP-380: after a restart the broker's epoch is higher; a request carrying the old one
+    (sent to its earlier incarnation) is answered STALE_BROKER_EPOCH and changes nothing."""
+    from kafka.errors import StaleBrokerEpochError
+    from minibroker.network.client import KafkaClientConnection
+    async with Cluster(brokers=3) as c:
+        b = c.brokers[2]
+        old_epoch = b.broker_epoch
+        await c.restart_broker(2)
+        assert b.broker_epoch > old_epoch
+        ctl = await KafkaClientConnection.connect(b.host, b.control_port, client_id="controller")
+        req = UpdateMetadataRequest(
+            controller_id=1, is_k_raft_controller=False, controller_epoch=2**31 - 1,
+            broker_epoch=old_epoch, request_type=0, topic_states=[], max_partition_epoch=0,
+            live_brokers=[])
+        r = await ctl.request(req, 8)
+        assert r.error_code == StaleBrokerEpochError.errno
+        assert sorted(b.metadata.brokers) == [1, 2, 3]
+        ctl.close()
