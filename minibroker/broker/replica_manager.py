@@ -187,6 +187,30 @@ class ReplicaManager:
         p.notify_data()
         return low_watermark, 0
 
+    # ------------------------------------------------------------------ the group coordinator's log
+    def append_coordinator_batch(self, topic: str, partition: int, leader_epoch: int,
+                                 batch: bytes, now_ms: int) -> asyncio.Future:
+        """Append a coordinator's record batch as leader under `leader_epoch` (the caller checked
+        it leads there); a future of 0 once the high watermark passed it. Raises KafkaError when
+        the log refuses the batch."""
+        p = self.partitions[(topic, partition)]
+        res = p.log.append_as_leader(batch, leader_epoch, now_ms, origin="coordinator")
+        p.maybe_increment_high_watermark()
+        p.notify_data()
+        return p.wait_for_high_watermark(res.last_offset + 1)
+
+    def log_range(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log start offset, log end offset) of a hosted partition."""
+        log = self.partitions[(topic, partition)].log
+        return log.log_start_offset, log.log_end_offset
+
+    def read_batches(self, topic: str, partition: int, offset: int, max_bytes: int,
+                     max_offset: int) -> list:
+        """Whole stored batches of a hosted partition from `offset`, each below `max_offset`
+        (a coordinator loading its partition)."""
+        return self.partitions[(topic, partition)].log.read(offset, max_bytes,
+                                                            max_offset=max_offset).records
+
     # ------------------------------------------------------------------ Produce: the leader's append
     def append_records(self, topics, acks: int, internal_topics_allowed: bool = False
                        ) -> tuple[dict[str, list], list]:
