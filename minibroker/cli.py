@@ -1,7 +1,8 @@
-"""`minibroker serve|topics ...` — Kafka-tool-like command line.
+"""`minibroker COMMAND ...` — a broker cluster and Kafka-tool-like commands (`--help` on each).
 
     minibroker serve                      # 3 brokers on 127.0.0.1:9092-9094
     minibroker serve --brokers 1 --port 0 --override num.partitions=3
+    minibroker topics --bootstrap-server 127.0.0.1:9092 --list
 """
 from __future__ import annotations
 
