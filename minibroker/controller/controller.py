@@ -19,6 +19,7 @@ from kafka.errors import RequestTimedOutError
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
 from minibroker.controller import brokers, partition_count, partitions, reassignment, topics
+from minibroker.controller.changelog import log_changes
 from minibroker.controller.delta import MetadataDelta
 from minibroker.controller.image import MetadataImage, PartitionRegistration
 from minibroker.controller.log_bounds import log_bounds
@@ -128,6 +129,7 @@ class Controller:
                 self._on_halt(self)
                 raise ControllerHalted(f"{site}.step{i}")
         self.image = delta.apply()
+        log_changes(old, self.image)
         if propagate:
             await self.propagator.propagate(old, self.image, delta)
         return self.image
