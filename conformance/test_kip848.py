@@ -187,7 +187,7 @@ def test_consumer_protocol_join_consume_commit_and_kip1101_bumps():
             node, hash0 = coordinator(tc)
 
             async def committed():
-                code, topics = tc.cluster.brokers[node].groups.classic.fetch_offsets(GROUP, None)
+                code, topics = tc.cluster.brokers[node].groups.offsets.fetch_offsets(GROUP, None)
                 return code, {p: o for t, ps in topics for p, o, *_ in ps if t == TOPIC}
             wait_until(lambda: tc.call(committed) == (0, {p: 10 for p in range(6)}), 30,
                        "offsets 10 committed on every partition")

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from minibroker.log.config import BROKER_CONFIGS
+
 
 # Kafka's ConfigDef lower bounds (atLeast) for the broker configs that have one.
 _AT_LEAST = {"num_partitions": 1, "default_replication_factor": 1, "min_insync_replicas": 1,
@@ -21,8 +23,11 @@ class ClusterConfig:
     host: str = "127.0.0.1"
     port: int = 0                           # first broker's port; 0 = each picks a free port
     racks: tuple[str | None, ...] = ()      # broker.rack per broker id (1-based order)
-    seed: int = 0
+    # None: unseeded — a random cluster id and the real wall clock (ids still come from seed 0).
+    # Seeded: the cluster id, ids and the wall-clock base all follow from the seed, so a run repeats.
+    seed: int | None = None
     cluster_id: str | None = None
+    wall_clock_base_ms: int | None = None   # the Clock's start; default: from the seed, else now
     # Broker configs (Kafka names with dots → underscores).
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
@@ -90,7 +95,6 @@ class ClusterConfig:
             elif fname in _AT_LEAST and value < _AT_LEAST[fname]:
                 return (f"Invalid value {value} for configuration {kname}: "
                         f"Value must be at least {_AT_LEAST[fname]}")
-        from minibroker.log.config import BROKER_CONFIGS
         unknown = sorted(set(self.extra) - BROKER_CONFIGS)
         if unknown:
             return f"Unknown broker config {unknown[0]}"
@@ -105,7 +109,8 @@ class ClusterConfig:
     @classmethod
     def kafka_names(cls) -> dict[str, str]:
         """Kafka config name → field name, for the CLI's --override and DescribeConfigs."""
-        skip = {"brokers", "host", "port", "racks", "seed", "cluster_id", "extra"}
+        skip = {"brokers", "host", "port", "racks", "seed", "cluster_id", "wall_clock_base_ms",
+                "extra"}
         return {f.name.replace("_", "."): f.name for f in fields(cls) if f.name not in skip}
 
     def describe(self) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """KIP-253 linear hashing: which partition a key goes to while a topic grows and shrinks.
 
 Pure arithmetic shared by the producer, the consumer's ordering barrier, the controller and tests
-(see ../shared/design/PROTOCOL.md, "KIP-253 arithmetic"):
+(CONTRACTS.md, "Protocol notes"):
 
     h = murmur2(key) & 0x7fffffff                      (Kafka's default partitioner hash)
     N = initial_partition_count, U = undeleted_partition_count

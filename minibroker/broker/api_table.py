@@ -11,6 +11,9 @@ import sys
 
 from kafka.protocol.api_key import ApiKey
 
+import minibroker.broker.handlers  # noqa: F401 — registers every handler
+from minibroker.broker.dispatch import HANDLERS
+
 START = "<!-- api-table:start (python -m minibroker.broker.api_table --write) -->"
 END = "<!-- api-table:end -->"
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
@@ -21,8 +24,6 @@ EXTENSIONS = {1000: "KIP-253 draft", 1001: "KIP-253 draft", 1002: "KIP-179 draft
 
 
 def markdown() -> str:
-    import minibroker.broker.handlers  # noqa: F401 — registers every handler
-    from minibroker.broker.dispatch import HANDLERS
     lines = [START, "", "| key | API | versions | |", "| --- | --- | --- | --- |"]
     kafka_keys = {int(k): k.name for k in ApiKey}
     for key, h in sorted(HANDLERS.items()):

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 import minibroker.broker.handlers  # noqa: F401 — registers every handler with dispatch
+from minibroker.broker.controller_quota import ControllerMutationQuota
 from minibroker.broker.dispatch import handler_for
 from minibroker.broker.faults import Faults
 from minibroker.broker.coordinator_log import ReplicaManagerPartitionWriter
@@ -43,7 +44,6 @@ class Broker:
         self.rack = rack
         self.metadata = MetadataCache()
         self.pending_metadata: asyncio.Task | None = None   # a delayed UpdateMetadata (k06)
-        from minibroker.broker.controller_quota import ControllerMutationQuota
         self.controller_mutation_quota = ControllerMutationQuota(
             config.controller_mutation_rate, config.controller_quota_window_num,
             config.controller_quota_window_size_seconds)

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import struct
 import uuid
-from typing import Protocol
+from typing import Callable, Protocol
 
 from kafka.errors import (FencedLeaderEpochError, InvalidRecordError, InvalidTopicError, KafkaError,
                           NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
@@ -79,7 +79,10 @@ def _wake(fut) -> None:
 class ReplicaManager:
     def __init__(self, node_id: int, config: ClusterConfig, clock: Clock,
                  metadata: MetadataCache, controller: AlterPartitionSender,
-                 log_defaults: dict) -> None:
+                 log_defaults: dict,
+                 log_factory: Callable[[str, int, LogConfig], PartitionLog] | None = None) -> None:
+        """log_factory(topic, partition, config): a hosted partition's new log; by default an
+        in-memory PartitionLog counted in (and capped by) this broker's log memory."""
         self.node_id = node_id
         self.config = config
         self.clock = clock
@@ -97,6 +100,10 @@ class ReplicaManager:
         self.log_memory = LogMemory(config.log_memory_max_bytes)
         # Followers yet to fetch a partition we newly lead, and their waiting fetches.
         self.first_fetches = FirstFetches()
+        self.new_log = log_factory or self._memory_log
+
+    def _memory_log(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
+        return PartitionLog(topic, partition, config, self.clock, memory=self.log_memory)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -179,6 +186,30 @@ class ReplicaManager:
         low_watermark = p.log.delete_records_before(offset)
         p.notify_data()
         return low_watermark, 0
+
+    # ------------------------------------------------------------------ the group coordinator's log
+    def append_coordinator_batch(self, topic: str, partition: int, leader_epoch: int,
+                                 batch: bytes, now_ms: int) -> asyncio.Future:
+        """Append a coordinator's record batch as leader under `leader_epoch` (the caller checked
+        it leads there); a future of 0 once the high watermark passed it. Raises KafkaError when
+        the log refuses the batch."""
+        p = self.partitions[(topic, partition)]
+        res = p.log.append_as_leader(batch, leader_epoch, now_ms, origin="coordinator")
+        p.maybe_increment_high_watermark()
+        p.notify_data()
+        return p.wait_for_high_watermark(res.last_offset + 1)
+
+    def log_range(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log start offset, log end offset) of a hosted partition."""
+        log = self.partitions[(topic, partition)].log
+        return log.log_start_offset, log.log_end_offset
+
+    def read_batches(self, topic: str, partition: int, offset: int, max_bytes: int,
+                     max_offset: int) -> list:
+        """Whole stored batches of a hosted partition from `offset`, each below `max_offset`
+        (a coordinator loading its partition)."""
+        return self.partitions[(topic, partition)].log.read(offset, max_bytes,
+                                                            max_offset=max_offset).records
 
     # ------------------------------------------------------------------ Produce: the leader's append
     def append_records(self, topics, acks: int, internal_topics_allowed: bool = False
@@ -451,9 +482,8 @@ class ReplicaManager:
         if p is None:
             config = LogConfig.from_configs(configs, defaults=self.log_defaults)
             p = Partition(self.node_id, topic, topic_id, partition,
-                          PartitionLog(topic, partition, config, self.clock,
-                                       memory=self.log_memory),
-                          self.clock, self.request_isr_change)
+                          self.new_log(topic, partition, config), self.clock,
+                          self.request_isr_change)
             self.partitions[key] = p
         elif (leader_epoch, partition_epoch) < (p.leader_epoch, p.partition_epoch):
             return StaleControllerEpochError.errno

@@ -13,12 +13,19 @@ reused by the next batches, which costs a tenth of touching fresh pages (benchma
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from minibroker.log.heap import HEAP
 
-if TYPE_CHECKING:
-    from minibroker.log.partition_log import PartitionLog
+
+class EvictableLog(Protocol):
+    """What LogMemory needs of a log (PartitionLog is one; it imports this module, not we it)."""
+    topic: str
+    partition: int
+    size_bytes: int
+
+    def evict_to(self, share: int) -> int:
+        """Delete the oldest batches below the high watermark down to `share` bytes; how many."""
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3     # glibc's mallopt parameters
@@ -51,12 +58,12 @@ class LogMemory:
         # A round starts past this: the cap, or, after a round that the high watermarks stopped
         # short of it, a sixteenth of the cap further (not a futile round on every append).
         self._threshold = max_bytes
-        self._logs: dict[int, "PartitionLog"] = {}      # every log sharing this memory, by id
+        self._logs: dict[int, EvictableLog] = {}      # every log sharing this memory, by id
 
-    def register(self, log: "PartitionLog") -> None:
+    def register(self, log: EvictableLog) -> None:
         self._logs[id(log)] = log
 
-    def unregister(self, log: "PartitionLog") -> None:
+    def unregister(self, log: EvictableLog) -> None:
         self._logs.pop(id(log), None)
 
     def stored(self, size: int) -> None:

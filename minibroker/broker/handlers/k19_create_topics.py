@@ -17,7 +17,6 @@ Not implemented: create topic policies, topic-name collisions between '.' and '_
 from __future__ import annotations
 
 import uuid
-from typing import Callable
 
 from kafka.errors import (InvalidPartitionsError, InvalidReplicationFactorError,
                           InvalidRequestError, RequestTimedOutError,
@@ -26,32 +25,13 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
 from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.metadata_wait import topic_has_leaders, wait_for_metadata
 from minibroker.log import config as log_config
 
 _Result = CreateTopicsResponse.CreatableTopicResult
 _Config = _Result.CreatableTopicConfigs
 _ZERO_UUID = uuid.UUID(int=0)
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
-POLL_S = 0.005
-
-
-async def wait_for_metadata(ctx: RequestContext, ready: Callable[[], bool],
-                            timeout_ms: int) -> bool:
-    """Poll this broker's metadata cache until `ready()`, at most timeout_ms; False on timeout."""
-    if ready():
-        return True
-    deadline = ctx.clock.monotonic() + timeout_ms / 1000
-    while ctx.clock.monotonic() < deadline and ctx.broker.running:
-        await ctx.clock.sleep(POLL_S)
-        if ready():
-            return True
-    return ready()
-
-
-def topic_has_leaders(ctx: RequestContext, name: str, partitions: int) -> bool:
-    t = ctx.broker.metadata.topics.get(name)
-    return (t is not None and len(t.partitions) >= partitions
-            and all(p.leader >= 0 for p in t.partitions.values()))
 
 
 def _error(name: str, code: int, message: str | None) -> _Result:

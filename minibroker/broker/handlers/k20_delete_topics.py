@@ -20,7 +20,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
 
 from minibroker.broker.dispatch import RequestContext, handles
-from minibroker.broker.handlers.k19_create_topics import wait_for_metadata
+from minibroker.broker.metadata_wait import wait_for_metadata
 
 _Result = DeleteTopicsResponse.DeletableTopicResult
 _ZERO_UUID = uuid.UUID(int=0)

@@ -28,7 +28,7 @@ from minibroker.client import Admin, Consumer, NewTopic, Producer, TopicPartitio
 from minibroker.client.kip253 import kip253_counts
 from minibroker.client.metadata import TopicMetadata
 from minibroker.client.streams.autoscaler import Autoscaler, Check, check
-from minibroker.client.streams.errors import StreamsError
+from minibroker.client.streams.errors import MissingSourceTopicError, StreamsError
 from minibroker.client.streams.metrics import Metrics
 from minibroker.client.streams.partitioner import LinearHashingPartitioner
 from minibroker.client.streams.topology import StreamsBuilder, Topology
@@ -267,7 +267,6 @@ class KafkaStreams:
             self.update_parallelism_metrics(c)
             behind = {t: hw for t, hw in c.under.items() if t in counts}
             if behind and not self.autoscaler.enabled:
-                from minibroker.client.streams.errors import MissingSourceTopicError
                 self.fail(MissingSourceTopicError(
                     f"INCOMPLETE_SOURCE_TOPIC_METADATA: internal topics {sorted(behind)} are "
                     "narrower than their sources and partition.autoscaling.enabled is false"))

@@ -9,7 +9,7 @@ Valid transitions (Kafka's GroupState.validPreviousStates):
     Dead                <- Stable, PreparingRebalance, CompletingRebalance, Empty, Dead
 
 This module is data and pure decisions only; the protocol (join/sync/heartbeat/...) lives in
-minibroker.coordinator.groups, which mutates these objects in plain synchronous code. Members keep
+minibroker.coordinator.group.classic_coordinator, which mutates these objects in plain synchronous code. Members keep
 their insertion order (Python dicts), which is the order JoinGroup responses list them in.
 """
 from __future__ import annotations
