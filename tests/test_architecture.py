@@ -28,6 +28,9 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli", "minibroker"),                   # __version__ (the package imports Cluster)
     ("minibroker.cli", "minibroker.admin_cli"),
     ("minibroker.cli", "minibroker.reassign_cli"),
+    ("minibroker.cli", "minibroker.groups_cli"),
+    ("minibroker.cli", "minibroker.configs_cli"),
+    ("minibroker.cli", "minibroker.metrics"),           # only with serve --metrics-port
     ("minibroker.cli_common", "minibroker.network.client"),
     ("minibroker.reassign_cli", "kafka"),
     ("minibroker.reassign_cli", "minibroker.protocol.errors"),
@@ -36,6 +39,7 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.testing.pytest_plugin", "minibroker.testing.threaded"),
     # Optional dependencies, imported only where installed and wanted.
     ("minibroker.cli", "uvloop"),
+    ("minibroker.cli", "prometheus_client"),            # the `metrics` extra, for --metrics-port
     ("minibroker.log.records_check", "zstandard"),      # compression codecs a batch may use
     ("minibroker.log.records_check", "lz4"),
     ("minibroker.log.records_check", "cramjam"),

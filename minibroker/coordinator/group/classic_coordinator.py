@@ -38,6 +38,7 @@ from minibroker.coordinator.group.classic_group import (
     ClassicGroup, ClassicGroupMember, JoinResult, OffsetAndMetadata, SyncResult)
 from minibroker.coordinator.group.classic_group_records import (
     empty_generation_record, group_metadata_record, group_tombstone, offset_tombstone)
+from minibroker.coordinator.offsets import OFFSETS_TOPIC
 from minibroker.coordinator.replay import replay_all
 from minibroker.coordinator.shard import Shard
 
@@ -314,7 +315,10 @@ class ClassicGroupCoordinator:
             self._prepare_rebalance(shard, group, reason)
 
     def _prepare_rebalance(self, shard, group, reason: str) -> None:
-        log.debug("group %s: preparing rebalance: %s", group.group_id, reason)
+        # Kafka's INFO line for every rebalance (joins, leaves, expirations, metadata changes).
+        log.info("Preparing to rebalance group %s in state PreparingRebalance with old generation "
+                 "%d (%s-%d) (reason: %s)", group.group_id, group.generation_id, OFFSETS_TOPIC,
+                 shard.partition, reason)
         if group.is_(COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment_error(shard, group, REBALANCE_IN_PROGRESS)
         if group.sync_timer is not None:
@@ -529,6 +533,9 @@ class ClassicGroupCoordinator:
                     # the group became Stable now (the record keeps CompletingRebalance's time).
                     replay_all(shard, [record])
                     group.current_state_timestamp = self.now_ms
+                    log.info("Stabilized group %s generation %d (%s-%d) with %d members",
+                             group.group_id, group.generation_id, OFFSETS_TOPIC, shard.partition,
+                             len(group.members))
                     for m in group.members.values():
                         if m.is_awaiting_sync:
                             m.complete_sync(SyncResult(NONE, group.protocol_type,
