@@ -152,7 +152,11 @@ class Cluster:
 
     async def start_controller(self) -> None:
         self.controller_epoch += 1
-        ctl = Controller(self, self.metadata_log, self.controller_epoch)
+        ctl = Controller(self.metadata_log, self.controller_epoch,
+                         controller_id=self.controller_node_id, config=self.config,
+                         clock=self.clock, ids=self.ids,
+                         fault_enabled=lambda site: site in self.faults.enabled_sites,
+                         on_halt=self.controller_halted)
         for b in self.brokers.values():
             b.metadata.cluster_id = self.cluster_id
         await ctl.start()

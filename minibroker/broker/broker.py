@@ -18,6 +18,7 @@ from minibroker.broker.coordinator_log import ReplicaManagerPartitionWriter
 from minibroker.broker.fetch_session import FetchSessionCache
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.stats import BrokerStats
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
 from minibroker.coordinator.offsets import OFFSETS_TOPIC
@@ -43,6 +44,7 @@ class Broker:
         self.port = port
         self.rack = rack
         self.metadata = MetadataCache()
+        self.stats = BrokerStats()
         self.pending_metadata: asyncio.Task | None = None   # a delayed UpdateMetadata (k06)
         self.controller_mutation_quota = ControllerMutationQuota(
             config.controller_mutation_rate, config.controller_quota_window_num,
@@ -52,7 +54,8 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
                                                 ids.rng)
         self.replica_manager = ReplicaManager(node_id, config, clock, self.metadata,
-                                              controller_channel, self.log_defaults)
+                                              controller_channel, self.log_defaults,
+                                              stats=self.stats)
         self.groups = GroupCoordinatorRuntime(
             node_id, config, clock, ids, self.metadata,
             ReplicaManagerPartitionWriter(self.replica_manager, OFFSETS_TOPIC),
@@ -105,7 +108,7 @@ class Broker:
         if self._control_server is not None:
             self._control_server.close()
         for conn in list(self.connections):
-            conn.close("broker stopping")
+            conn.close("broker stopping", logging.DEBUG)
         await self.replica_manager.stop()
         await self.groups.stop()
         if self._server is not None:
@@ -114,6 +117,7 @@ class Broker:
         if self._control_server is not None:
             await self._control_server.wait_closed()
             self._control_server = None
+        log.info("broker %d stopped", self.node_id)
 
     async def next_producer_id(self) -> int:
         """From a block of ids the controller allocated to this broker (ProducerIdsRecord)."""

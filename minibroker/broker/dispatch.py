@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from kafka.errors import KafkaError, UnsupportedVersionError
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from minibroker.protocol.nulls import first_null
@@ -39,6 +40,14 @@ class Handler:
 HANDLERS: dict[int, Handler] = {}
 
 
+def _api_name(api_key: int, request_class: Any) -> str:
+    """Kafka's name of the API (ApiKeys), else the request class's (our own keys)."""
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return request_class.__name__.removesuffix("Request")
+
+
 def handles(api_key: int, request_class: Any, versions: tuple[int, int], raw: bool = False):
     """Register a handler. raw=True: it receives the undecoded body (a memoryview of the frame) and
     must reject malformed input with ProtocolViolation itself (hand-rolled hot-path decoders)."""
@@ -51,7 +60,7 @@ def handles(api_key: int, request_class: Any, versions: tuple[int, int], raw: bo
         if int(api_key) == 18:
             flexible = list(range(3, hi + 1))     # ApiVersions v3+ (its header stays v0 in responses)
         HANDLERS[int(api_key)] = Handler(int(api_key), request_class, (lo, hi), fn,
-                                         request_class.__name__.removesuffix("Request"), raw,
+                                         _api_name(int(api_key), request_class), raw,
                                          flexible[0] if flexible else 1 << 15)
         return fn
     return register
@@ -159,7 +168,9 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview,
         raise ProtocolViolation(f"unsupported version {api_version} of {handler.name} "
                                 f"(supported {lo}-{hi})")
     cls = handler.request_class
+    started = broker.clock.monotonic()
     header = parse_request_header(frame, api_version >= handler.flexible_from)
+    client_id = header.client_id
     ctx = RequestContext(broker, header, api_version, conn, frame, control_plane)
     faults = broker.faults
     if handler.raw:
@@ -189,11 +200,18 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview,
                 raise
             raise ProtocolViolation(f"{handler.name} v{api_version}: null {where}, which is not "
                                     "nullable") from None
+    if resp is not None and type(resp) is not RawResponse:
+        resp = encode_response(resp, api_version, corr)
+    elapsed = broker.clock.monotonic() - started
+    broker.stats.request_done(api_key, elapsed)
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("broker %d: %s v%d from client %s, correlation id %d: %.1f ms", broker.node_id,
+                  handler.name, api_version, client_id, corr, elapsed * 1000)
     if resp is None:
         return None
     if type(resp) is RawResponse:
         return resp.parts
-    return encode_response(resp, api_version, corr)
+    return resp
 
 
 def handler_for(broker: Any, control_plane: bool = False
