@@ -45,6 +45,8 @@ from minibroker.protocol.produce_response import PartitionResult
 log = logging.getLogger("minibroker.replica")
 
 _BATCH_LENGTH = struct.Struct(">i")
+_BASE_OFFSET = struct.Struct(">q")
+_INT32 = _BATCH_LENGTH
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 DEBUGGING_REPLICA_ID = -2
 # A partition without data carries empty records, never null: Kafka sends MemoryRecords.EMPTY, and
@@ -64,6 +66,12 @@ class AlterPartitionSender(Protocol):
 def fetch_error(index: int, code: int, high_watermark: int = -1,
                 log_start_offset: int = -1) -> FetchPartition:
     return FetchPartition(index, code, high_watermark, -1, log_start_offset, NO_RECORDS)
+
+
+def _end_of(records) -> int:
+    """The offset after the last of these stored batches (base offset + last offset delta + 1)."""
+    last = records[-1]
+    return _BASE_OFFSET.unpack_from(last, 0)[0] + _INT32.unpack_from(last, 23)[0] + 1
 
 
 def _time_out(futs) -> None:
@@ -380,6 +388,15 @@ class ReplicaManager:
                         sizes[topic] = sizes.get(topic, 0) + r.size
                 else:
                     waiters.append(p)
+                if isolation_level and not follower:
+                    # read_committed: the aborted transactions with records in what was read
+                    # (clients drop those records); the read itself stopped at the LSO.
+                    aborted = plog.aborted_transactions(fp.fetch_offset, _end_of(records)) \
+                        if records else []
+                    out.append(FetchPartition(fp.partition, 0, p.high_watermark, max_offset,
+                                              plog.log_start_offset, records,
+                                              aborted_transactions=aborted))
+                    continue
                 out.append(FetchPartition(fp.partition, 0, p.high_watermark, p.last_stable_offset(),
                                           plog.log_start_offset, records))
             timeout = deadline - loop.time()
