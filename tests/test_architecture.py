@@ -158,6 +158,13 @@ def test_no_import_cycle_in_the_package():
     assert _cycles(_graph()) == []
 
 
+def test_no_import_cycle_through_the_coordinator_or_the_client():
+    def ours(module: str) -> bool:
+        return module.startswith(("minibroker.coordinator", "minibroker.client.")) and \
+            not module.startswith("minibroker.client.streams")
+    assert [c for c in _cycles(_graph()) if any(ours(m) for m in c)] == []
+
+
 def test_no_function_level_import_in_the_package():
     assert _function_level_imports() == []
 
