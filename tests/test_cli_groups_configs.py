@@ -9,11 +9,8 @@ import sys
 import time
 
 import pytest
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import (Consumer, ConsumerGroupTopicPartitions, Producer,  # noqa: E402
-                             TopicPartition)
-from confluent_kafka.admin import AdminClient, ConfigResource  # noqa: E402
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 pytestmark = [pytest.mark.real_time, pytest.mark.timeout(240)]
 
