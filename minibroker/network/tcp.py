@@ -125,9 +125,10 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         self.closed = True
         self.connections.discard(self)
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str, level: int = logging.WARNING) -> None:
+        """A WARNING by default: bad input or a failure; a broker stopping closes at DEBUG."""
         if not self.closed:
-            log.warning("%s: closing connection from %s: %s", self.name, self.peer, reason)
+            log.log(level, "%s: closing connection from %s: %s", self.name, self.peer, reason)
             self.closed = True
             if self.transport is not None:
                 self.transport.close()
@@ -289,9 +290,45 @@ async def close_idle_connections(connections: set, max_idle_ms: int) -> None:
                 conn.close(f"idle for more than connections.max.idle.ms={max_idle_ms}")
 
 
+class AcceptErrorLimiter:
+    """The loop's exception handler while a listener runs: asyncio reports every failed accept
+    past the fd limit ("socket.accept() out of system resource", with a traceback) and retries a
+    second later, per listener; a broker past its fd limit flooded its log that way. Here one
+    line per INTERVAL_S, counting those folded into it; anything else goes to the previous
+    handler (or asyncio's default)."""
+    INTERVAL_S = 10.0
+    MESSAGE = "socket.accept() out of system resource"
+
+    def __init__(self, previous) -> None:
+        self.previous = previous
+        self.last = float("-inf")
+        self.suppressed = 0
+
+    def __call__(self, loop, context: dict) -> None:
+        if context.get("message") != self.MESSAGE:
+            if self.previous is not None:
+                self.previous(loop, context)
+            else:
+                loop.default_exception_handler(context)
+            return
+        now = loop.time()
+        if now - self.last < self.INTERVAL_S:
+            self.suppressed += 1
+            return
+        log.error("cannot accept connections: %r (%d more since the last report); retrying",
+                  context.get("exception"), self.suppressed)
+        self.last, self.suppressed = now, 0
+
+    @classmethod
+    def install(cls, loop) -> None:
+        if not isinstance(loop.get_exception_handler(), cls):
+            loop.set_exception_handler(cls(loop.get_exception_handler()))
+
+
 async def start_listener(handle: Handle, host: str, port: int, *, max_request_bytes: int,
                          connections: set, name: str = "server") -> asyncio.base_events.Server:
     loop = asyncio.get_running_loop()
+    AcceptErrorLimiter.install(loop)
     return await loop.create_server(
         lambda: KafkaServerConnection(handle, max_request_bytes, connections, name), host, port,
         reuse_address=True, backlog=1024)

@@ -100,3 +100,21 @@ async def test_connections_max_idle_ms_closes_an_idle_connection(caplog):
                    for r in caplog.records)
         idle_w.close()
         busy.close()
+
+
+@pytest.mark.timeout(60)
+async def test_accept_errors_past_the_fd_limit_are_one_line_per_interval(caplog):
+    """asyncio reports each failed accept (EMFILE) with a traceback and retries every second; a
+    listener's loop reports them as one line per 10 s with a count instead."""
+    import errno
+    async with Cluster(brokers=1):
+        loop = asyncio.get_running_loop()
+        caplog.clear()
+        for _ in range(1000):
+            loop.call_exception_handler({
+                "message": "socket.accept() out of system resource",
+                "exception": OSError(errno.EMFILE, "Too many open files")})
+        lines = [r for r in caplog.records if "accept" in r.getMessage()]
+        assert len(lines) == 1, [r.getMessage() for r in lines]
+        assert lines[0].exc_info is None
+        assert "Too many open files" in lines[0].getMessage()
