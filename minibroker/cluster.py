@@ -121,8 +121,8 @@ class Cluster:
                 await b.start()
             await self.start_controller()
             for b in self.brokers.values():
-                b.broker_epoch = await self.controller.register_broker(b.node_id, b.host, b.port,
-                                                                       b.rack)
+                b.broker_epoch = await self.controller.register_broker(
+                    b.node_id, b.host, b.port, b.rack, b.control_port)
         except BaseException:
             await self.stop()                # close the listeners already open (a port taken)
             raise
@@ -193,7 +193,7 @@ class Cluster:
         b = self.brokers[broker_id]
         await b.start()
         b.broker_epoch = await (await self.active_controller()).register_broker(
-            b.node_id, b.host, b.port, b.rack)
+            b.node_id, b.host, b.port, b.rack, b.control_port)
 
     async def restart_broker(self, broker_id: int, rack: str | None = None) -> None:
         await self.stop_broker(broker_id)

@@ -80,7 +80,7 @@ def _wake(fut) -> None:
 class ReplicaManager:
     def __init__(self, node_id: int, config: ClusterConfig, clock: Clock,
                  metadata: MetadataCache, controller: AlterPartitionSender,
-                 log_defaults: dict,
+                 log_defaults: LogConfig,
                  log_factory: Callable[[str, int, LogConfig], PartitionLog] | None = None,
                  stats: BrokerStats | None = None) -> None:
         """log_factory(topic, partition, config): a hosted partition's new log; by default an
