@@ -31,6 +31,7 @@ from minibroker.broker.first_fetch import WAKE, FirstFetches
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.partition import Partition
 from minibroker.broker.stats import BrokerStats
+from minibroker.broker.throttle import ReplicationThrottle
 from minibroker.broker.topic_names import INTERNAL_TOPICS
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
@@ -90,12 +91,16 @@ class ReplicaManager:
                  metadata: MetadataCache, controller: AlterPartitionSender,
                  log_defaults: LogConfig,
                  log_factory: Callable[[str, int, LogConfig], PartitionLog] | None = None,
-                 stats: BrokerStats | None = None) -> None:
+                 stats: BrokerStats | None = None,
+                 throttle: ReplicationThrottle | None = None) -> None:
         """log_factory(topic, partition, config): a hosted partition's new log; by default an
         in-memory PartitionLog counted in (and capped by) this broker's log memory."""
         self.node_id = node_id
         # Counters the metrics exporter reads (bytes in/out, ISR changes): plain integers.
         self.stats = stats if stats is not None else BrokerStats()
+        # Replication quotas of partition moves (leader side here, follower side in fetchers).
+        self.throttle = throttle if throttle is not None else ReplicationThrottle(
+            node_id, clock.monotonic)
         self.config = config
         self.clock = clock
         self.metadata = metadata
@@ -348,6 +353,7 @@ class ReplicaManager:
         if follower:
             max_wait_ms = self.first_fetches.max_wait_ms(replica_id, max_wait_ms)
         deadline = loop.time() + max_wait_ms / 1000
+        leader_quota = self.throttle.leader
         while True:
             results: dict[str, list] = {}
             sizes: dict[str, int] = {}      # bytes returned per topic, for the broker's counters
@@ -378,7 +384,11 @@ class ReplicaManager:
                     errors = True
                     continue
                 records = ()
-                if fp.fetch_offset < max_offset and remaining > 0:
+                throttled = follower and leader_quota.rate is not None \
+                    and self.throttle.leader_throttled(p, replica_id)
+                if throttled and leader_quota.exceeded():
+                    waiters.append(p)       # over the leader quota: no data now, as if none
+                elif fp.fetch_offset < max_offset and remaining > 0:
                     r = plog.read(fp.fetch_offset, min(fp.partition_max_bytes, remaining),
                                   max_offset, min_one=(total == 0))
                     if r.size:
@@ -386,6 +396,8 @@ class ReplicaManager:
                         total += r.size
                         remaining -= r.size
                         sizes[topic] = sizes.get(topic, 0) + r.size
+                        if throttled:
+                            leader_quota.record(r.size)
                 else:
                     waiters.append(p)
                 if isolation_level and not follower:
@@ -590,7 +602,8 @@ class ReplicaManager:
         f = self.fetchers.get(leader)
         if f is None:
             f = self.fetchers[leader] = ReplicaFetcher(self.node_id, leader, self.config,
-                                                       self.metadata, self._on_follower_append)
+                                                       self.metadata, self._on_follower_append,
+                                                       self.throttle)
             f.start()
         f.add(p)
 
