@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import logging
 import struct
-from typing import TYPE_CHECKING
+from typing import Any
 
 import kafka.errors as Errors
 
 from minibroker.log.batch import TRANSACTIONAL_MASK
-
-if TYPE_CHECKING:
-    from minibroker.broker.broker import Broker
 
 log = logging.getLogger("minibroker.txn")
 
@@ -28,9 +25,10 @@ _FENCED = (Errors.ProducerFencedError.errno, Errors.InvalidProducerEpochError.er
            Errors.InvalidProducerIdMappingError.errno)
 
 
-async def verify_transactional(broker: "Broker", transactional_id: str,
+async def verify_transactional(broker: Any, transactional_id: str,
                                topics) -> dict[tuple[str, int], int]:
-    """{(topic, partition): error} of the partitions whose batch must not be appended."""
+    """{(topic, partition): error} of the partitions whose batch must not be appended. `broker`:
+    the Broker (not imported: broker.py imports the handlers that import this)."""
     errors: dict[tuple[str, int], int] = {}
     need: dict[tuple[int, int], list[tuple[str, int]]] = {}
     rm = broker.replica_manager

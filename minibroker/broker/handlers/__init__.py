@@ -31,6 +31,7 @@ from minibroker.broker.handlers import (  # noqa: F401 — imported to register 
     k25_add_offsets_to_txn,
     k26_end_txn,
     k27_write_txn_markers,
+    k28_txn_offset_commit,
     k32_describe_configs,
     k33_alter_configs,
     k35_describe_log_dirs,

@@ -53,6 +53,8 @@ async def handle_write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequ
                 except KafkaError as e:
                     pending.append((i, t.name, partition, e.errno))
                     continue
+                ctx.broker.groups.on_txn_marker(t.name, partition, m.producer_id,
+                                                m.transaction_result)
                 pending.append((i, t.name, partition, fut))
     codes = await asyncio.gather(*(_code(f) for *_, f in pending))
     results = [_Result(producer_id=m.producer_id, topics=[]) for m in req.markers]
