@@ -1,0 +1,142 @@
+"""Exactly-once consume-transform-produce (KIP-98/KIP-447) with confluent-kafka, through failures.
+
+100k input records are read at read_committed by a group member and transformed into an output
+topic in transactions that also commit the consumed offsets (send_offsets_to_transaction). Midway
+the leader of an output partition is stopped; later (that broker back) the broker coordinating the
+transactional id. The loop is the one librdkafka documents: a retriable commit error retries the
+commit, an abortable one aborts and rewinds the consumer to its committed offsets. The output read
+at read_committed must hold every input exactly once; aborted attempts may leave records only a
+read_uncommitted reader sees.
+
+Needs broker control: an in-process ThreadedCluster (not the `cluster` subprocess fixture).
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from minibroker.coordinator.offsets import partition_for
+from minibroker.testing import ThreadedCluster
+
+pytestmark = [pytest.mark.fault, pytest.mark.clients("confluent"), pytest.mark.timeout(300)]
+
+N = 100_000
+PARTITIONS = 4
+TXN_STATE_PARTITIONS = 4
+TID = "eos-transformer"
+IO_TIMEOUT = 30.0
+RUN_TIMEOUT_S = 200
+
+
+def _rewind(consumer) -> None:
+    from confluent_kafka import OFFSET_BEGINNING
+    assignment = consumer.assignment()
+    for tp in consumer.committed(assignment, IO_TIMEOUT):
+        tp.offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+        consumer.seek(tp)
+
+
+def _transform(c: ThreadedCluster, stops: list[str]) -> int:
+    """Run the loop until N inputs are committed; returns how many transactions aborted."""
+    from confluent_kafka import Consumer, KafkaException, Producer
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "eos-group",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    consumer.subscribe(["in"])
+    producer = Producer({"bootstrap.servers": c.bootstrap, "transactional.id": TID,
+                         "linger.ms": 5, "transaction.timeout.ms": 60000})
+    producer.init_transactions(IO_TIMEOUT)
+    committed = aborted = 0
+    stopped: list[int] = []
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    try:
+        while committed < N:
+            assert time.monotonic() < deadline, f"only {committed} of {N} inputs committed"
+            msgs = [m for m in consumer.consume(2000, 0.5) if not m.error()]
+            if not msgs:
+                continue
+            try:
+                producer.begin_transaction()
+                for m in msgs:
+                    producer.produce("out", key=m.key(), value=b"out-" + m.value())
+                producer.send_offsets_to_transaction(consumer.position(consumer.assignment()),
+                                                     consumer.consumer_group_metadata(), IO_TIMEOUT)
+                while True:
+                    try:
+                        producer.commit_transaction(IO_TIMEOUT)
+                        break
+                    except KafkaException as e:
+                        if not e.args[0].retriable():
+                            raise
+            except KafkaException as e:
+                if not e.args[0].txn_requires_abort():
+                    raise
+                producer.abort_transaction(IO_TIMEOUT)
+                _rewind(consumer)
+                aborted += 1
+                continue
+            committed += len(msgs)
+            if stops and committed >= N * (3 - len(stops)) // 4:
+                _fail(c, stops.pop(0), stopped)
+    finally:
+        consumer.close()
+    return aborted
+
+
+def _fail(c: ThreadedCluster, what: str, stopped: list[int]) -> None:
+    if what == "output leader":
+        stopped.append(c.leader_of("out", 0))
+        c.stop_broker(stopped[-1])
+    else:       # the transaction coordinator's broker, once the first one is back
+        c.start_broker(stopped[-1])
+        tsp = partition_for(TID, TXN_STATE_PARTITIONS)
+        c.stop_broker(c.leader_of("__transaction_state", tsp))
+
+
+def _read_committed_output(c: ThreadedCluster) -> list[bytes]:
+    from confluent_kafka import Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "eos-verify",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("out", p, 0) for p in range(PARTITIONS)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    quiet_until = None
+    try:
+        while time.monotonic() < deadline:
+            batch = [m.value() for m in consumer.consume(5000, 0.5) if not m.error()]
+            got += batch
+            if len(got) >= N:       # keep reading a little: a duplicate would show up now
+                quiet_until = quiet_until or time.monotonic() + 2.0
+                if time.monotonic() > quiet_until:
+                    break
+    finally:
+        consumer.close()
+    return got
+
+
+def test_exactly_once_through_leader_and_coordinator_failures():
+    from confluent_kafka import Producer
+    with ThreadedCluster(brokers=3, offsets_topic_num_partitions=4,
+                         transaction_state_log_num_partitions=TXN_STATE_PARTITIONS,
+                         group_initial_rebalance_delay_ms=0) as c:
+        c.create_topic("in", PARTITIONS, 3)
+        c.create_topic("out", PARTITIONS, 3)
+        p = Producer({"bootstrap.servers": c.bootstrap, "linger.ms": 20, "acks": "all"})
+        for i in range(N):
+            p.produce("in", value=b"%d" % i, partition=i % PARTITIONS)
+            if i % 10000 == 0:
+                p.poll(0)
+        assert p.flush(60) == 0
+        stops = ["output leader", "coordinator"]
+        aborted = _transform(c, stops)
+        assert stops == [], f"failures not injected: {stops}"
+        got = _read_committed_output(c)
+        counts: dict[bytes, int] = {}
+        for v in got:
+            counts[v] = counts.get(v, 0) + 1
+        duplicated = sorted(v for v, n in counts.items() if n > 1)[:5]
+        missing = [i for i in range(N) if counts.get(b"out-%d" % i, 0) == 0][:5]
+        assert (len(got), duplicated, missing) == (N, [], []), f"{aborted} transactions aborted"
+        print(f"exactly-once: {N} inputs, {len(got)} outputs at read_committed, "
+              f"{aborted} transactions aborted and retried")
