@@ -3,7 +3,8 @@
 100k input records are read at read_committed by a group member and transformed into an output
 topic in transactions that also commit the consumed offsets (send_offsets_to_transaction). Midway
 the leader of an output partition is stopped; later (that broker back) the broker coordinating the
-transactional id. The loop is the one librdkafka documents: a retriable commit error retries the
+transactional id. The group's committed offsets (written only by TxnOffsetCommit, made visible by
+the transactions' markers) end at the inputs' end. The loop is the one librdkafka documents: a retriable commit error retries the
 commit, an abortable one aborts and rewinds the consumer to its committed offsets. The output read
 at read_committed must hold every input exactly once; aborted attempts may leave records only a
 read_uncommitted reader sees.
@@ -94,6 +95,17 @@ def _fail(c: ThreadedCluster, what: str, stopped: list[int]) -> None:
         c.stop_broker(c.leader_of("__transaction_state", tsp))
 
 
+def _committed_offsets(c: ThreadedCluster) -> list[int]:
+    """The group's offsets, committed only through its transactions' markers."""
+    from confluent_kafka import Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "eos-group"})
+    try:
+        return [tp.offset for tp in consumer.committed(
+            [TopicPartition("in", p) for p in range(PARTITIONS)], IO_TIMEOUT)]
+    finally:
+        consumer.close()
+
+
 def _read_committed_output(c: ThreadedCluster) -> list[bytes]:
     from confluent_kafka import Consumer, TopicPartition
     consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "eos-verify",
@@ -131,6 +143,7 @@ def test_exactly_once_through_leader_and_coordinator_failures():
         stops = ["output leader", "coordinator"]
         aborted = _transform(c, stops)
         assert stops == [], f"failures not injected: {stops}"
+        assert _committed_offsets(c) == [N // PARTITIONS] * PARTITIONS   # TxnOffsetCommit's
         got = _read_committed_output(c)
         counts: dict[bytes, int] = {}
         for v in got:

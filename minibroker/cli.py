@@ -178,6 +178,8 @@ def parser() -> Parser:
     add_groups_parser(sub)
     from minibroker.configs_cli import add_configs_parser
     add_configs_parser(sub)
+    from minibroker.transactions_cli import add_transactions_parser
+    add_transactions_parser(sub)
     return ap
 
 
