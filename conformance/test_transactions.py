@@ -189,3 +189,28 @@ def test_kafka_python_read_committed_consumer(cluster):
         c.close()
         got[isolation] = values
     assert got == {"read_committed": COMMITTED, "read_uncommitted": ALL}
+
+
+@pytest.mark.clients("confluent")
+def test_offsets_sent_to_a_transaction_count_only_when_it_commits(cluster):
+    """TxnOffsetCommit: offsets pending until the marker; an abort drops them, a commit shows them."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    topic = cluster.topic_name("txn-offsets")
+    _create(cluster.bootstrap, topic, cluster.replication)
+    group = f"g-{topic}"
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group,
+                         "enable.auto.commit": False})
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": f"tid-{topic}"})
+    p.init_transactions(IO_TIMEOUT)
+    try:
+        committed = []
+        for offset, commit in ((5, False), (7, True)):
+            p.begin_transaction()
+            p.send_offsets_to_transaction([TopicPartition(topic, 0, offset)],
+                                          consumer.consumer_group_metadata(), IO_TIMEOUT)
+            (p.commit_transaction if commit else p.abort_transaction)(IO_TIMEOUT)
+            [tp] = consumer.committed([TopicPartition(topic, 0)], IO_TIMEOUT)
+            committed.append(tp.offset)
+    finally:
+        consumer.close()
+    assert committed == [-1001, 7]          # -1001: librdkafka's "no committed offset"
