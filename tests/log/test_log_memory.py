@@ -134,3 +134,22 @@ def test_serve_caps_memory_by_default_and_an_override_wins():
     unbounded = cli._config(cli.parser().parse_args(
         ["serve", "--port", "0", "--override", "log.memory.max.bytes=-1"]))
     assert unbounded.log_memory_max_bytes == -1
+
+
+def test_batches_adopted_from_one_fetch_frame_count_it_once():
+    """A follower keeps the batches of a fetch response inside its frame: the frame counts once,
+    split among them, not once per batch."""
+    memory = LogMemory()
+    (f,) = _logs(memory, 1)
+    batches = b"".join(_based(client_batch([VALUE]), i) for i in range(10))
+    frame = bytearray(4096) + bytearray(batches)
+    f.append_as_follower(memoryview(frame)[4096:], adopt=True)
+    assert f.batch_count == 10
+    assert memory.used == len(frame) + 10 * BATCH_OVERHEAD
+
+
+def _based(batch: bytes, offset: int) -> bytes:
+    from minibroker.log.batch import patch_batch
+    b = bytearray(batch)
+    patch_batch(b, 0, offset, 0)
+    return bytes(b)
