@@ -149,6 +149,9 @@ def _kafkajs(bs: str, topic: str, tid: str) -> str:
     assert lines, proc.stderr.decode(errors="replace")[-2000:]
     res = json.loads(lines[-1])
     assert res["ok"], res.get("error")
+    # kafkajs' own consumers, as the others' below: only the committed, or all, in order.
+    assert ([v.encode() for v in res["committed"]], [v.encode() for v in res["all"]]) == \
+        (COMMITTED, ALL)
     return res["fencedError"] or ""
 
 
@@ -165,6 +168,34 @@ def test_commit_abort_isolation_and_fencing(cluster, producer):
         f"{producer}: the fenced producer's next transaction did not fail as fenced: {fenced!r}"
     assert _read(cluster.bootstrap, topic, "read_committed", len(COMMITTED)) == COMMITTED
     assert _read(cluster.bootstrap, topic, "read_uncommitted", len(ALL)) == ALL
+
+
+@pytest.mark.clients("aiokafka")
+def test_aiokafka_read_committed_consumer(cluster):
+    """aiokafka's consumer filters aborted records too; read_uncommitted sees them."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    topic = cluster.topic_name("txn-aio-consumer")
+    _create(cluster.bootstrap, topic, cluster.replication)
+    _confluent(cluster.bootstrap, topic, f"tid-{topic}")
+
+    async def read(isolation: str, want: int) -> list[bytes]:
+        c = AIOKafkaConsumer(bootstrap_servers=cluster.bootstrap, isolation_level=isolation,
+                             enable_auto_commit=False, auto_offset_reset="earliest")
+        await c.start()
+        try:
+            c.assign([TopicPartition(topic, 0)])
+            await c.seek_to_beginning()
+            values: list[bytes] = []
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and len(values) < want:
+                for records in (await c.getmany(timeout_ms=200)).values():
+                    values += [r.value for r in records]
+            return values
+        finally:
+            await c.stop()
+    got = asyncio.run(read("read_committed", len(COMMITTED))), \
+        asyncio.run(read("read_uncommitted", len(ALL)))
+    assert got == (COMMITTED, ALL)
 
 
 @pytest.mark.clients("kafka_python")

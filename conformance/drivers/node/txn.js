@@ -31,7 +31,23 @@ async function main() {
   await t2.abort();
   await p1.disconnect().catch(() => {});
   await p2.disconnect();
-  console.log(JSON.stringify({ ok: true, fencedError }));
+  // kafkajs' own consumers: read_committed (its default) and read_uncommitted.
+  const read = async (readUncommitted, expected) => {
+    const consumer = kafka.consumer({ groupId: `${cmd.topic}-${readUncommitted}`, readUncommitted,
+                                      maxWaitTimeInMs: 200 });
+    await consumer.connect();
+    await consumer.subscribe({ topic: cmd.topic, fromBeginning: true });
+    const values = [];
+    await consumer.run({ eachMessage: async ({ message }) => { values.push(message.value.toString()); } });
+    const deadline = Date.now() + 20000;
+    while (values.length < expected && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 1000));     // anything more would show up now
+    await consumer.disconnect();
+    return values;
+  };
+  const committed = await read(false, 6);
+  const all = await read(true, 9);
+  console.log(JSON.stringify({ ok: true, fencedError, committed, all }));
 }
 
 main().catch((e) => { console.log(JSON.stringify({ ok: false, error: String(e && e.stack || e) })); });
