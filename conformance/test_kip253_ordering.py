@@ -199,10 +199,10 @@ def _debug(t, members, u, parts) -> None:
     print(f"t={t:.1f} U={u} parts={parts}")
     for name, c in sorted(members.items()):
         print(f"  {name} gen={c.generation_id} joined={c._joined} rejoin={c._rejoin} "
-              f"asked={sorted(tp.partition for tp in c._asked)} "
-              f"group_pos={ {tp.partition: v for tp, v in c._group_positions.items()} }")
+              f"asked={sorted(tp.partition for tp in c._ordering.asked)} "
+              f"group_pos={ {tp.partition: v for tp, v in c._ordering.group_positions.items()} }")
         for tp, st in c._parts.items():
-            b = c._barriers.get(tp)
+            b = c._ordering.barriers.get(tp)
             print(f"    p{tp.partition} pos={st.position} fetch={st.fetch_offset} hw={st.high_watermark} "
                   f"gate={st.gate} buf={len(st.buffer)} committed={st.committed} "
                   f"barrier={None if b is None else (b.ready, b.opened, b.parent, b.lower_end, dict(b.blockers))}")

@@ -10,14 +10,18 @@ import asyncio
 import logging
 from typing import Any
 
-from minibroker.broker.dispatch import load_handlers
+import minibroker.broker.handlers  # noqa: F401 — registers every handler with dispatch
+from minibroker.broker.dispatch import handler_for
 from minibroker.broker.faults import Faults
+from minibroker.broker.fetch_session import FetchSessionCache
 from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
+from minibroker.coordinator.runtime import GroupCoordinatorRuntime
 from minibroker.ids import IdSource
-
 from minibroker.log.config import broker_defaults
+from minibroker.network.tcp import start_listener
 
 log = logging.getLogger("minibroker.broker")
 
@@ -26,8 +30,6 @@ class Broker:
     def __init__(self, node_id: int, config: ClusterConfig, clock: Clock, ids: IdSource,
                  controller_channel: Any, faults: Faults, port: int = 0,
                  rack: str | None = None) -> None:
-        from minibroker.broker.replica_manager import ReplicaManager
-        from minibroker.coordinator.runtime import GroupCoordinatorRuntime
         self.node_id = node_id
         self.config = config
         self.clock = clock
@@ -40,27 +42,32 @@ class Broker:
         self.metadata = MetadataCache()
         # Topic configs not set on a topic default to the broker's log.* configs (Kafka's synonyms).
         self.log_defaults = broker_defaults(config.describe())
-        from minibroker.broker.fetch_session import FetchSessionCache
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
                                                 ids.rng)
         self.replica_manager = ReplicaManager(self)
         self.groups = GroupCoordinatorRuntime(self)
         self.connections: set = set()
+        # What a listener calls per request frame: network/ knows no broker, only this.
+        self.handle = handler_for(self)
         self._server: asyncio.base_events.Server | None = None
         self.running = False
         # Bumped on each start, sent in registration so the controller can fence stale ones.
         self.broker_epoch = -1
         self._producer_ids: list[int] = []
 
-    async def start(self) -> None:
-        from minibroker.network.tcp import start_listener
-        load_handlers()
-        self._server = await start_listener(self, self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
+    async def start(self, listen: bool = True) -> None:
+        """listen=False: no socket; requests come through network/memory.py's connect(self.handle)."""
+        if listen:
+            self._server = await start_listener(
+                self.handle, self.host, self.port, connections=self.connections,
+                max_request_bytes=self.config.socket_request_max_bytes,
+                name=f"broker {self.node_id}")
+            self.port = self._server.sockets[0].getsockname()[1]
         self.running = True
         self.replica_manager.start()
         self.groups.start()
-        log.info("broker %d listening on %s:%d", self.node_id, self.host, self.port)
+        if listen:
+            log.info("broker %d listening on %s:%d", self.node_id, self.host, self.port)
 
     async def stop(self) -> None:
         """Stop serving: the in-memory logs stay, like a disk across a process restart."""

@@ -3,19 +3,22 @@
 A frame arrives from network/; we peek api key and version, find the handler registered with
 `@handles`, decode (checking the decode consumed the whole frame), run the fault hooks, then the
 handler, and encode the response. Malformed input raises ProtocolViolation, which closes only
-that connection.
+that connection. `handler_for(broker)` is the `handle(conn, frame)` callable a listener
+(network/tcp.py, network/memory.py) is given; the handler modules register themselves when
+minibroker.broker.handlers is imported (broker.py does), in key order.
 """
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable
+
+from kafka.errors import UnsupportedVersionError
+from kafka.protocol.metadata import ApiVersionsResponse
 
 from minibroker.protocol.framing import (
     API_PREFIX, ProtocolViolation, RequestHeader, frame_parts, parse_request_header, response_header)
-
-if TYPE_CHECKING:
-    from minibroker.broker.broker import Broker
 
 log = logging.getLogger("minibroker.dispatch")
 
@@ -67,7 +70,9 @@ class RawResponse:
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: "Broker"
+    # The minibroker.broker.broker.Broker serving the request. Not imported here, not even for
+    # typing: broker.py imports the handlers, which import this module (no import circle).
+    broker: Any
     header: RequestHeader
     api_version: int
     conn: Any
@@ -80,10 +85,6 @@ class RequestContext:
     @property
     def body(self) -> memoryview:
         return self.frame[self.header.body_offset:]
-
-
-class UnsupportedVersion(Exception):
-    pass
 
 
 def decode_exact(cls: Any, data: memoryview, version: int) -> Any:
@@ -115,7 +116,19 @@ def encode_response(resp: Any, version: int, correlation_id: int) -> list:
     return frame_parts([response_header(correlation_id, flexible_hdr), body])
 
 
-async def dispatch(broker: "Broker", conn: Any, frame: memoryview) -> list | None:
+def api_versions_response(error_code: int) -> ApiVersionsResponse:
+    """ApiVersions' answer: every registered API's version range (k18 serves it)."""
+    keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, lo, hi in supported_versions()]
+    return ApiVersionsResponse(error_code=error_code, api_keys=keys, throttle_time_ms=0)
+
+
+def unsupported_version_response(correlation_id: int) -> list:
+    """An ApiVersions request of a version we lack is answered at v0 with the error (KIP-511)."""
+    return encode_response(api_versions_response(UnsupportedVersionError.errno), 0, correlation_id)
+
+
+async def dispatch(broker: Any, conn: Any, frame: memoryview) -> list | None:
     """Handle one request frame; returns the framed response buffers, or None for no response."""
     if len(frame) < 8:
         raise ProtocolViolation(f"request of {len(frame)} bytes is shorter than a header")
@@ -126,7 +139,6 @@ async def dispatch(broker: "Broker", conn: Any, frame: memoryview) -> list | Non
     lo, hi = handler.versions
     if not lo <= api_version <= hi:
         if api_key == 18:  # ApiVersions: answer v0 with the error and our ranges (KIP-511)
-            from minibroker.broker.handlers.k18_api_versions import unsupported_version_response
             return unsupported_version_response(corr)
         raise ProtocolViolation(f"unsupported version {api_version} of {handler.name} "
                                 f"(supported {lo}-{hi})")
@@ -154,11 +166,7 @@ async def dispatch(broker: "Broker", conn: Any, frame: memoryview) -> list | Non
     return encode_response(resp, api_version, corr)
 
 
-def load_handlers() -> None:
-    """Import every handler module (sorted, so registration order is stable)."""
-    import importlib
-    import pkgutil
-
-    import minibroker.broker.handlers as pkg
-    for mod in sorted(m.name for m in pkgutil.iter_modules(pkg.__path__)):
-        importlib.import_module(f"{pkg.__name__}.{mod}")
+def handler_for(broker: Any) -> Callable[[Any, memoryview], Awaitable[list | None]]:
+    """The `handle(conn, frame)` a listener calls per request frame (a C-level partial: no extra
+    Python frame per request)."""
+    return functools.partial(dispatch, broker)

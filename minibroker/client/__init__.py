@@ -5,7 +5,8 @@
 from __future__ import annotations
 
 from minibroker.client.admin import Admin, NewTopic
-from minibroker.client.consumer import Consumer, PartitionKeyRebalanceListener
+from minibroker.client.consumer import Consumer
+from minibroker.client.ordering_barrier import PartitionKeyRebalanceListener
 from minibroker.client.metadata import TopicMetadata
 from minibroker.client.producer import Producer
 from minibroker.client.records import ConsumerRecord, RecordMetadata, TopicPartition

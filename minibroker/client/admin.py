@@ -27,7 +27,7 @@ from kafka.protocol.admin import (CreatePartitionsRequest, CreateTopicsRequest,
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from minibroker.client.connection_pool import ConnectionPool
-from minibroker.client.consumer import EARLIEST, LATEST, list_offsets
+from minibroker.client.list_offsets import EARLIEST, LATEST, list_offsets
 from minibroker.client.group_protocol import decode_assignment, decode_subscription
 from minibroker.client.metadata import ClusterMetadata
 from minibroker.client.records import TopicPartition

@@ -26,19 +26,8 @@ the barrier off and gives a plain consumer):
   undeleted count of a subscribed topic change in its metadata (drained partitions removed).
 - The leader assigns undeleted and marked-for-deletion partitions as two lists, each with the
   chosen assignor (part 6).
-- Part 8, expansion: an assigned partition P1 >= N whose start (committed offset) is missing or
-  equals its earliest offset delivers nothing until the group's position of P3 = parent(P1) has
-  reached lowerOffsetThreshold + 1 (the end offset of leaderEpochAfterCreation[P3] of P1, by
-  OffsetForLeaderEpoch); then `on_partition_key_assigned([P1])`.
-- Part 8, deletion: a partition P1 below U delivers offset T only when, for every partition P3
-  marked for deletion that blocks it (linear hashing), T <= upperOffsetThreshold (the last offset
-  of leaderEpochBeforeDeletion[P1] of P3, by OffsetForLeaderEpoch) or the group's position of P3
-  has reached P3's log end offset.
-- Part 7: every heartbeat interval a ConsumerGroupPosition exchange asks the coordinator for the
-  group's positions of the partitions barriers wait on and reports this member's positions of the
-  partitions the coordinator asked for, when the seed's inclusion condition holds (first time;
-  or grown and equal to the last high watermark; or the leader epoch of the last delivered record
-  grew), after `on_partition_key_maybe_revoked` for them.
+- Parts 7 and 8 (what an assigned partition may deliver, and the ConsumerGroupPosition exchange):
+  minibroker.client.ordering_barrier, which gates `poll` through each partition's `gate`.
 
 Not implemented: fetch sessions (KIP-227: always full fetches), read_committed filtering of
 aborted transactions (the broker has no transactions), static membership, cooperative rebalancing.
@@ -60,110 +49,22 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 from minibroker.client.connection_pool import ConnectionPool
 from minibroker.client.group_protocol import (ASSIGNORS, decode_assignment, decode_subscription,
                                               encode_assignment, encode_subscription, split_assign)
-from minibroker.client.kip253 import (epoch_end_offset, kip253_counts, marked_for_deletion,
-                                      partition_leader_epochs)
+from minibroker.client.kip253 import marked_for_deletion
+from minibroker.client.list_offsets import EARLIEST, LATEST, REFRESH_ERRORS, list_offsets
 from minibroker.client.metadata import ClusterMetadata
+from minibroker.client.ordering_barrier import OrderingBarrier, PartitionKeyRebalanceListener
 from minibroker.client.records import ConsumerRecord, TopicPartition, decode_records
-from minibroker.partitioning import blocking_on_deletion
-from minibroker.partitioning import parent as partition_parent
 from minibroker.protocol.errors import INVALID_PARTITION_METADATA
-from minibroker.protocol.messages import (ConsumerGroupPositionRequest,
-                                          ConsumerGroupPositionResponse, FetchRequestKip253)
+from minibroker.protocol.messages import FetchRequestKip253
 
 log = logging.getLogger("minibroker.client.consumer")
 
-EARLIEST, LATEST = -2, -1
 COORDINATOR_NODE_BASE = 1 << 30        # coordinator connections are separate, like Kafka's
 
-_REFRESH_ERRORS = {Errors.NotLeaderForPartitionError.errno, Errors.FencedLeaderEpochError.errno,
-                   Errors.UnknownTopicOrPartitionError.errno, Errors.LeaderNotAvailableError.errno,
-                   Errors.UnknownLeaderEpochError.errno, Errors.KafkaStorageError.errno,
-                   Errors.OffsetNotAvailableError.errno}
 _REJOIN_ERRORS = {Errors.RebalanceInProgressError.errno, Errors.IllegalGenerationError.errno,
                   Errors.UnknownMemberIdError.errno}
 _COORDINATOR_ERRORS = {Errors.NotCoordinatorError.errno, Errors.CoordinatorNotAvailableError.errno,
                        Errors.CoordinatorLoadInProgressError.errno}
-
-
-async def list_offsets(pool: ConnectionPool, metadata: ClusterMetadata,
-                       specs: dict[TopicPartition, int], isolation_level: int = 0,
-                       timeout: float = 30.0) -> dict[TopicPartition, tuple[int, int]]:
-    """{tp: timestamp spec (-2 earliest, -1 latest, ...)} -> {tp: (offset, timestamp)}, from leaders.
-
-    Retries partitions whose leader moved until `timeout`; raises the last error then.
-    """
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    out: dict[TopicPartition, tuple[int, int]] = {}
-    todo = dict(specs)
-    while todo:
-        for t in {tp.topic for tp in todo}:
-            if metadata.topic(t) is None:
-                await metadata.wait_for_topic(t, timeout=max(0.1, end - loop.time()))
-        by_node: dict[int, list[TopicPartition]] = collections.defaultdict(list)
-        for tp in todo:
-            by_node[metadata.leader(tp.topic, tp.partition)].append(tp)
-        last_err: Exception | None = None
-
-        async def one(node: int, tps: list[TopicPartition]) -> None:
-            nonlocal last_err
-            if node < 0:
-                return
-            topics: dict[str, list] = collections.defaultdict(list)
-            for tp in tps:
-                topics[tp.topic].append(ListOffsetsRequest.ListOffsetsTopic.ListOffsetsPartition(
-                    partition_index=tp.partition, current_leader_epoch=-1, timestamp=todo[tp],
-                    max_num_offsets=1))
-            req = ListOffsetsRequest(replica_id=-1, isolation_level=isolation_level, topics=[
-                ListOffsetsRequest.ListOffsetsTopic(name=n, partitions=ps)
-                for n, ps in topics.items()], timeout_ms=int(timeout * 1000))
-            try:
-                resp = await pool.request(node, req, lo=1)
-            except Exception as e:  # noqa: BLE001
-                last_err = e
-                pool.close_node(node, "list offsets failed")
-                return
-            for t in resp.topics:
-                for p in t.partitions:
-                    tp = TopicPartition(t.name, p.partition_index)
-                    if p.error_code == 0:
-                        out[tp] = (p.offset, p.timestamp)
-                        todo.pop(tp, None)
-                    else:
-                        err = Errors.for_code(p.error_code)
-                        last_err = err(f"ListOffsets {tp}")
-                        if not err.retriable and p.error_code not in _REFRESH_ERRORS:
-                            raise last_err
-
-        await asyncio.gather(*(one(n, tps) for n, tps in by_node.items()))
-        if todo:
-            if loop.time() > end:
-                raise last_err or Errors.KafkaTimeoutError(f"ListOffsets for {sorted(todo)}")
-            await metadata.refresh({tp.topic for tp in todo})
-            await asyncio.sleep(0.05)
-    return out
-
-
-class PartitionKeyRebalanceListener:
-    """KIP-253's listener (methods may be sync or async)."""
-
-    def on_partition_key_maybe_revoked(self, tps) -> None:
-        """Flush state of keys received from `tps`: another member may soon take such keys."""
-
-    def on_partition_key_assigned(self, tps) -> None:
-        """Load state for new keys that may arrive from `tps`."""
-
-
-class _Barrier:
-    """Part 8 for one assigned partition: what it waits for (None fields: not looked up yet)."""
-    __slots__ = ("ready", "parent", "lower_end", "blockers", "opened")
-
-    def __init__(self) -> None:
-        self.ready = False            # lookups done
-        self.parent: TopicPartition | None = None     # expansion: P3 and its end offset
-        self.lower_end = -1
-        self.blockers: dict[TopicPartition, tuple[int, int]] = {}   # deletion: P3 -> (upper end, LEO)
-        self.opened = False           # on_partition_key_assigned called
 
 
 class _PartitionState:
@@ -250,12 +151,7 @@ class Consumer:
         self.ordering_barrier = ordering_barrier
         self.metadata_max_age = metadata_max_age_ms / 1000
         self._next_metadata = 0.0
-        self._key_listener: Any = None
-        self._barriers: dict[TopicPartition, _Barrier] = {}
-        self._barrier_retry = 0.0
-        self._group_positions: dict[TopicPartition, int] = {}
-        self._asked: set[TopicPartition] = set()      # the coordinator wants our position of these
-        self._next_positions = 0.0
+        self._ordering = OrderingBarrier(self.pool, self.metadata, group_id, self.retry_backoff)
         self._joined_md: dict[str, tuple] = {}
         self._refresh_before_join = False
         self._take_start = 0
@@ -271,7 +167,7 @@ class Consumer:
             raise Errors.IllegalStateError("subscribe needs a group_id; use assign() without one")
         self._subscription = sorted(set(topics))
         self._listener = listener
-        self._key_listener = partition_key_listener
+        self._ordering.key_listener = partition_key_listener
         self.metadata.add_topics(self._subscription)
         self._rejoin = True
         self._ensure_started()
@@ -352,7 +248,7 @@ class Consumer:
 
     def _take(self) -> list[ConsumerRecord]:
         out: list[ConsumerRecord] = []
-        if self._barriers:
+        if self._ordering.barriers:
             self._evaluate_barriers()
         parts = list(self._parts.items())
         if parts:                   # start one partition further each time: none starves
@@ -551,17 +447,18 @@ class Consumer:
                 if self._subscription is not None and self._coordinator is None:
                     await self._ensure_coordinator()
                 await self._resolve_positions()
-                if self._barriers:
-                    await self._prepare_barriers(loop.time())
+                if self._ordering.barriers:
+                    if await self._ordering.prepare(loop.time(), self._parts):
+                        self._evaluate_barriers()
                 self._send_fetches()
                 delay = 0.2
                 if self._subscription is not None:
                     delay = min(delay, self._maybe_heartbeat(loop.time()))
                     if self.ordering_barrier and self._joined:
-                        if loop.time() >= self._next_positions:
-                            self._next_positions = loop.time() + self.heartbeat_interval
+                        if loop.time() >= self._ordering.next_exchange:
+                            self._ordering.next_exchange = loop.time() + self.heartbeat_interval
                             await self._exchange_positions()
-                        delay = min(delay, max(0.0, self._next_positions - loop.time()))
+                        delay = min(delay, max(0.0, self._ordering.next_exchange - loop.time()))
                 if self.enable_auto_commit:
                     if loop.time() >= self._next_commit:
                         self._next_commit = loop.time() + self.auto_commit_interval
@@ -731,14 +628,8 @@ class Consumer:
                     else:
                         st.position = st.fetch_offset = None
                         st.reset = EARLIEST if self.auto_offset_reset == "earliest" else LATEST
-                        if tp in self._barriers:
-                            # KIP-253: a reset starts the partition without a usable committed
-                            # offset; it may be a new partition at this index (the old one
-                            # drained and deleted while we held it): look its barrier up again.
-                            self._barriers[tp] = _Barrier()
-                            st.gate = 0
-                            st.committed = None
-                elif p.error_code in _REFRESH_ERRORS:
+                        self._ordering.restart(tp, st)     # KIP-253: look it up again
+                elif p.error_code in REFRESH_ERRORS:
                     # Not again before a backoff: an immediate refetch gets the same answer
                     # (a removed partition, a moved leader) and starves everything else.
                     st.backoff_until = asyncio.get_running_loop().time() + self.retry_backoff
@@ -828,8 +719,7 @@ class Consumer:
         await self._revoke()
         self._joined = False
         self._rejoin = False
-        self._barriers = {}
-        self._asked = set()
+        self._ordering.reset()
         try:                     # the leader assigns, and everyone compares, with fresh metadata
             await self.metadata.refresh(self._subscription, timeout=self.pool.request_timeout)
         except (asyncio.TimeoutError, Errors.KafkaError) as e:
@@ -905,11 +795,7 @@ class Consumer:
         self.metadata.add_topics(assigned)
         self._joined_md = self._md_snapshot()
         if self.ordering_barrier:
-            for tp, st in self._parts.items():
-                md = self.metadata.topic(tp.topic)
-                if md is not None and kip253_counts(md) is not None:
-                    self._barriers[tp] = _Barrier()
-                    st.gate = 0                   # nothing delivered before the lookups
+            self._ordering.arm(self._parts)
         self._joined = True
         loop = asyncio.get_running_loop()
         self._next_heartbeat = loop.time() + self.heartbeat_interval
@@ -973,7 +859,7 @@ class Consumer:
         elif code:
             log.debug("heartbeat error %s", code)
 
-    # ------------------------------------------------------------------ KIP-253 barriers
+    # ------------------------------------------------------------------ KIP-253 (ordering_barrier.py)
     def _md_snapshot(self) -> dict[str, tuple]:
         out = {}
         for t in self._subscription or ():
@@ -982,191 +868,31 @@ class Consumer:
                 out[t] = (tuple(sorted(md.partitions)), md.undeleted_partition_count)
         return out
 
-    async def _call_key_listener(self, name: str, tps) -> None:
-        fn = getattr(self._key_listener, name, None)
-        if fn is None or not tps:
-            return
-        try:
-            res = fn(sorted(tps))
-            if inspect.isawaitable(res):
-                await res
-        except Exception:  # noqa: BLE001 - a listener's failure must not break the loop
-            log.exception("partition key listener %s failed", name)
-
-    def _group_position(self, tp: TopicPartition) -> int:
-        pos = self._group_positions.get(tp, -1)
-        st = self._parts.get(tp)
-        if st is not None and st.position is not None and st.position > pos:
-            pos = st.position
-        return pos
-
-    def _wanted_positions(self) -> set[TopicPartition]:
-        out = set()
-        for b in self._barriers.values():
-            if not b.ready or b.opened:
-                continue
-            if b.parent is not None:
-                out.add(b.parent)
-            out.update(b.blockers)
-        return out
-
-    async def _prepare_barriers(self, now: float) -> None:
-        """Part 8 lookups for assigned partitions whose start position is known."""
-        if now < self._barrier_retry:
-            return
-        todo = [(tp, b) for tp, b in self._barriers.items()
-                if not b.ready and self._parts.get(tp) is not None
-                and self._parts[tp].position is not None]
-        if not todo:
-            return
-        try:
-            for tp, b in todo:
-                await self._prepare_barrier(tp, b, self._parts[tp])
-                if not self._barriers or self._barriers.get(tp) is not b:
-                    return                   # rejoined meanwhile
-        except (Errors.KafkaError, ConnectionError, asyncio.TimeoutError, OSError, KeyError) as e:
-            log.debug("barrier lookups: %r", e)
-            self._barrier_retry = now + self.retry_backoff
-        self._evaluate_barriers()
-
-    async def _prepare_barrier(self, tp: TopicPartition, b: _Barrier, st: _PartitionState) -> None:
-        md = self.metadata.topic(tp.topic)
-        counts = kip253_counts(md) if md is not None else None
-        if counts is None:
-            b.ready = b.opened = True
-            return
-        n, u = counts
-        marked = marked_for_deletion(md)
-        parent = None
-        if tp.partition >= n:
-            start = st.committed
-            if start is not None:
-                earliest = (await list_offsets(self.pool, self.metadata, {tp: EARLIEST},
-                                               timeout=self.pool.request_timeout))[tp][0]
-                latest = (await list_offsets(self.pool, self.metadata, {tp: LATEST},
-                                             timeout=self.pool.request_timeout))[tp][0]
-                if not earliest <= start <= latest:
-                    # Not an offset of this partition: committed for a partition of the same
-                    # index that was drained and removed before this one was created.
-                    start = None
-            if start is None or start == earliest:
-                after, _ = (await partition_leader_epochs(self.pool, tp.topic, [tp.partition]))[
-                    tp.partition]
-                p3 = partition_parent(tp.partition, n)
-                if p3 in after:
-                    lower_end = await epoch_end_offset(self.pool, self.metadata, tp.topic, p3,
-                                                       after[p3])
-                    if lower_end > 0:
-                        parent = (TopicPartition(tp.topic, p3), lower_end)
-        blockers: dict[TopicPartition, tuple[int, int]] = {}
-        if marked and tp.partition < u:
-            deleted = [p for p in blocking_on_deletion(tp.partition, n, max(marked) + 1, u)
-                       if p in md.partitions]
-            if deleted:
-                maps = await partition_leader_epochs(self.pool, tp.topic, deleted)
-                tps = [TopicPartition(tp.topic, p3) for p3 in deleted]
-                leos = await list_offsets(self.pool, self.metadata, {t: LATEST for t in tps},
-                                          timeout=self.pool.request_timeout)
-                for t in tps:
-                    _, before = maps[t.partition]
-                    e = before.get(tp.partition)
-                    upper_end = 0 if e is None else \
-                        await epoch_end_offset(self.pool, self.metadata, tp.topic, tp.partition, e)
-                    blockers[t] = (max(upper_end, 0), leos[t][0])
-        if self._barriers.get(tp) is not b:
-            return                               # replaced (a reset) during the lookups
-        if parent is not None:
-            b.parent, b.lower_end = parent
-        b.blockers = blockers
-        b.ready = True
-        if parent is None and not blockers:
-            b.opened = True
-            st.gate = None
-
     def _evaluate_barriers(self) -> None:
-        opened = []
-        for tp, b in self._barriers.items():
-            st = self._parts.get(tp)
-            if st is None or not b.ready or b.opened:
-                continue
-            if b.parent is not None:
-                if self._group_position(b.parent) < b.lower_end:
-                    st.gate = 0 if st.position is None else st.position
-                    continue
-                b.parent = None                   # passed for good: the parent's keys may arrive
-            gate = None
-            for p3, (upper_end, leo) in list(b.blockers.items()):
-                if self._group_position(p3) >= leo:
-                    del b.blockers[p3]            # drained by the group
-                else:
-                    gate = upper_end if gate is None else min(gate, upper_end)
-            st.gate = gate
-            if gate is None:
-                b.opened = True
-                opened.append(tp)
+        opened = self._ordering.evaluate(self._parts)
         if opened:
-            for tp in opened:
-                self._barriers[tp].opened = True
             asyncio.get_running_loop().create_task(
-                self._call_key_listener("on_partition_key_assigned", opened))
+                self._ordering.call_key_listener("on_partition_key_assigned", opened))
             self._kick()
-
-    def _include_position(self, st: _PartitionState) -> bool:
-        """Part 7's inclusion condition for a partition the coordinator asked about."""
-        if st.position is None:
-            return False
-        if st.reported is None:
-            return True
-        pos, epoch = st.reported
-        return (st.position > pos and st.position == st.high_watermark) or st.last_epoch > epoch
 
     async def _exchange_positions(self) -> None:
         node = self._coordinator
         if node is None:
             return
-        wanted = self._wanted_positions()
-        report = {tp: st for tp in sorted(self._asked)
-                  if (st := self._parts.get(tp)) is not None and self._include_position(st)}
-        if report:
-            await self._call_key_listener("on_partition_key_maybe_revoked", list(report))
-        entries: dict[str, dict[int, tuple[bool, int]]] = collections.defaultdict(dict)
-        for tp in wanted:
-            entries[tp.topic][tp.partition] = (True, -1)
-        for tp, st in report.items():
-            need, _ = entries[tp.topic].get(tp.partition, (False, -1))
-            entries[tp.topic][tp.partition] = (need, st.position)
-        R = ConsumerGroupPositionRequest
-        RT = R.ConsumerGroupPositionRequestTopic
-        req = R(group_id=self.group_id, generation_id=self.generation_id, member_id=self.member_id,
-                topics=[RT(topic=t, partitions=[RT.ConsumerGroupPositionRequestPartition(
-                    partition=p, need_position=need, position=pos)
-                    for p, (need, pos) in sorted(entries[t].items())]) for t in sorted(entries)])
         try:
-            conn = await self.pool.get(node)
-            resp = await conn.request(req, 0, timeout=self.pool.request_timeout,
-                                      response_class=ConsumerGroupPositionResponse)
+            code = await self._ordering.exchange_positions(node, self.generation_id,
+                                                           self.member_id, self._parts)
         except (ConnectionError, asyncio.TimeoutError, Errors.KafkaError) as e:
             log.debug("ConsumerGroupPosition: %r", e)
             self._coordinator_dead(node)
             return
-        if resp.error_code:
-            if resp.error_code in _REJOIN_ERRORS:
-                self._need_rejoin(resp.error_code)
-            elif resp.error_code in _COORDINATOR_ERRORS:
+        if code:
+            if code in _REJOIN_ERRORS:
+                self._need_rejoin(code)
+            elif code in _COORDINATOR_ERRORS:
                 self._coordinator_dead(node)
             return
-        for tp, st in report.items():
-            st.reported = (st.position, st.last_epoch)
-        asked = set()
-        for t in resp.topics:
-            for p in t.partitions:
-                tp = TopicPartition(t.topic, p.partition)
-                if p.need_position:
-                    asked.add(tp)
-                if p.position >= 0 and p.position > self._group_positions.get(tp, -1):
-                    self._group_positions[tp] = p.position
-        self._asked = asked
-        if self._barriers:
+        if self._ordering.barriers:
             self._evaluate_barriers()
             self._kick()
             if self._data is not None:

@@ -64,6 +64,7 @@ from kafka.protocol.admin import DescribeConfigsRequest
 
 from minibroker.client.kip253 import (epoch_end_offset, kip253_counts, linear_hashing_partitioner,
                                       partition_leader_epochs)
+from minibroker.client.list_offsets import EARLIEST, list_offsets
 from minibroker.client.metadata import ClusterMetadata, TopicMetadata
 from minibroker.client.records import (RecordMetadata, TopicPartition, codec_id, encode_batch,
                                        estimate_size)
@@ -439,7 +440,6 @@ class Producer:
             log.debug("cleanup.policy of %s: %r", topic, e)
 
     async def _check_parent(self, topic: str, p: int, n: int) -> None:
-        from minibroker.client.consumer import EARLIEST, list_offsets
         loop = asyncio.get_running_loop()
         parent = partition_parent(p, n)
         try:

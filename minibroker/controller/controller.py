@@ -9,22 +9,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from typing import Any
 
-from minibroker.controller.delta import NO_LEADER_CHANGE, MetadataDelta
+from kafka.errors import (FencedLeaderEpochError, InvalidUpdateVersionError,
+                          NotLeaderForPartitionError, UnknownTopicOrPartitionError)
+
+from minibroker.controller import records, topics
+from minibroker.controller.delta import MetadataDelta
 from minibroker.controller.image import MetadataImage, PartitionRegistration
 from minibroker.controller.metadata_log import MetadataLog
+from minibroker.controller.partition_count import (change_partition_count, removal_loop,
+                                                   resume_records)
 from minibroker.controller.propagator import Propagator
+from minibroker.controller.reassignment import (INVALID_REQUEST, completion_records, ongoing,
+                                                plan, plan_alter, progress, request)
+from minibroker.controller.result import ControllerHalted, ItemResult, Result
 from minibroker.protocol import records as R
 
 log = logging.getLogger("minibroker.controller")
-
-
-@dataclass
-class Result:
-    records: tuple
-    response: Any = None
 
 
 class Controller:
@@ -37,7 +39,7 @@ class Controller:
         self.controller_epoch = controller_epoch
         self.controller_id = cluster.controller_node_id
         self.image = MetadataImage()
-        self.propagator = Propagator(self)
+        self.propagator = Propagator(self.controller_id, controller_epoch)
         self._lock = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
         self.running = False
@@ -49,8 +51,6 @@ class Controller:
             delta.replay(record, offset)
         self.image = delta.apply()
         self.running = True
-        from minibroker.controller.partition_count import removal_loop, resume_records
-        from minibroker.controller.reassignment import completion_records
         resumed = resume_records(self) + completion_records(self.image)
         if resumed:
             await self.commit(resumed, propagate=False)
@@ -68,6 +68,11 @@ class Controller:
         self._tasks.append(asyncio.get_running_loop().create_task(coro))
 
     # ------------------------------------------------------------------ commit
+    async def _write(self, result: Result) -> Any:
+        """Commit an operation's records, then give its response. Caller holds the lock."""
+        await self.commit(result.records)
+        return result.response
+
     async def commit(self, records: list, propagate: bool = True) -> MetadataImage:
         """Append, replay, apply, propagate. Caller holds the lock."""
         if not records:
@@ -81,11 +86,10 @@ class Controller:
         A named fault site `<site>.step<N>` stops this controller right after step N was
         appended, as a crash between two steps would; the next controller resumes from the log.
         """
-        from minibroker.controller.partition_count import ControllerHalted
         old = self.image
         delta = MetadataDelta(old)
-        for i, records in enumerate(steps, 1):
-            for record in records:
+        for i, step in enumerate(steps, 1):
+            for record in step:
                 delta.replay(record, self.log.append(record))
             if site and i < len(steps) and f"{site}.step{i}" in self.cluster.faults.enabled_sites:
                 self.image = delta.apply()
@@ -103,13 +107,10 @@ class Controller:
         async with self._lock:
             prev = self.image.brokers.get(broker_id)
             epoch = (prev.broker_epoch + 1) if prev else self.log.next_offset()
-            records = [R.RegisterBrokerRecord(
-                broker_id=broker_id, broker_epoch=epoch, rack=rack, fenced=True,
-                end_points=[R.RegisterBrokerRecord.BrokerEndpoint(
-                    name="PLAINTEXT", host=host, port=port, security_protocol=0)]),
-                R.UnfenceBrokerRecord(id=broker_id, epoch=epoch)]
-            records += self._elect_for_returning_broker(broker_id)
-            await self.commit(records)
+            out = [records.register_broker(broker_id, epoch, host, port, rack),
+                   records.unfence_broker(broker_id, epoch)]
+            out += self._elect_for_returning_broker(broker_id)
+            await self.commit(out)
             return epoch
 
     def _elect_for_returning_broker(self, broker_id: int) -> list:
@@ -118,7 +119,7 @@ class Controller:
             t = self.image.topics[name]
             for pid, p in t.partitions.items():
                 if p.leader == -1 and broker_id in p.isr:
-                    out.append(self._change(t.topic_id, pid, leader=broker_id))
+                    out.append(records.partition_change(t.topic_id, pid, leader=broker_id))
         return out
 
     async def fence_broker(self, broker_id: int) -> None:
@@ -126,7 +127,7 @@ class Controller:
             b = self.image.brokers.get(broker_id)
             if b is None or b.fenced:
                 return
-            records = [R.FenceBrokerRecord(id=broker_id, epoch=b.broker_epoch)]
+            out = [records.fence_broker(broker_id, b.broker_epoch)]
             alive = {x.broker_id for x in self.image.live_brokers()} - {broker_id}
             for name in sorted(self.image.topics):
                 t = self.image.topics[name]
@@ -136,31 +137,16 @@ class Controller:
                     if p.leader == broker_id:
                         new_leader = next((r for r in p.replicas if r in p.isr and r in alive), -1)
                         isr = [r for r in p.isr if r != broker_id] or [broker_id]
-                        records.append(self._change(t.topic_id, pid, leader=new_leader, isr=isr))
+                        out.append(records.partition_change(t.topic_id, pid, leader=new_leader,
+                                                            isr=isr))
                     elif broker_id in p.isr and len(p.isr) > 1:
-                        records.append(self._change(
+                        out.append(records.partition_change(
                             t.topic_id, pid, isr=[r for r in p.isr if r != broker_id]))
-            await self.commit(records)
-
-    @staticmethod
-    def _change(topic_id, partition_id, leader=NO_LEADER_CHANGE, isr=None, replicas=None,
-                leader_epoch=-1, before_deletion=None, adding=None, removing=None):
-        """A PartitionChangeRecord; leader_epoch >= 0 sets it explicitly (KIP-253 bumps)."""
-        entry = R.PartitionChangeRecord.PartitionLeaderEpochBeforeDeletion
-        return R.PartitionChangeRecord(
-            topic_id=topic_id, partition_id=partition_id, leader=leader,
-            isr=None if isr is None else list(isr),
-            replicas=None if replicas is None else list(replicas), leader_epoch=leader_epoch,
-            adding_replicas=None if adding is None else list(adding),
-            removing_replicas=None if removing is None else list(removing),
-            leader_epoch_before_deletion=None if before_deletion is None else [
-                entry(partition_index=k, leader_epoch=v) for k, v in before_deletion])
+            await self.commit(out)
 
     # ------------------------------------------------------------------ partitions
     async def alter_partition(self, broker_id: int, topic: str, partition: int, leader_epoch: int,
                               partition_epoch: int, new_isr: tuple[int, ...]) -> int:
-        from kafka.errors import (FencedLeaderEpochError, InvalidUpdateVersionError,
-                                  NotLeaderForPartitionError, UnknownTopicOrPartitionError)
         async with self._lock:
             t = self.image.topics.get(topic)
             p = t.partitions.get(partition) if t else None
@@ -176,7 +162,7 @@ class Controller:
             isr = [r for r in new_isr if r in alive or r == broker_id]
             if broker_id not in isr or tuple(isr) == p.isr:
                 return 0
-            await self.commit([self._change(t.topic_id, partition, isr=isr)])
+            await self.commit([records.partition_change(t.topic_id, partition, isr=isr)])
             if p.reassigning:
                 await self._complete_reassignments()
             return 0
@@ -191,7 +177,7 @@ class Controller:
             new = next((r for r in candidates if r in p.isr and r in alive), None)
             if new is None or new == p.leader:
                 return p.leader
-            await self.commit([self._change(t.topic_id, partition, leader=new)])
+            await self.commit([records.partition_change(t.topic_id, partition, leader=new)])
             return new
 
     def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
@@ -205,63 +191,32 @@ class Controller:
     # size, built at once); up to 300, RSS stays as with a commit per topic (71 MB).
     CREATE_CHUNK_PARTITIONS = 300
 
-    async def create_topics(self, specs, validate_only: bool):
+    async def create_topics(self, specs, validate_only: bool) -> list[ItemResult]:
         """specs: (name, partitions, replication_factor, assignments|None, configs)."""
-        from kafka.errors import TopicAlreadyExistsError
-
-        from minibroker.controller.topics import ItemResult, create_topic_records
         async with self._lock:
-            results, records, names, pending = [], [], set(), 0
-            for name, partitions, rf, assignments, configs in specs:
-                if name in names:
-                    results.append(ItemResult(TopicAlreadyExistsError.errno,
-                                              f"Topic '{name}' already exists."))
-                    continue
-                recs, res = create_topic_records(self.image, self.ids, name, partitions, rf,
-                                                 assignments, configs, self.config)
-                results.append(res)
-                if recs:
-                    records += recs
-                    names.add(name)
-                    pending += max(res.partitions, 0)
-                if pending >= self.CREATE_CHUNK_PARTITIONS and not validate_only:
-                    await self.commit(records)
-                    records, pending = [], 0
-            if records and not validate_only:
-                await self.commit(records)
-            return results
+            res = topics.create_topics(self.image, specs, self.ids, self.config)
+            if not validate_only:
+                for chunk in _chunks(res.records, self.CREATE_CHUNK_PARTITIONS):
+                    await self.commit(chunk)
+            return res.response
 
-    async def delete_topics(self, names: list[str]):
-        from minibroker.controller.topics import delete_topic_records
+    async def delete_topics(self, names: list[str]) -> list[ItemResult]:
         async with self._lock:
-            results, records, gone = [], [], set()
-            for name in names:
-                recs, res = delete_topic_records(self.image, name) if name not in gone else \
-                    delete_topic_records(MetadataImage(), name)      # named twice: gone now
-                records += recs
-                gone.add(name)
-                results.append(res)
-            await self.commit(records)
-            return results
+            return await self._write(topics.delete_topics(self.image, names))
 
     async def create_partitions(self, name: str, count: int, assignments, validate_only: bool):
-        from minibroker.controller.partition_count import change_partition_count
         async with self._lock:
             return await change_partition_count(self, name, count, assignments, validate_only)
 
     async def alter_topic_configs(self, name: str, changes: dict, replace: bool,
-                                  validate_only: bool):
-        from minibroker.controller.topics import alter_topic_config_records
+                                  validate_only: bool) -> ItemResult:
         async with self._lock:
-            recs, res = alter_topic_config_records(self.image, name, changes, replace)
-            if not validate_only:
-                await self.commit(recs)
-            return res
+            res = topics.alter_topic_configs(self.image, name, changes, replace)
+            return res.response if validate_only else await self._write(res)
 
     # ------------------------------------------------------------------ reassignment (KIP-179)
     async def assign_partitions(self, assignments: list[tuple[str, int, list[int]]]):
         """Start moving partitions to new replica sets; returns reassignment.Accepted."""
-        from minibroker.controller.reassignment import plan
         async with self._lock:
             records, accepted = plan(self.image, assignments, self.clock.now_ms(),
                                      self.config.reassign_partitions_status_min_retention_ms)
@@ -274,7 +229,6 @@ class Controller:
 
     async def alter_partition_reassignments(self, items: list, allow_rf_change: bool) -> list:
         """KIP-455 (AlterPartitionReassignments): [(topic, partition, error code, message)]."""
-        from minibroker.controller.reassignment import plan_alter
         async with self._lock:
             records, results = plan_alter(
                 self.image, items, self.clock.now_ms(),
@@ -286,18 +240,15 @@ class Controller:
 
     async def list_partition_reassignments(self, wanted: dict[str, list[int]] | None) -> list:
         """KIP-455 (ListPartitionReassignments): [(topic, partition, registration)] moving now."""
-        from minibroker.controller.reassignment import ongoing
         return ongoing(self.image, wanted)
 
     async def _complete_reassignments(self) -> None:
-        from minibroker.controller.reassignment import completion_records
         records = completion_records(self.image)
         if records:
             await self.commit(records)
 
     async def partition_assignment_status(self, request_id: int):
         """(error code, request id, [reassignment.Progress]) — -1 asks for the latest request."""
-        from minibroker.controller.reassignment import INVALID_REQUEST, progress, request
         ra = request(self.image, request_id)
         if ra is None:
             return INVALID_REQUEST, request_id, []
@@ -307,6 +258,19 @@ class Controller:
     async def allocate_producer_ids(self, count: int = 1000) -> tuple[int, int]:
         async with self._lock:
             first = max(self.image.next_producer_id, 1000)
-            await self.commit([R.ProducerIdsRecord(broker_id=self.controller_id, broker_epoch=0,
-                                                   next_producer_id=first + count)])
+            await self.commit([records.producer_ids(self.controller_id, first + count)])
             return first, count
+
+
+def _chunks(out: tuple, partitions: int):
+    """Cut a CreateTopics' records into commits at topic boundaries, each as soon as it holds
+    `partitions` partitions."""
+    chunk, pending = [], 0
+    for r in out:
+        if isinstance(r, R.TopicRecord) and pending >= partitions:
+            yield chunk
+            chunk, pending = [], 0
+        chunk.append(r)
+        pending += isinstance(r, R.PartitionRecord)
+    if chunk:
+        yield chunk

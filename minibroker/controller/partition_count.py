@@ -24,28 +24,19 @@ from kafka.errors import (InvalidPartitionsError, InvalidReplicationAssignmentEr
                           RequestTimedOutError, UnknownTopicOrPartitionError)
 from kafka.protocol.consumer import ListOffsetsRequest
 
+from minibroker.controller import records
 from minibroker.controller.placement import assign_replicas
-from minibroker.controller.topics import ItemResult, partition_records
-from minibroker.protocol import records as R
+from minibroker.controller.result import ControllerHalted, ItemResult
 
 log = logging.getLogger("minibroker.controller")
-
-
-class ControllerHalted(Exception):
-    """A named fault site stopped the controller between two steps of a procedure."""
 
 
 def ordered_delivery(topic) -> bool:
     return topic.configs.get("enable.ordered.delivery", "true").lower() != "false"
 
 
-def _count_record(t, count: int, pending=()) -> R.TopicPartitionCountRecord:
-    entry = R.TopicPartitionCountRecord.PendingLeaderEpoch
-    return R.TopicPartitionCountRecord(
-        topic_id=t.topic_id, initial_partition_count=t.initial_partition_count,
-        undeleted_partition_count=count,
-        pending_leader_epoch_after_creation=[entry(partition_index=p, leader_epoch=e)
-                                             for p, e in pending] or None)
+def _count_record(t, count: int, pending=()):
+    return records.partition_count(t.topic_id, t.initial_partition_count, count, pending)
 
 
 async def change_partition_count(ctl, name: str, count: int, assignments, validate_only: bool):
@@ -107,24 +98,22 @@ def _expansion(ctl, t, count: int, assignments):
     alive = {b.broker_id for b in live}
     if not ordered_delivery(t):
         return [[_count_record(t, count)],
-                partition_records(t.topic_id, new, alive, (), t.removed_leader_epochs)], None
+                records.partitions(t.topic_id, new, alive, (), t.removed_leader_epochs)], None
     pre_bump = tuple(sorted((p, reg.leader_epoch) for p, reg in t.partitions.items()))
     step1 = [_count_record(t, count, pre_bump)]
-    step1 += [ctl._change(t.topic_id, p, leader_epoch=e + 1) for p, e in pre_bump]
-    return [step1, partition_records(t.topic_id, new, alive, pre_bump,
+    step1 += [records.partition_change(t.topic_id, p, leader_epoch=e + 1) for p, e in pre_bump]
+    return [step1, records.partitions(t.topic_id, new, alive, pre_bump,
                                      t.removed_leader_epochs)], None
 
 
 def _deletion_marks(t, count: int) -> list:
-    from minibroker.controller.controller import Controller
     survivors = {p: reg for p, reg in t.partitions.items() if p < count}
     before = tuple(sorted((p, reg.leader_epoch) for p, reg in survivors.items()))
-    records = [Controller._change(t.topic_id, p, before_deletion=before)
-               for p in sorted(t.partitions) if p >= count and not
-               t.partitions[p].marked_for_deletion]
-    if records:
-        records += [Controller._change(t.topic_id, p, leader_epoch=e + 1) for p, e in before]
-    return records
+    out = [records.partition_change(t.topic_id, p, before_deletion=before)
+           for p in sorted(t.partitions) if p >= count and not t.partitions[p].marked_for_deletion]
+    if out:
+        out += [records.partition_change(t.topic_id, p, leader_epoch=e + 1) for p, e in before]
+    return out
 
 
 def resume_records(ctl) -> list:
@@ -139,7 +128,7 @@ def resume_records(ctl) -> list:
             rf = len(next(iter(t.partitions.values())).replicas)
             new = assign_replicas(live, have, t.undeleted_partition_count - have,
                                   min(rf, len(live)), ctl.ids.rng)
-            out += partition_records(t.topic_id, new, alive, t.pending_after_creation,
+            out += records.partitions(t.topic_id, new, alive, t.pending_after_creation,
                                      t.removed_leader_epochs)
             log.info("controller: resuming expansion of %s to %d partitions", name,
                      t.undeleted_partition_count)
@@ -177,7 +166,7 @@ async def remove_drained_partitions(ctl) -> list[tuple[str, int]]:
                 t = ctl.image.topics.get(name)
                 if t is None or pid not in t.partitions:
                     continue
-                await ctl.commit([R.RemovePartitionRecord(topic_id=t.topic_id, partition_id=pid)])
+                await ctl.commit([records.remove_partition(t.topic_id, pid)])
                 removed.append((name, pid))
                 log.info("controller: removed drained partition %s-%d", name, pid)
     return removed
@@ -193,7 +182,7 @@ async def log_bounds(ctl, leader: int, topic: str, partition: int):
     T = ListOffsetsRequest.ListOffsetsTopic
     out = []
     try:
-        conn = await ctl.propagator.connection(leader)
+        conn = await ctl.propagator.connection(b)
         for ts in (-2, -1):
             req = ListOffsetsRequest(replica_id=-2, isolation_level=0, topics=[T(
                 name=topic, partitions=[T.ListOffsetsPartition(

@@ -8,16 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
 
-from minibroker.controller.image import MetadataImage, TopicImage
+from minibroker.controller.delta import MetadataDelta
+from minibroker.controller.image import BrokerRegistration, MetadataImage, TopicImage
 from minibroker.network.client import KafkaClientConnection
 from minibroker.protocol.messages import (LeaderAndIsrRequest, StopReplicaRequest,
                                           UpdateMetadataRequest)
-
-if TYPE_CHECKING:
-    from minibroker.controller.controller import Controller
-    from minibroker.controller.delta import MetadataDelta
 
 log = logging.getLogger("minibroker.propagator")
 
@@ -45,8 +41,11 @@ def _configs(cls, configs):
 
 
 class Propagator:
-    def __init__(self, controller: "Controller") -> None:
-        self.controller = controller
+    """One per controller: its id and epoch stamp every request it sends."""
+
+    def __init__(self, controller_id: int, controller_epoch: int) -> None:
+        self.controller_id = controller_id
+        self.controller_epoch = controller_epoch
         self._conns: dict[int, KafkaClientConnection] = {}
 
     async def close(self) -> None:
@@ -61,7 +60,7 @@ class Propagator:
         await self._send(image, {b.broker_id for b in image.live_brokers()}, names, names, {})
 
     async def propagate(self, old: MetadataImage, new: MetadataImage,
-                        delta: "MetadataDelta") -> None:
+                        delta: MetadataDelta) -> None:
         live = {b.broker_id for b in new.live_brokers()}
         changed = sorted(delta.changed_topics)
         lai_topics = []
@@ -91,7 +90,6 @@ class Propagator:
     # ------------------------------------------------------------------ sending
     async def _send(self, image: MetadataImage, brokers: set[int], lai_topics: list[str],
                     um_topics: list[str], stops: dict, removed: MetadataImage | None = None):
-        ctl = self.controller
         lai: dict[int, list] = {}
         for name in lai_topics:
             t = image.topics.get(name)
@@ -102,7 +100,7 @@ class Propagator:
                 for r in p.replicas:
                     if r in brokers:
                         per_broker.setdefault(r, []).append(_LPart(
-                            partition_index=pid, controller_epoch=ctl.controller_epoch,
+                            partition_index=pid, controller_epoch=self.controller_epoch,
                             leader=p.leader, leader_epoch=p.leader_epoch, isr=list(p.isr),
                             partition_epoch=p.partition_epoch, replicas=list(p.replicas),
                             adding_replicas=list(p.adding_replicas),
@@ -130,18 +128,17 @@ class Propagator:
 
     def _um_topic(self, image: MetadataImage, name: str, removed: MetadataImage | None):
         t: TopicImage | None = image.topics.get(name)
-        ctl = self.controller
         if t is None:
             old = removed.topics.get(name) if removed is not None else None
             if old is None:
                 return None
             return _UTopic(topic_name=name, topic_id=old.topic_id, partition_states=[_UPart(
-                partition_index=pid, controller_epoch=ctl.controller_epoch,
+                partition_index=pid, controller_epoch=self.controller_epoch,
                 leader=LEADER_DURING_DELETE, leader_epoch=p.leader_epoch, isr=[], zk_version=0,
                 replicas=[], offline_replicas=[]) for pid, p in sorted(old.partitions.items())])
         live = {b.broker_id for b in image.live_brokers()}
         parts = [_UPart(
-            partition_index=pid, controller_epoch=ctl.controller_epoch, leader=p.leader,
+            partition_index=pid, controller_epoch=self.controller_epoch, leader=p.leader,
             leader_epoch=p.leader_epoch, isr=list(p.isr), zk_version=p.partition_epoch,
             replicas=list(p.replicas), offline_replicas=[r for r in p.replicas if r not in live],
             partition_epoch=p.partition_epoch,
@@ -157,12 +154,11 @@ class Propagator:
 
     async def _send_one(self, broker_id: int, lai_topics, um_states, live_brokers, stops,
                         image: MetadataImage) -> None:
-        ctl = self.controller
         b = image.brokers.get(broker_id)
         if b is None or b.fenced:
             return
-        common = dict(controller_id=ctl.controller_id, is_k_raft_controller=False,
-                      controller_epoch=ctl.controller_epoch, broker_epoch=b.broker_epoch)
+        common = dict(controller_id=self.controller_id, is_k_raft_controller=False,
+                      controller_epoch=self.controller_epoch, broker_epoch=b.broker_epoch)
         try:
             conn = await self._conn(broker_id, b.host, b.port)
             if lai_topics:
@@ -187,9 +183,8 @@ class Propagator:
             if c is not None:
                 c.close()
 
-    async def connection(self, broker_id: int) -> KafkaClientConnection:
-        b = self.controller.image.brokers[broker_id]
-        return await self._conn(broker_id, b.host, b.port)
+    async def connection(self, b: BrokerRegistration) -> KafkaClientConnection:
+        return await self._conn(b.broker_id, b.host, b.port)
 
     async def _conn(self, broker_id: int, host: str, port: int) -> KafkaClientConnection:
         c = self._conns.get(broker_id)

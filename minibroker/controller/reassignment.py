@@ -36,8 +36,8 @@ import kafka.errors as Errors
 
 from minibroker.controller.delta import NO_LEADER_CHANGE
 from minibroker.controller.image import MetadataImage, PartitionRegistration, Reassignment
+from minibroker.controller import records
 from minibroker.protocol import errors as ours
-from minibroker.protocol import records as R
 
 INVALID_TOPIC = Errors.InvalidTopicError.errno                        # 17
 INVALID_PARTITIONS = Errors.InvalidPartitionsError.errno              # 37
@@ -93,15 +93,11 @@ def _records(image: MetadataImage, accepted: list, now_ms: int, retention_ms: in
         return []
     expired = sorted(rid for rid, ra in image.reassignments.items()
                      if ra.complete and ra.timestamp_ms < now_ms - retention_ms)
-    E = R.PartitionReassignmentRecord.ReassignedPartition
-    records = [R.PartitionReassignmentRecord(
-        timestamp_ms=now_ms, expired_request_ids=expired,
-        partitions=[E(topic_id=t.topic_id, partition_id=p, replicas=list(target),
-                      original_replicas=list(t.partitions[p].replicas))
-                    for t, p, target in accepted])]
-    for t, p, target in accepted:
-        records.append(_start(t.topic_id, p, t.partitions[p], target))
-    return records
+    out = [records.partition_reassignment(
+        now_ms, expired, [(t.topic_id, p, target, t.partitions[p].replicas)
+                          for t, p, target in accepted])]
+    out += [_start(t.topic_id, p, t.partitions[p], target) for t, p, target in accepted]
+    return out
 
 
 def plan_alter(image: MetadataImage, items: list[tuple[str, int, list[int] | None]], now_ms: int,
@@ -110,7 +106,7 @@ def plan_alter(image: MetadataImage, items: list[tuple[str, int, list[int] | Non
     form one request (with an id, so PartitionAssignmentStatus can follow it); null replicas
     cancel that partition's running move (back to its replicas before the move). Returns the
     records and [(topic, partition, error code, message)]. One request at a time, as above."""
-    records, accepted, results = [], [], []
+    out, accepted, results = [], [], []
     alive = {b.broker_id for b in image.live_brokers()}
     for topic, pid, replicas in items:
         t = image.topics.get(topic)
@@ -127,7 +123,7 @@ def plan_alter(image: MetadataImage, items: list[tuple[str, int, list[int] | Non
                     code, msg = REASSIGNMENT_IN_PROGRESS, "No replica of the partition's " \
                         "replicas before the move is in sync to lead it."
                 else:
-                    records.append(change)
+                    out.append(change)
         elif not replicas or len(set(replicas)) != len(replicas) \
                 or any(b not in image.brokers for b in replicas):
             code, msg = INVALID_REPLICA_ASSIGNMENT, f"Invalid replica list {replicas}."
@@ -139,19 +135,19 @@ def plan_alter(image: MetadataImage, items: list[tuple[str, int, list[int] | Non
         else:
             accepted.append((t, pid, tuple(replicas)))
         results.append((topic, pid, code, msg))
-    return records + _records(image, accepted, now_ms, retention_ms), results
+    return out + _records(image, accepted, now_ms, retention_ms), results
 
 
 def _cancel(topic_id, pid: int, reg: PartitionRegistration, alive: set[int]):
-    from minibroker.controller.controller import Controller
     original = [r for r in reg.replicas if r not in reg.adding_replicas]
     isr = [r for r in reg.isr if r in original]
     leader = reg.leader if reg.leader in original else \
         next((r for r in original if r in isr and r in alive), None)
     if not isr or leader is None:
         return None
-    return Controller._change(topic_id, pid, replicas=original, isr=isr, adding=[], removing=[],
-                              leader=leader if leader != reg.leader else NO_LEADER_CHANGE)
+    return records.partition_change(
+        topic_id, pid, replicas=original, isr=isr, adding=[], removing=[],
+        leader=leader if leader != reg.leader else NO_LEADER_CHANGE)
 
 
 def ongoing(image: MetadataImage, wanted: dict[str, list[int]] | None) -> list:
@@ -184,20 +180,18 @@ def _check(image: MetadataImage, topic: str, partition: int, brokers: list[int],
 
 
 def _start(topic_id, partition: int, reg: PartitionRegistration, target: tuple[int, ...]):
-    from minibroker.controller.controller import Controller
     current = reg.replicas
     if set(target) == set(current):                  # a new order only: nothing to copy
-        return Controller._change(topic_id, partition, replicas=target)
-    return Controller._change(topic_id, partition,
-                              replicas=target + tuple(r for r in current if r not in target),
-                              adding=[r for r in target if r not in current],
-                              removing=[r for r in current if r not in target])
+        return records.partition_change(topic_id, partition, replicas=target)
+    return records.partition_change(
+        topic_id, partition, replicas=target + tuple(r for r in current if r not in target),
+        adding=[r for r in target if r not in current],
+        removing=[r for r in current if r not in target])
 
 
 def completion_records(image: MetadataImage) -> list:
     """For each moving partition whose target replicas are all in the ISR (and one of them can
     lead): the change that ends its reassignment."""
-    from minibroker.controller.controller import Controller
     alive = {b.broker_id for b in image.live_brokers()}
     out = []
     for topic_id, pid in sorted(image.moving, key=lambda k: (image.topics_by_id[k[0]], k[1])):
@@ -211,7 +205,7 @@ def completion_records(image: MetadataImage) -> list:
             leader = next((r for r in target if r in isr and r in alive), None)
             if leader is None:
                 continue
-        out.append(Controller._change(
+        out.append(records.partition_change(
             topic_id, pid, replicas=target, isr=isr, adding=[], removing=[],
             leader=leader if leader != reg.leader else NO_LEADER_CHANGE))
     return out

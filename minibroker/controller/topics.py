@@ -1,11 +1,9 @@
-"""Topic operations of the controller: create, delete, add partitions, alter configs.
+"""Topic operations of the controller: create, delete, alter configs.
 
-Each function validates against the current image and returns records (plus per-item results);
-`Controller.commit` appends, replays and propagates them.
+Each is a plain function of the frozen image and the request: it validates and returns
+Result(records, response); `Controller` appends, replays and propagates the records.
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from kafka.errors import (InvalidConfigurationError, InvalidPartitionsError,
                           InvalidReplicationAssignmentError, InvalidReplicationFactorError,
@@ -13,26 +11,38 @@ from kafka.errors import (InvalidConfigurationError, InvalidPartitionsError,
                           UnknownTopicOrPartitionError)
 
 from minibroker.broker.topic_names import invalid_reason
+from minibroker.controller import records
 from minibroker.controller.image import MetadataImage
 from minibroker.controller.placement import assign_replicas
+from minibroker.controller.result import ItemResult, Result
+from minibroker.ids import IdSource
 from minibroker.log import config as log_config
-from minibroker.protocol import records as R
 
-TOPIC = 2
-
-
-@dataclass
-class ItemResult:
-    error_code: int = 0
-    message: str | None = None
-    topic_id: object = None
-    partitions: int = -1
-    replication_factor: int = -1
+# (name, partitions, replication factor, {partition: replicas} | None, configs); -1: the default
+TopicSpec = tuple[str, int, int, "dict[int, list[int]] | None", "dict[str, str]"]
 
 
-def create_topic_records(image: MetadataImage, ids, name: str, partitions: int,
-                         replication_factor: int, assignments: dict[int, list[int]] | None,
-                         configs: dict[str, str], defaults) -> tuple[list, ItemResult]:
+def create_topics(image: MetadataImage, specs: list[TopicSpec], ids: IdSource,
+                  defaults) -> Result[list[ItemResult]]:
+    """defaults: num_partitions and default_replication_factor (the cluster config)."""
+    out, results, names = [], [], set()
+    for name, partitions, rf, assignments, configs in specs:
+        if name in names:
+            results.append(ItemResult(TopicAlreadyExistsError.errno,
+                                      f"Topic '{name}' already exists."))
+            continue
+        recs, res = _create_topic(image, ids, name, partitions, rf, assignments, configs,
+                                  defaults)
+        results.append(res)
+        if recs:
+            out += recs
+            names.add(name)
+    return Result(tuple(out), results)
+
+
+def _create_topic(image: MetadataImage, ids: IdSource, name: str, partitions: int,
+                  replication_factor: int, assignments: dict[int, list[int]] | None,
+                  configs: dict[str, str], defaults) -> tuple[list, ItemResult]:
     reason = invalid_reason(name)
     if reason:
         return [], ItemResult(InvalidTopicError.errno, reason)
@@ -73,63 +83,45 @@ def create_topic_records(image: MetadataImage, ids, name: str, partitions: int,
             return [], ItemResult(InvalidConfigurationError.errno, str(e))
     topic_id = ids.topic_id()
     alive = {b.broker_id for b in live}
-    records = [R.TopicRecord(name=name, topic_id=topic_id),
-               R.TopicPartitionCountRecord(topic_id=topic_id, initial_partition_count=len(parts),
-                                           undeleted_partition_count=len(parts))]
-    for k, v in sorted(configs.items()):
-        records.append(R.ConfigRecord(resource_type=TOPIC, resource_name=name, name=k, value=v))
-    records += partition_records(topic_id, parts, alive)
-    return records, ItemResult(0, None, topic_id, len(parts), replication_factor)
+    out = [records.topic(name, topic_id),
+           records.partition_count(topic_id, len(parts), len(parts))]
+    out += [records.topic_config(name, k, v) for k, v in sorted(configs.items())]
+    out += records.partitions(topic_id, parts, alive)
+    return out, ItemResult(0, None, topic_id, len(parts), replication_factor)
 
 
-def partition_records(topic_id, parts: dict[int, tuple[int, ...]], alive: set[int],
-                      after_creation: tuple[tuple[int, int], ...] = (),
-                      removed_leader_epochs: tuple[tuple[int, int], ...] = ()) -> list:
-    """PartitionRecords for new partitions; an index removed before (KIP-253) starts one leader
-    epoch above its last incarnation's."""
-    first_epoch = {p: e + 1 for p, e in removed_leader_epochs}
-    out = []
-    for p, reps in sorted(parts.items()):
-        isr = [r for r in reps if r in alive] or list(reps)
-        leader = next((r for r in reps if r in alive), -1)
-        out.append(R.PartitionRecord(
-            partition_id=p, topic_id=topic_id, replicas=list(reps), isr=isr,
-            removing_replicas=[], adding_replicas=[], leader=leader,
-            leader_epoch=first_epoch.get(p, 0),
-            partition_epoch=0, leader_epoch_after_creation=[
-                R.PartitionRecord.PartitionLeaderEpochAfterCreation(partition_index=k, leader_epoch=v)
-                for k, v in after_creation]))
-    return out
+def delete_topics(image: MetadataImage, names: list[str]) -> Result[list[ItemResult]]:
+    out, results, gone = [], [], set()
+    for name in names:
+        t = image.topics.get(name) if name not in gone else None     # named twice: gone now
+        gone.add(name)
+        if t is None:
+            results.append(ItemResult(UnknownTopicOrPartitionError.errno,
+                                      "This server does not host this topic-partition."))
+            continue
+        out.append(records.remove_topic(t.topic_id))
+        results.append(ItemResult(0, None, t.topic_id))
+    return Result(tuple(out), results)
 
 
-def delete_topic_records(image: MetadataImage, name: str) -> tuple[list, ItemResult]:
-    t = image.topics.get(name)
-    if t is None:
-        return [], ItemResult(UnknownTopicOrPartitionError.errno,
-                              "This server does not host this topic-partition.")
-    return [R.RemoveTopicRecord(topic_id=t.topic_id)], ItemResult(0, None, t.topic_id)
-
-
-def alter_topic_config_records(image: MetadataImage, name: str, changes: dict[str, str | None],
-                               replace: bool) -> tuple[list, ItemResult]:
+def alter_topic_configs(image: MetadataImage, name: str, changes: dict[str, str | None],
+                        replace: bool) -> Result[ItemResult]:
     """changes: name → value (None deletes). replace=True is legacy AlterConfigs semantics."""
     t = image.topics.get(name)
     if t is None:
-        return [], ItemResult(UnknownTopicOrPartitionError.errno, f"Topic {name} does not exist")
+        return Result((), ItemResult(UnknownTopicOrPartitionError.errno,
+                                     f"Topic {name} does not exist"))
     for k, v in sorted(changes.items()):
         if k not in log_config.DEFAULTS:
-            return [], ItemResult(InvalidConfigurationError.errno,
-                                  f"Unknown topic config name: {k}")
+            return Result((), ItemResult(InvalidConfigurationError.errno,
+                                         f"Unknown topic config name: {k}"))
         if v is not None:
             try:
                 log_config.validate(k, v)
             except ValueError as e:
-                return [], ItemResult(InvalidConfigurationError.errno, str(e))
-    records = []
+                return Result((), ItemResult(InvalidConfigurationError.errno, str(e)))
+    out = []
     if replace:
-        for k in sorted(set(t.configs) - set(changes)):
-            records.append(R.ConfigRecord(resource_type=TOPIC, resource_name=name, name=k,
-                                          value=None))
-    for k, v in sorted(changes.items()):
-        records.append(R.ConfigRecord(resource_type=TOPIC, resource_name=name, name=k, value=v))
-    return records, ItemResult(0)
+        out += [records.topic_config(name, k, None) for k in sorted(set(t.configs) - set(changes))]
+    out += [records.topic_config(name, k, v) for k, v in sorted(changes.items())]
+    return Result(tuple(out), ItemResult(0))

@@ -271,7 +271,13 @@ def build_control_batch(commit: bool, producer_id: int, producer_epoch: int, *, 
 def record_timestamps(data: bytes | bytearray | memoryview) -> Iterator[tuple[int, int]]:
     """(offset, timestamp) of every record of one stored batch, decompressing if needed.
 
-    The one place the log reads records (timestamp lookups); uses kafka-python's decoder."""
+    The one place the log reads records (timestamp lookups); uses kafka-python's decoder. The fields
+    inside an uncompressed client record are not validated on append (records_check), so a record
+    that does not decode ends the walk with the batch's own (base offset, max timestamp)."""
     from kafka.record.default_records import DefaultRecordBatch
-    for record in DefaultRecordBatch(data):
-        yield record.offset, record.timestamp
+    try:
+        for record in DefaultRecordBatch(data):
+            yield record.offset, record.timestamp
+    except Exception:  # kafka-python raises assorted errors on a malformed record
+        fields = HEADER.unpack_from(data, 0)
+        yield fields[0], fields[8]

@@ -29,12 +29,13 @@ from typing import Any, Callable, Iterator, NamedTuple
 from kafka.errors import InvalidRecordError, MessageSizeTooLargeError, OffsetOutOfRangeError
 
 from minibroker.log.batch import (
-    LOG_APPEND_TIME, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, BatchHeader, increment_sequence, parse_batches,
+    HEADER_SIZE, LOG_APPEND_TIME, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, BatchHeader, increment_sequence, parse_batches,
     patch_batch, record_timestamps, set_log_append_time, validate_client_batch,
 )
 from minibroker.log.config import LogConfig
 from minibroker.log.epochs import LeaderEpochCache
 from minibroker.log.memory import LogMemory
+from minibroker.log.records_check import check_records
 from minibroker.log.producer_state import (
     CLIENT, REPLICATION, BatchMetadata, ProducerStateEntry, ProducerStateManager,
 )
@@ -160,6 +161,9 @@ class PartitionLog:
                 raise MessageSizeTooLargeError(
                     f"The record batch size in the append to {self.topic}-{self.partition} is {h.size} bytes "
                     f"which exceeds the maximum configured value of {max_bytes}.")
+            if origin == CLIENT:
+                start = h.offset_in_buf + HEADER_SIZE
+                check_records(view[start:h.offset_in_buf + h.size], h.records_count, h.compression)
             bases.append(next_offset)
             next_offset += h.last_offset_delta + 1
             with_producer_id = with_producer_id or h.producer_id >= 0

@@ -1,5 +1,9 @@
 """asyncio TCP server: one KafkaServerConnection per client socket.
 
+The listener knows nothing of brokers: it is handed `handle(conn, frame)`, a callable returning the
+coroutine that answers one request frame with the framed response buffers (or None: no response);
+minibroker.broker.dispatch provides it. network/memory.py drives the same connection without a socket.
+
 Requests on a connection are handled concurrently (a long-poll Fetch does not hold up a Produce),
 but responses leave strictly in request order. State changes happen synchronously in handlers
 before their first await, so requests on one connection still apply in arrival order.
@@ -9,14 +13,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable, Coroutine
 
-from minibroker.broker.dispatch import dispatch
 from minibroker.network.sockopts import SocketTuning
 from minibroker.protocol.framing import FrameReader, ProtocolViolation
 
-if TYPE_CHECKING:
-    from minibroker.broker.broker import Broker
+# handle(conn, frame) -> a coroutine answering one request frame (see the module docstring).
+Handle = Callable[[Any, memoryview], Coroutine[Any, Any, "list | None"]]
 
 log = logging.getLogger("minibroker.network")
 
@@ -85,9 +88,12 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
     complete in order are collected and written with one writelines() per batch of received
     frames or per completed Task."""
 
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        self.reader = FrameReader(broker.config.socket_request_max_bytes)
+    def __init__(self, handle: Handle, max_request_bytes: int, connections: set,
+                 name: str = "server") -> None:
+        self.handle = handle
+        self.connections = connections      # the server's open connections (closed on stop)
+        self.name = name                    # for log lines, e.g. "broker 1"
+        self.reader = FrameReader(max_request_bytes)
         self.get_buffer = self.reader.get_buffer    # the loop calls it on every receive: one call less
         self.pending: collections.deque = collections.deque()     # Tasks and _Completed, in order
         self.transport: asyncio.Transport | None = None
@@ -101,16 +107,15 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
         self.tuning = SocketTuning(transport)
-        self.broker.connections.add(self)
+        self.connections.add(self)
 
     def connection_lost(self, exc) -> None:
         self.closed = True
-        self.broker.connections.discard(self)
+        self.connections.discard(self)
 
     def close(self, reason: str) -> None:
         if not self.closed:
-            log.warning("broker %d: closing connection from %s: %s",
-                        self.broker.node_id, self.peer, reason)
+            log.warning("%s: closing connection from %s: %s", self.name, self.peer, reason)
             self.closed = True
             if self.transport is not None:
                 self.transport.close()
@@ -144,12 +149,12 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
             self._handle_frames(frames)
 
     def _handle_frames(self, frames: list) -> None:
-        broker = self.broker
+        handle = self.handle
         pending = self.pending
         loop = None
         out = None          # responses ready while nothing is queued ahead of them, in order
         for frame in frames:
-            coro = dispatch(broker, self, frame)
+            coro = handle(self, frame)
             try:
                 first = coro.send(None)
             except StopIteration as stop:
@@ -201,7 +206,7 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
                 if isinstance(exc, ProtocolViolation):
                     self.close(str(exc))
                 else:
-                    log.error("broker %d: handler failed", self.broker.node_id, exc_info=exc)
+                    log.error("%s: handler failed", self.name, exc_info=exc)
                     self.close(f"internal error: {exc!r}")
                 continue
             parts = task.result()
@@ -237,7 +242,9 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         self._update_reading()
 
 
-async def start_listener(broker: "Broker", host: str, port: int) -> asyncio.base_events.Server:
+async def start_listener(handle: Handle, host: str, port: int, *, max_request_bytes: int,
+                         connections: set, name: str = "server") -> asyncio.base_events.Server:
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: KafkaServerConnection(broker), host, port,
-                                    reuse_address=True, backlog=1024)
+    return await loop.create_server(
+        lambda: KafkaServerConnection(handle, max_request_bytes, connections, name), host, port,
+        reuse_address=True, backlog=1024)

@@ -1,0 +1,46 @@
+"""Every request handler, listed by API key: the registry a reader scans to find one.
+
+Importing this package registers each module's `@handles` function with minibroker.broker.dispatch
+(broker.py imports it). File names sort as text (k1000 before k11); this listing is in key order.
+A new handler module is added here (tests/test_architecture.py checks that none is missing).
+"""
+from minibroker.broker.handlers import (  # noqa: F401 — imported to register their handlers
+    k00_produce,
+    k01_fetch,
+    k02_list_offsets,
+    k03_metadata,
+    k04_leader_and_isr,
+    k05_stop_replica,
+    k06_update_metadata,
+    k08_offset_commit,
+    k09_offset_fetch,
+    k10_find_coordinator,
+    k11_join_group,
+    k12_heartbeat,
+    k13_leave_group,
+    k14_sync_group,
+    k15_describe_groups,
+    k16_list_groups,
+    k18_api_versions,
+    k19_create_topics,
+    k20_delete_topics,
+    k21_delete_records,
+    k22_init_producer_id,
+    k23_offset_for_leader_epoch,
+    k32_describe_configs,
+    k33_alter_configs,
+    k35_describe_log_dirs,
+    k37_create_partitions,
+    k42_delete_groups,
+    k44_incremental_alter_configs,
+    k45_alter_partition_reassignments,
+    k46_list_partition_reassignments,
+    k47_offset_delete,
+    k60_describe_cluster,
+    k68_consumer_group_heartbeat,
+    k69_consumer_group_describe,
+    k1000_consumer_group_position,
+    k1001_partition_leader_epochs_for_partitions,
+    k1002_assign_partitions,
+    k1003_partition_assignment_status,
+)

@@ -1,0 +1,43 @@
+"""What a controller operation returns (Kafka's ControllerResult), and how a procedure can end.
+
+An operation is a plain function `op(image, request, ids) -> Result(records, response)`: it reads
+the frozen image and decides; the controller appends the records, replays them into a
+MetadataDelta and only then answers with the response.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Result(Generic[T]):
+    records: tuple            # in log order
+    response: T
+    # The same records cut into log steps, for a procedure whose half-done state must be
+    # resumable from the log (KIP-253's two steps); empty: one step.
+    steps: tuple[tuple, ...] = ()
+
+    @classmethod
+    def in_steps(cls, steps, response: T) -> "Result[T]":
+        steps = tuple(tuple(s) for s in steps)
+        return cls(tuple(r for s in steps for r in s), response, steps)
+
+    def log_steps(self) -> tuple[tuple, ...]:
+        return self.steps or (self.records,)
+
+
+@dataclass
+class ItemResult:
+    """One topic's answer to CreateTopics, DeleteTopics, CreatePartitions or AlterConfigs."""
+    error_code: int = 0
+    message: str | None = None
+    topic_id: object = None
+    partitions: int = -1
+    replication_factor: int = -1
+
+
+class ControllerHalted(Exception):
+    """A named fault site stopped the controller between two steps of a procedure."""

@@ -1,0 +1,101 @@
+"""In-memory transport: a client connection joined to a server's `handle(conn, frame)` by a pipe.
+
+    client = connect(broker.handle)
+    resp = await client.request(ApiVersionsRequest(), 3)
+
+Both ends are the real protocol objects (KafkaClientConnection, KafkaServerConnection), so the
+same framing, concurrent handling and in-order responses apply as over TCP; only the socket is
+replaced. Each write reaches the other end in a later loop pass (loop.call_soon, FIFO), as bytes
+read from a socket would: frames arrive in the order written, and no handler runs inside the
+caller's send. For unit tests of a broker's handlers without sockets or ports.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import Any
+
+from minibroker.network.client import KafkaClientConnection
+from minibroker.network.tcp import Handle, KafkaServerConnection
+
+_peer_ids = itertools.count(1)
+
+
+class _PipeEnd(asyncio.Transport):
+    """One end of the pipe: what its protocol writes is delivered to the other end's protocol."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, protocol: Any, peername: tuple) -> None:
+        super().__init__()
+        self._loop = loop
+        self._protocol = protocol
+        self._peername = peername
+        self.peer: _PipeEnd | None = None
+        self._closing = False
+        self._paused = False
+        self._held: list[bytes] = []        # arrived while our protocol paused reading
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._peername if name == "peername" else default
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def write(self, data) -> None:
+        self.writelines([data])
+
+    def writelines(self, parts) -> None:
+        if self._closing:
+            return
+        data = b"".join(parts)      # a copy: the writer may reuse its buffers once this returns
+        if data:
+            self._loop.call_soon(self.peer._arrive, data)
+
+    def _arrive(self, data: bytes) -> None:
+        if self._closing:
+            return
+        if self._paused:
+            self._held.append(data)
+        else:
+            self._protocol.data_received(data)
+
+    def pause_reading(self) -> None:
+        self._paused = True
+
+    def resume_reading(self) -> None:
+        self._paused = False
+        held, self._held = self._held, []
+        for data in held:
+            self._arrive(data)
+
+    def is_reading(self) -> bool:
+        return not self._paused
+
+    def close(self) -> None:
+        """Close both ends, as a socket closed on one side is seen closed on the other."""
+        if self._closing:
+            return
+        self._closing = True
+        self._held = []
+        self._loop.call_soon(self._protocol.connection_lost, None)
+        self.peer.close()
+
+    def abort(self) -> None:
+        self.close()
+
+
+def connect(handle: Handle, *, max_request_bytes: int = 100 * 1024 * 1024,
+            connections: set | None = None, name: str = "memory server",
+            client_id: str = "minibroker") -> KafkaClientConnection:
+    """A client connection whose requests are answered by `handle` (e.g. a Broker's .handle).
+    `connections` receives the server end while it is open (a Broker's own set: stop closes it)."""
+    loop = asyncio.get_running_loop()
+    n = next(_peer_ids)
+    client = KafkaClientConnection(client_id)
+    server = KafkaServerConnection(handle, max_request_bytes,
+                                   connections if connections is not None else set(), name)
+    client_end = _PipeEnd(loop, client, ("memory", 0))
+    server_end = _PipeEnd(loop, server, ("memory", n))
+    client_end.peer, server_end.peer = server_end, client_end
+    server.connection_made(server_end)
+    client.connection_made(client_end)
+    return client
