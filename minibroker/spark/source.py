@@ -175,6 +175,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._last_batch_at = time.monotonic()
         return to_json_offsets(end)
 
+    def getDefaultReadLimit(self):
+        from pyspark.sql.streaming.datasource import ReadMaxRows, ReadMinRows
+        if self.opts.max_offsets_per_trigger:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        if self.opts.min_offsets_per_trigger:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
     def reportLatestOffset(self):
         return None
 
