@@ -8,49 +8,57 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 
-from kafka.errors import for_code
+from kafka.errors import UnknownTopicOrPartitionError, for_code
 from kafka.protocol.admin import (CreatePartitionsRequest, CreateTopicsRequest,
                                   DeleteTopicsRequest)
 from kafka.protocol.metadata import MetadataRequest
 
-from minibroker.network.client import KafkaClientConnection
+from minibroker.cli_common import bootstrap_servers, connect_any, fail
 
 
 def add_topics_parser(sub) -> None:
-    t = sub.add_parser("topics", help="create, alter, delete, list, describe topics")
-    t.add_argument("--bootstrap-server", required=True)
+    t = sub.add_parser("topics", help="create, alter, delete, list, describe topics",
+                       description=__doc__)
+    t.add_argument("--bootstrap-server", required=True, type=bootstrap_servers,
+                   metavar="HOST:PORT[,HOST:PORT...]",
+                   help="brokers to talk to, each tried in turn until one answers")
     g = t.add_mutually_exclusive_group(required=True)
-    for action in ("create", "alter", "delete", "list", "describe"):
-        g.add_argument(f"--{action}", action="store_true")
-    t.add_argument("--topic")
-    t.add_argument("--partitions", type=int, default=-1)
-    t.add_argument("--replication-factor", type=int, default=-1)
-    t.add_argument("--config", action="append", default=[], metavar="NAME=VALUE")
-    t.add_argument("--timeout-ms", type=int, default=30000)
+    for action, what in (("create", "create --topic"), ("alter", "change --topic's partition "
+                         "count (fewer: KIP-253)"), ("delete", "delete --topic"),
+                         ("list", "list topic names"), ("describe", "describe all or --topic")):
+        g.add_argument(f"--{action}", action="store_true", help=what)
+    t.add_argument("--topic", help="topic name")
+    t.add_argument("--partitions", type=int, default=-1,
+                   help="partition count (-1 = the broker's num.partitions)")
+    t.add_argument("--replication-factor", type=int, default=-1,
+                   help="replicas per partition (-1 = default.replication.factor)")
+    t.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
+                   help="a topic config, e.g. retention.ms=60000 (repeat)")
+    t.add_argument("--timeout-ms", type=int, default=30000, help="request timeout")
     t.set_defaults(func=lambda args: asyncio.run(_topics(args)))
 
 
-def _check(code: int, message: str | None, what: str) -> None:
+def _check(code: int, message: str | None, topic: str) -> None:
+    if code == UnknownTopicOrPartitionError.errno:
+        fail(f"Topic '{topic}' does not exist")
     if code:
-        err = for_code(code)
-        sys.exit(f"Error while executing topic command: {err.__name__}: {message or what}")
+        fail(f"Error while executing topic command on '{topic}': {for_code(code).__name__}: "
+             f"{message or 'no details'}")
 
 
 async def _topics(args) -> None:
-    host, _, port = args.bootstrap_server.split(",")[0].rpartition(":")
-    conn = await KafkaClientConnection.connect(host, int(port), client_id="minibroker-topics")
+    conn = await connect_any(args.bootstrap_server, "minibroker-topics")
     try:
         await _run(conn, args)
     finally:
         conn.close()
 
 
-async def _run(conn: KafkaClientConnection, args) -> None:
+async def _run(conn, args) -> None:
     timeout = args.timeout_ms
     if (args.create or args.alter or args.delete) and not args.topic:
-        sys.exit("--topic is required")
+        fail("--create, --alter and --delete need --topic")
     if args.create:
         T = CreateTopicsRequest.CreatableTopic
         cfgs = [T.CreatableTopicConfig(name=k, value=v)
@@ -60,23 +68,23 @@ async def _run(conn: KafkaClientConnection, args) -> None:
             replication_factor=args.replication_factor, assignments=[], configs=cfgs)],
             timeout_ms=timeout, validate_only=False), 5)
         r = resp.topics[0]
-        _check(r.error_code, r.error_message, "create")
+        _check(r.error_code, r.error_message, args.topic)
         print(f"Created topic {args.topic}.")
     elif args.alter:
         if args.partitions < 0:
-            sys.exit("--alter needs --partitions")
+            fail("--alter needs --partitions")
         P = CreatePartitionsRequest.CreatePartitionsTopic
         resp = await conn.request(CreatePartitionsRequest(topics=[P(
             name=args.topic, count=args.partitions, assignments=None)], timeout_ms=timeout,
             validate_only=False), 3)
         r = resp.results[0]
-        _check(r.error_code, r.error_message, "alter")
+        _check(r.error_code, r.error_message, args.topic)
         print(f"Altered partition count of {args.topic} to {args.partitions}.")
     elif args.delete:
         resp = await conn.request(DeleteTopicsRequest(topic_names=[args.topic], topics=[],
                                                       timeout_ms=timeout), 4)
         r = resp.responses[0]
-        _check(r.error_code, getattr(r, "error_message", None), "delete")
+        _check(r.error_code, getattr(r, "error_message", None), args.topic)
         print(f"Deleted topic {args.topic}.")
     else:
         topics = None if not args.topic else [MetadataRequest.MetadataRequestTopic(

@@ -8,49 +8,103 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import ipaddress
 import logging
 import signal
 import sys
 
+from minibroker.cli_common import CommandError, Parser, fail, one_line, os_reason, port
 from minibroker.config import ClusterConfig
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def _overrides(pairs: list[str]) -> dict:
+    """--override NAME=VALUE pairs -> ClusterConfig fields; unknown names are refused, as Kafka
+    refuses an unknown broker config in AlterConfigs."""
+    from minibroker.log.config import BROKER_CONFIGS
     names = ClusterConfig.kafka_names()
     out: dict = {}
     extra: dict[str, str] = {}
     for pair in pairs:
-        key, _, value = pair.partition("=")
+        key, sep, value = pair.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            fail(f"--override expects NAME=VALUE, got {pair!r}")
         field = names.get(key)
         if field is None:
+            if key not in BROKER_CONFIGS:
+                fail(f"Unknown broker config {key} (the known ones: minibroker serve --help)")
             extra[key] = value
             continue
         default = getattr(ClusterConfig, field)
-        out[field] = value.lower() == "true" if isinstance(default, bool) else type(default)(value)
+        if isinstance(default, bool):
+            if value.lower() not in ("true", "false"):
+                fail(f"Invalid value {value} for configuration {key}: "
+                     "Expected value to be either true or false")
+            out[field] = value.lower() == "true"
+            continue
+        try:
+            out[field] = type(default)(value)
+        except ValueError:
+            fail(f"Invalid value {value} for configuration {key}: Not a number")
     if extra:
         out["extra"] = extra
     return out
 
 
-async def _serve(args) -> None:
+def _config(args) -> ClusterConfig:
+    """The serve flags as a ClusterConfig, every mistake reported in the flag's own words."""
+    if args.brokers < 1:
+        fail(f"--brokers must be at least 1, got {args.brokers}")
+    racks = tuple(args.rack or ())
+    if len(racks) > args.brokers:
+        fail(f"{len(racks)} --rack values for {args.brokers} brokers (at most one per broker)")
+    if args.port and args.port + args.brokers - 1 > 65535:
+        fail(f"--port {args.port} leaves no room for {args.brokers} brokers (ports end at 65535)")
+    try:
+        return ClusterConfig(brokers=args.brokers, host=args.host, port=args.port, racks=racks,
+                             seed=args.seed, **_overrides(args.override))
+    except ValueError as e:
+        fail(one_line(e))
+
+
+def _host(text: str) -> str:
+    # A dotted number that is no IPv4 address would be looked up in DNS and fail late.
+    if text.replace(".", "").isdigit():
+        try:
+            ipaddress.ip_address(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid host {text!r}: not an IPv4 address") \
+                from None
+    return text
+
+
+async def _serve(args, config: ClusterConfig) -> None:
     from minibroker.cluster import Cluster
     from minibroker.log.memory import keep_freed_batches_for_reuse
     keep_freed_batches_for_reuse()
-    racks = tuple(args.rack) if args.rack else ()
-    cluster = Cluster(ClusterConfig(brokers=args.brokers, host=args.host, port=args.port,
-                                    racks=racks, seed=args.seed, **_overrides(args.override)))
+    try:
+        cluster = Cluster(config)
+    except ValueError as e:                  # a log.* override's value (Kafka's wording)
+        fail(one_line(e))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await cluster.start()
+    try:
+        await cluster.start()
+    except OSError as e:                     # port in use, address not ours, unknown host
+        ports = (f"{config.port}-{config.port + config.brokers - 1}"
+                 if config.port and config.brokers > 1 else str(config.port))
+        fail(f"cannot listen on {config.host} port {ports}: {os_reason(e)}")
     # Everything allocated so far (modules, kafka-python's schemas: ~45,000 objects) lives as long
     # as the process: out of the collector's sight, a full collection scans only what the brokers
     # hold, and no longer stalls every broker for 10-35 ms once produced batches trigger one.
     gc.collect()
     gc.freeze()
     print(f"BOOTSTRAP {cluster.bootstrap}", flush=True)
-    print(f"minibroker: {args.brokers} brokers, cluster id {cluster.cluster_id}; "
+    print(f"minibroker: {config.brokers} brokers, cluster id {cluster.cluster_id}; "
           "Ctrl-C to stop", file=sys.stderr, flush=True)
     await stop.wait()
     await cluster.stop()
@@ -64,31 +118,58 @@ def _run(coro) -> None:
         asyncio.run(coro)
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="minibroker", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = ap.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("serve", help="run a cluster until SIGTERM/SIGINT")
-    s.add_argument("--brokers", type=int, default=3)
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=9092,
+def _config_names() -> str:
+    from minibroker.log.config import BROKER_CONFIGS
+    defaults = ClusterConfig().describe()
+    lines = [f"  {name}={defaults[name]}" for name in sorted(defaults)]
+    lines += [f"  {name} (a topic default; unset: Kafka's)" for name in sorted(BROKER_CONFIGS)]
+    return "broker configs for --override, with their defaults:\n" + "\n".join(lines)
+
+
+def parser() -> Parser:
+    from minibroker import __version__
+    ap = Parser(prog="minibroker", description=__doc__)
+    ap.add_argument("--version", action="version", version=f"minibroker {__version__}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    s = sub.add_parser("serve", help="run a cluster until SIGTERM/SIGINT", description=__doc__,
+                       epilog=_config_names())
+    s.add_argument("--brokers", type=int, default=3, help="number of brokers")
+    s.add_argument("--host", type=_host, default="127.0.0.1", help="address to listen on")
+    s.add_argument("--port", type=port, default=9092,
                    help="first broker's port; the others follow (0 = any free ports)")
-    s.add_argument("--rack", action="append", help="broker.rack of broker 1, 2, ... (repeat)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--rack", action="append",
+                   help="broker.rack of broker 1, 2, ... (repeat, at most once per broker)")
+    s.add_argument("--seed", type=int, default=0, help="seed of cluster and producer ids")
     s.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
-                   help="a broker config by its Kafka name, e.g. num.partitions=3")
-    s.add_argument("--log-level", default="WARNING")
+                   help="a broker config by its Kafka name, e.g. num.partitions=3 (repeat; "
+                        "the names are listed below)")
+    s.add_argument("--log-level", default="WARNING", type=str.upper, choices=LOG_LEVELS,
+                   help="logging level on stderr")
+    # Subcommands: each module adds its own parser (keep one line per command here).
     from minibroker.admin_cli import add_topics_parser
     from minibroker.reassign_cli import add_reassign_parser
     add_topics_parser(sub)
     add_reassign_parser(sub)
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=getattr(args, "log_level", "WARNING"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.command == "serve":
-        _run(_serve(args))
-    else:
-        args.func(args)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
+    level = getattr(args, "log_level", "WARNING")
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command == "serve":
+            config = _config(args)
+            _run(_serve(args, config))
+        else:
+            args.func(args)
+    except CommandError as e:
+        sys.exit(f"minibroker {args.command}: error: {e}")
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as e:  # noqa: BLE001 — one line for the user; the traceback at DEBUG
+        logging.getLogger("minibroker.cli").debug("%s failed", args.command, exc_info=True)
+        sys.exit(f"minibroker {args.command}: error: {type(e).__name__}: {one_line(e)}")
 
 
 if __name__ == "__main__":

@@ -74,11 +74,16 @@ class Cluster:
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> "Cluster":
-        for b in self.brokers.values():
-            await b.start()
-        await self.start_controller()
-        for b in self.brokers.values():
-            b.broker_epoch = await self.controller.register_broker(b.node_id, b.host, b.port, b.rack)
+        try:
+            for b in self.brokers.values():
+                await b.start()
+            await self.start_controller()
+            for b in self.brokers.values():
+                b.broker_epoch = await self.controller.register_broker(b.node_id, b.host, b.port,
+                                                                       b.rack)
+        except BaseException:
+            await self.stop()                # close the listeners already open (a port taken)
+            raise
         return self
 
     async def stop(self) -> None:

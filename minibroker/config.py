@@ -5,6 +5,16 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 
+# Kafka's ConfigDef lower bounds (atLeast) for the broker configs that have one.
+_AT_LEAST = {"num_partitions": 1, "default_replication_factor": 1, "min_insync_replicas": 1,
+             "socket_request_max_bytes": 1, "offsets_topic_num_partitions": 1,
+             "offsets_topic_replication_factor": 1, "transaction_state_log_num_partitions": 1,
+             "offsets_retention_minutes": 1, "offsets_retention_check_interval_ms": 1,
+             "log_retention_check_interval_ms": 1, "group_max_size": 1,
+             "replica_fetch_max_bytes": 0, "message_max_bytes": 0, "fetch_max_bytes": 0,
+             "group_initial_rebalance_delay_ms": 0}
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     brokers: int = 3
@@ -43,7 +53,39 @@ class ClusterConfig:
     controlled_shutdown_enable: bool = True
     partition_deletion_check_interval_ms: int = 5000     # KIP-253: drained marked partitions
     reassign_partitions_status_min_retention_ms: int = 86400000   # KIP-179: finished requests
-    extra: dict[str, str] = field(default_factory=dict)   # any other broker config, by Kafka name
+    extra: dict[str, str] = field(default_factory=dict)   # log.* topic synonyms, by Kafka name
+
+    def __post_init__(self) -> None:
+        problem = self.problem()
+        if problem:
+            raise ValueError(problem)
+
+    def problem(self) -> str | None:
+        """What is wrong with this configuration, in Kafka's ConfigException wording, or None."""
+        if self.brokers < 1:
+            return f"Invalid value {self.brokers} for brokers: Value must be at least 1"
+        if len(self.racks) > self.brokers:
+            return f"{len(self.racks)} racks given for {self.brokers} brokers"
+        if not 0 <= self.port <= 65536 - self.brokers:
+            return f"Invalid port {self.port} for {self.brokers} brokers: ports are 0-65535"
+        for kname, fname in self.kafka_names().items():
+            value, default = getattr(self, fname), getattr(ClusterConfig, fname)
+            if isinstance(default, bool):
+                if not isinstance(value, bool):
+                    return (f"Invalid value {value} for configuration {kname}: "
+                            "Expected value to be either true or false")
+            elif not isinstance(default, int):
+                continue
+            elif not isinstance(value, (int, float)) or isinstance(value, bool):
+                return f"Invalid value {value} for configuration {kname}: Not a number of type INT"
+            elif fname in _AT_LEAST and value < _AT_LEAST[fname]:
+                return (f"Invalid value {value} for configuration {kname}: "
+                        f"Value must be at least {_AT_LEAST[fname]}")
+        from minibroker.log.config import BROKER_CONFIGS
+        unknown = sorted(set(self.extra) - BROKER_CONFIGS)
+        if unknown:
+            return f"Unknown broker config {unknown[0]}"
+        return None
 
     def rack_of(self, broker_id: int) -> str | None:
         return self.racks[broker_id - 1] if broker_id - 1 < len(self.racks) else None

@@ -15,19 +15,24 @@ import asyncio
 import json
 import sys
 
+from minibroker.cli_common import bootstrap_servers, connect_any
 from minibroker.client.admin import Admin
 from minibroker.client.records import TopicPartition
 
 
 def add_reassign_parser(sub) -> None:
-    r = sub.add_parser("reassign-partitions",
+    r = sub.add_parser("reassign-partitions", description=__doc__,
                        help="move partitions between brokers (KIP-179) and follow the progress")
-    r.add_argument("--bootstrap-server", required=True)
+    r.add_argument("--bootstrap-server", required=True, type=bootstrap_servers,
+                   metavar="HOST:PORT[,HOST:PORT...]", help="brokers to talk to")
     g = r.add_mutually_exclusive_group(required=True)
-    for action in ("execute", "progress", "verify"):
-        g.add_argument(f"--{action}", action="store_true")
-    r.add_argument("--reassignment-json-file")
-    r.add_argument("--request", type=int, default=-1, help="request id (default: the latest)")
+    for action, what in (("execute", "start the moves in --reassignment-json-file"),
+                         ("progress", "each new replica's share of the leader's log"),
+                         ("verify", "whether the file's moves are complete")):
+        g.add_argument(f"--{action}", action="store_true", help=what)
+    r.add_argument("--reassignment-json-file", metavar="FILE",
+                   help="Kafka's reassignment JSON (--execute, --verify)")
+    r.add_argument("--request", type=int, default=-1, help="request id (-1: the latest)")
     r.set_defaults(func=lambda args: asyncio.run(_reassign(args)))
 
 
@@ -44,6 +49,7 @@ def _targets(path: str | None) -> dict[TopicPartition, list[int]]:
 
 
 async def _reassign(args) -> None:
+    (await connect_any(args.bootstrap_server, "minibroker-reassign")).close()  # one clear error
     async with Admin(args.bootstrap_server, client_id="minibroker-reassign") as admin:
         if args.execute:
             await _execute(admin, _targets(args.reassignment_json_file))

@@ -6,13 +6,20 @@ responses are built with the same classes so tests compare whole responses (STYL
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any, Callable
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatch
 
+from minibroker.broker.broker import Broker
+from minibroker.broker.faults import Faults
+from minibroker.clock import Clock
 from minibroker.cluster import Cluster
+from minibroker.config import ClusterConfig
+from minibroker.ids import IdSource
+from minibroker.protocol.messages import LeaderAndIsrRequest
 from minibroker.log.batch import build_batch
 from minibroker.network.client import KafkaClientConnection, decode_response
 
@@ -28,6 +35,8 @@ _FTopic = FetchRequest.FetchTopic
 _FPart = _FTopic.FetchPartition
 _LTopic = ListOffsetsRequest.ListOffsetsTopic
 _LPart = _LTopic.ListOffsetsPartition
+_LaiTopic = LeaderAndIsrRequest.LeaderAndIsrTopicState
+_LaiPart = _LaiTopic.LeaderAndIsrPartitionState
 
 
 def wire(resp: Any, version: int) -> Any:
@@ -150,3 +159,24 @@ async def wait_for_isr(c: Cluster, topic: str, partition: int, isr: set[int],
             raise AssertionError(f"ISR of {topic}-{partition} never became {sorted(isr)}: "
                                  f"{await c.partition_state(topic, partition)}")
         await asyncio.sleep(0.05)
+
+
+# ---------------------------------------------------------------------- one broker, no sockets
+async def memory_broker(faults: Faults | None = None) -> Broker:
+    """Broker 1 alone, started without a listener: reach it with network.memory.connect(b.handle)."""
+    b = Broker(1, ClusterConfig(), Clock(), IdSource(1), controller_channel=None,
+               faults=faults or Faults())
+    await b.start(listen=False)
+    return b
+
+
+def lead_request(topic: str, node_id: int) -> LeaderAndIsrRequest:
+    """What the controller sends a broker that now leads topic-0 alone (RF 1)."""
+    part = _LaiPart(partition_index=0, controller_epoch=1, leader=node_id, leader_epoch=0,
+                    isr=[node_id], partition_epoch=0, replicas=[node_id], adding_replicas=[],
+                    removing_replicas=[], is_new=True, leader_recovery_state=0)
+    return LeaderAndIsrRequest(
+        controller_id=100, is_k_raft_controller=False, controller_epoch=1, broker_epoch=0,
+        request_type=0, live_leaders=[], topic_states=[_LaiTopic(
+            topic_name=topic, topic_id=uuid.UUID(int=7), partition_states=[part],
+            undeleted_partition_count=1, configs=[])])

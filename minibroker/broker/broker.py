@@ -13,11 +13,13 @@ from typing import Any
 import minibroker.broker.handlers  # noqa: F401 — registers every handler with dispatch
 from minibroker.broker.dispatch import handler_for
 from minibroker.broker.faults import Faults
+from minibroker.broker.coordinator_log import ReplicaManagerPartitionWriter
 from minibroker.broker.fetch_session import FetchSessionCache
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
+from minibroker.coordinator.offsets import OFFSETS_TOPIC
 from minibroker.coordinator.runtime import GroupCoordinatorRuntime
 from minibroker.ids import IdSource
 from minibroker.log.config import broker_defaults
@@ -44,8 +46,12 @@ class Broker:
         self.log_defaults = broker_defaults(config.describe())
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
                                                 ids.rng)
-        self.replica_manager = ReplicaManager(self)
-        self.groups = GroupCoordinatorRuntime(self)
+        self.replica_manager = ReplicaManager(node_id, config, clock, self.metadata,
+                                              controller_channel, self.log_defaults)
+        self.groups = GroupCoordinatorRuntime(
+            node_id, config, clock, ids, self.metadata,
+            ReplicaManagerPartitionWriter(self.replica_manager, OFFSETS_TOPIC),
+            lambda specs: self.controller.create_topics(specs, validate_only=False))
         self.connections: set = set()
         # What a listener calls per request frame: network/ knows no broker, only this.
         self.handle = handler_for(self)

@@ -145,14 +145,15 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview) -> list | None:
     cls = handler.request_class
     header = parse_request_header(frame, api_version >= handler.flexible_from)
     ctx = RequestContext(broker, header, api_version, conn, frame)
+    faults = broker.faults
     if handler.raw:
         req = frame[header.body_offset:]
-        # Fault controls see the decoded request, as for every other API.
-        resp = broker.faults.intercept(api_key, decode_exact(cls, req, api_version), ctx) \
-            if broker.faults._controls.get(api_key) else None
+        # Fault hooks see the decoded request, as for every other API (decoded only when set).
+        resp = faults.intercept(api_key, decode_exact(cls, req, api_version), ctx) \
+            if faults.errors_queued or faults._controls.get(api_key) else None
     else:
         req = decode_exact(cls, frame[header.body_offset:], api_version)
-        resp = broker.faults.intercept(api_key, req, ctx)
+        resp = faults.intercept(api_key, req, ctx)
     if resp is None:
         coro = handler.fn(ctx, req)
         # Only the handler refers to the frame now: one that waits may let it go (ctx.frame =

@@ -1,18 +1,22 @@
 """The one interception point for faults (kfake's ControlKey, librdkafka's error stacks).
 
-Tests use these instead of monkeypatching; dispatch consults them before every handler.
+Tests use these instead of monkeypatching; dispatch consults them before every handler, for
+every API key: queued request errors first (answered with broker/error_response.py's generic
+error response), then the controls.
 """
 from __future__ import annotations
 
 import collections
 from typing import Any, Callable
 
+from minibroker.broker.error_response import error_response
+
 
 class Faults:
     def __init__(self) -> None:
         self._controls: dict[int, list[tuple[Callable, bool]]] = collections.defaultdict(list)
         self._errors: dict[int, collections.deque] = collections.defaultdict(collections.deque)
-        self.errors_queued = 0      # handlers skip pop_request_error while this is 0
+        self.errors_queued = 0      # dispatch skips the fault hooks of raw handlers while 0
         self.enabled_sites: set[str] = set()
 
     def control(self, api_key: int, fn: Callable[[Any, Any], Any], keep: bool = True) -> None:
@@ -20,7 +24,8 @@ class Faults:
         self._controls[int(api_key)].append((fn, keep))
 
     def push_request_errors(self, api_key: int, errors: list) -> None:
-        """The next len(errors) requests of api_key fail with these error classes/codes."""
+        """The next len(errors) requests of api_key fail with these error classes/codes: each is
+        answered with the code in every error field (per partition, per group...)."""
         self._errors[int(api_key)].extend(errors)
         self.errors_queued += len(errors)
 
@@ -39,6 +44,11 @@ class Faults:
         self.enabled_sites.discard(site)
 
     def intercept(self, api_key: int, req: Any, ctx: Any) -> Any:
+        """A response standing in for the handler's, or None."""
+        if self.errors_queued:
+            code = self.pop_request_error(api_key)
+            if code:
+                return error_response(req, ctx.api_version, code)
         controls = self._controls.get(api_key)
         if not controls:
             return None

@@ -5,18 +5,22 @@ Responses are decoded by hand (protocol.fast.decode_fetch_response): each partit
 the log as a view of the response frame, which the log copies once when it stores them.
 Truncation uses the leader's DivergingEpoch answer (KIP-320 / Kafka 2.7+ fetch-based truncation):
 we send last_fetched_epoch, and the leader tells us where our log diverged from its own.
+A fetcher is given what it uses (its node id, the config, the metadata cache for the leader's
+address, and a hook run after each append: the log memory cap), not the replica manager.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from kafka.errors import (FencedLeaderEpochError, NotLeaderForPartitionError,
                           OffsetOutOfRangeError, UnknownLeaderEpochError,
                           UnknownTopicOrPartitionError)
 from kafka.protocol.consumer import FetchRequest
 
+from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.config import ClusterConfig
 from minibroker.network.client import KafkaClientConnection
 from minibroker.protocol.fast import (FetchPartitionView, FetchResponseView,
                                       decode_fetch_response)
@@ -24,7 +28,6 @@ from minibroker.protocol.framing import handed_over
 
 if TYPE_CHECKING:
     from minibroker.broker.partition import Partition
-    from minibroker.broker.replica_manager import ReplicaManager
 
 log = logging.getLogger("minibroker.fetcher")
 
@@ -35,8 +38,12 @@ _Part = _Topic.FetchPartition
 
 
 class ReplicaFetcher:
-    def __init__(self, rm: "ReplicaManager", leader_id: int) -> None:
-        self.rm = rm
+    def __init__(self, node_id: int, leader_id: int, config: ClusterConfig,
+                 metadata: MetadataCache, on_appended: Callable[[], object]) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.metadata = metadata
+        self.on_appended = on_appended
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], "Partition"] = {}
         self._task: asyncio.Task | None = None
@@ -65,11 +72,11 @@ class ReplicaFetcher:
 
     async def _connect(self) -> KafkaClientConnection:
         if self._conn is None or self._conn.closed:
-            info = self.rm.broker.metadata.brokers.get(self.leader_id)
+            info = self.metadata.brokers.get(self.leader_id)
             if info is None:
                 raise ConnectionError(f"leader {self.leader_id} unknown")
             self._conn = await KafkaClientConnection.connect(
-                info.host, info.port, client_id=f"broker-{self.rm.node_id}-fetcher")
+                info.host, info.port, client_id=f"broker-{self.node_id}-fetcher")
         return self._conn
 
     async def _run(self) -> None:
@@ -107,7 +114,7 @@ class ReplicaFetcher:
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 — leader down or restarting: retry
-                log.debug("broker %d fetcher for %d: %r", self.rm.node_id, self.leader_id, e)
+                log.debug("broker %d fetcher for %d: %r", self.node_id, self.leader_id, e)
                 if self._conn is not None:
                     self._conn.close()
                     self._conn = None
@@ -117,7 +124,7 @@ class ReplicaFetcher:
     def _build_request(self):
         by_topic: dict[str, list] = {}
         sent = {}
-        max_bytes = self.rm.broker.config.replica_fetch_max_bytes
+        max_bytes = self.config.replica_fetch_max_bytes
         for key in sorted(self.partitions):
             p = self.partitions[key]
             by_topic.setdefault(p.topic, []).append(_Part(
@@ -125,9 +132,9 @@ class ReplicaFetcher:
                 fetch_offset=p.log.log_end_offset, last_fetched_epoch=p.log.epochs.latest_epoch,
                 log_start_offset=p.log.log_start_offset, partition_max_bytes=max_bytes))
             sent[key] = (p, p.log.log_end_offset, p.leader_epoch)
-        cfg = self.rm.broker.config
+        cfg = self.config
         req = FetchRequest(
-            replica_id=self.rm.node_id, max_wait_ms=cfg.replica_fetch_wait_max_ms, min_bytes=1,
+            replica_id=self.node_id, max_wait_ms=cfg.replica_fetch_wait_max_ms, min_bytes=1,
             max_bytes=cfg.replica_fetch_response_max_bytes, isolation_level=0, session_id=0,
             session_epoch=-1, topics=[_Topic(topic=t, partitions=ps) for t, ps in by_topic.items()],
             forgotten_topics_data=[], rack_id="")
@@ -180,7 +187,7 @@ class ReplicaFetcher:
                 return self._truncate_on_divergence(p, div.epoch, div.end_offset)
             if pd.records:      # a view of the response frame: kept if the frame is large, else copied
                 p.log.append_as_follower(pd.records, adopt=handed_over(pd.records))
-                self.rm.log_memory.maybe_evict()
+                self.on_appended()
             if pd.log_start_offset > p.log.log_start_offset:
                 p.log.delete_records_before(min(pd.log_start_offset, p.log.log_end_offset))
             p.update_follower_hw(pd.high_watermark)
@@ -191,6 +198,6 @@ class ReplicaFetcher:
             return True
         if err not in (NotLeaderForPartitionError.errno, FencedLeaderEpochError.errno,
                        UnknownLeaderEpochError.errno, UnknownTopicOrPartitionError.errno):
-            log.warning("broker %d: fetch %s-%d from %d: error %d", self.rm.node_id, p.topic,
+            log.warning("broker %d: fetch %s-%d from %d: error %d", self.node_id, p.topic,
                         p.partition, self.leader_id, err)
         return False                # a LeaderAndIsr is on its way; keep polling gently

@@ -48,7 +48,7 @@ class FirstFetches:
         for key, (p, since) in list(pending.items()):
             f = p.followers.get(replica_id) if p.is_leader else None
             if f is None or f.log_end_offset >= 0 or now - since > GRACE_S \
-                    or p.rm.partitions.get(key) is not p:
+                    or p.removed:
                 del pending[key]
         if not pending:
             del self._pending[replica_id]

@@ -3,21 +3,20 @@
 The leader tracks followers' log end offsets, advances the high watermark to the minimum over
 the ISR, completes acks=all waiters, and asks the controller to shrink/expand the ISR
 (AlterPartition). All state changes are plain synchronous methods; waiting is done on futures.
+A Partition is given what it uses: its node id, clock, log, and how to ask for an ISR change
+(the replica manager's request_isr_change); it knows nothing else of the broker.
 """
 from __future__ import annotations
 
 import asyncio
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Callable
 
 from kafka.errors import NotLeaderForPartitionError
 
-from minibroker.log.config import LogConfig
+from minibroker.clock import Clock
 from minibroker.log.partition_log import PartitionLog
-
-if TYPE_CHECKING:
-    from minibroker.broker.replica_manager import ReplicaManager
 
 
 @dataclass(slots=True)
@@ -29,14 +28,18 @@ class FollowerState:
 
 
 class Partition:
-    def __init__(self, rm: "ReplicaManager", topic: str, topic_id: uuid.UUID, partition: int,
-                 config: LogConfig) -> None:
-        self.rm = rm
+    def __init__(self, node_id: int, topic: str, topic_id: uuid.UUID, partition: int,
+                 log: PartitionLog, clock: Clock,
+                 request_isr_change: Callable[["Partition", tuple[int, ...]], None]) -> None:
+        self.node_id = node_id
+        self.clock = clock
+        self._request_isr_change = request_isr_change
         self.topic = topic
         self.topic_id = topic_id
         self.partition = partition
-        self.log = PartitionLog(topic, partition, config, rm.clock, memory=rm.log_memory)
+        self.log = log
         self.log.high_watermark_of = lambda: self.high_watermark
+        self.removed = False        # no longer hosted here (deleted, or its topic re-created)
         self.leader = -1
         self.leader_epoch = -1
         self.partition_epoch = -1
@@ -58,7 +61,7 @@ class Partition:
     # ------------------------------------------------------------------ role changes
     @property
     def is_leader(self) -> bool:
-        return self.leader == self.rm.node_id
+        return self.leader == self.node_id
 
     @property
     def maximal_isr(self) -> tuple[int, ...]:
@@ -68,12 +71,12 @@ class Partition:
         return self.isr + tuple(r for r in self.pending_isr if r not in self.isr)
 
     def make_leader(self, leader_epoch: int, partition_epoch: int, isr, replicas) -> None:
-        now = self.rm.clock.now_ms()
+        now = self.clock.now_ms()
         new_term = leader_epoch != self.leader_epoch or not self.is_leader
         # The same state sent again (e.g. to every replica when a broker registers) does not
         # answer our in-flight AlterPartition; only a newer partition epoch does.
         changed = new_term or partition_epoch != self.partition_epoch
-        self.leader = self.rm.node_id
+        self.leader = self.node_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.isr = tuple(isr)
@@ -82,10 +85,10 @@ class Partition:
             self.log.epochs.assign(leader_epoch, self.log.log_end_offset)
             self.leader_epoch_start_offset = self.log.log_end_offset
             self.followers = {r: FollowerState(last_caught_up_ms=now if r in self.isr else 0)
-                              for r in self.replicas if r != self.rm.node_id}
+                              for r in self.replicas if r != self.node_id}
         else:
             for r in self.replicas:
-                if r != self.rm.node_id and r not in self.followers:
+                if r != self.node_id and r not in self.followers:
                     self.followers[r] = FollowerState()
         if changed:
             self.isr_change_in_flight = False
@@ -110,7 +113,7 @@ class Partition:
     # ------------------------------------------------------------------ high watermark
     def maybe_increment_high_watermark(self) -> bool:
         # Runs on every produce: the properties (is_leader, maximal_isr) are spelled out here.
-        node_id = self.rm.node_id
+        node_id = self.node_id
         if self.leader != node_id:
             return False
         hw = self.log.log_end_offset
@@ -163,11 +166,6 @@ class Partition:
         self._hw_waiters = []
 
     # ------------------------------------------------------------------ long-poll fetch
-    def data_waiter(self) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
-        self.add_data_waiter(fut)
-        return fut
-
     def add_data_waiter(self, fut: asyncio.Future) -> None:
         """Resolve `fut` (if still pending) on the next append / HW move / role change here. One
         future may wait on many partitions (a Fetch's long poll): its task then wakes directly, in
@@ -210,12 +208,12 @@ class Partition:
         f = self.followers[replica_id]
         if (f.log_end_offset >= self.high_watermark
                 and f.log_end_offset >= self.leader_epoch_start_offset):
-            self.rm.request_isr_change(self, tuple(sorted(self.isr + (replica_id,))))
+            self._request_isr_change(self, tuple(sorted(self.isr + (replica_id,))))
 
     def out_of_sync_replicas(self, now_ms: int, lag_max_ms: int) -> list[int]:
         out = []
         for r in self.isr:
-            if r == self.rm.node_id:
+            if r == self.node_id:
                 continue
             f = self.followers.get(r)
             if f is None or now_ms - f.last_caught_up_ms > lag_max_ms:

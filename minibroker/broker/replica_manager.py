@@ -1,55 +1,111 @@
 """The partitions a broker hosts, as leader or follower, and the background work around them.
 
-Owns: partition state changes from LeaderAndIsr / StopReplica, appends (Produce) and reads
-(Fetch), the replica fetchers of follower partitions, ISR shrinking, and log retention.
-Handlers call in here; nobody reaches into PartitionLog directly.
+Owns: partition state changes from LeaderAndIsr / StopReplica, the leader's append path
+(`append_records`: Produce), the reads of the log (`fetch_records`: Fetch, `list_offset`:
+ListOffsets, `end_offset_for_epoch`: OffsetForLeaderEpoch), the replica fetchers of follower
+partitions, ISR shrinking, and log retention. Handlers call in here and only translate requests
+and answers; nobody else reaches into PartitionLog. The produce and fetch paths build their
+wire-ready per-partition results (protocol.produce_response / protocol.fast) directly: one
+method call per request, no per-batch translation layer.
+
+A ReplicaManager is given what it uses (node id, config, clock, the metadata cache, the
+controller's AlterPartition, the broker's log.* defaults), not the Broker.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import uuid
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from kafka.errors import (FencedLeaderEpochError, NotLeaderForPartitionError,
-                          OffsetOutOfRangeError, PolicyViolationError,
+from kafka.errors import (FencedLeaderEpochError, InvalidRecordError, KafkaError,
+                          NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
+                          NotLeaderForPartitionError, OffsetNotAvailableError,
+                          OffsetOutOfRangeError, PolicyViolationError, RequestTimedOutError,
                           StaleControllerEpochError, UnknownLeaderEpochError,
                           UnknownTopicOrPartitionError)
 
-from minibroker.broker.first_fetch import FirstFetches
+from minibroker.broker.fetcher import ReplicaFetcher
+from minibroker.broker.first_fetch import WAKE, FirstFetches
+from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.partition import Partition
-from minibroker.protocol.errors import INVALID_PARTITION_METADATA
+from minibroker.clock import Clock
+from minibroker.config import ClusterConfig
 from minibroker.log.config import LogConfig
 from minibroker.log.memory import LogMemory
-
-if TYPE_CHECKING:
-    from minibroker.broker.broker import Broker
+from minibroker.log.partition_log import PartitionLog
+from minibroker.protocol.errors import INVALID_PARTITION_METADATA
+from minibroker.protocol.fast import FetchPartition
+from minibroker.protocol.framing import handed_over
+from minibroker.protocol.produce_response import PartitionResult
 
 log = logging.getLogger("minibroker.replica")
 
+_BATCH_LENGTH = struct.Struct(">i")
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+DEBUGGING_REPLICA_ID = -2
+# A partition without data carries empty records, never null: Kafka sends MemoryRecords.EMPTY, and
+# librdkafka fails the whole response on a null ("invalid MessageSetSize -1") and fetches again at
+# once, in a tight loop for as long as the error lasts.
+NO_RECORDS = ()
+
+
+class AlterPartitionSender(Protocol):
+    """The one controller call a replica manager makes (cluster.ControllerChannel has it)."""
+
+    async def alter_partition(self, broker_id: int, topic: str, partition: int,
+                              leader_epoch: int, partition_epoch: int,
+                              new_isr: tuple[int, ...]) -> int: ...
+
+
+def fetch_error(index: int, code: int, high_watermark: int = -1,
+                log_start_offset: int = -1) -> FetchPartition:
+    return FetchPartition(index, code, high_watermark, -1, log_start_offset, NO_RECORDS)
+
+
+def _time_out(futs) -> None:
+    for fut in futs:
+        if not fut.done():
+            fut.set_result(RequestTimedOutError.errno)
+
+
+def _wake(fut) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
 
 class ReplicaManager:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        self.node_id = broker.node_id
-        self.clock = broker.clock
+    def __init__(self, node_id: int, config: ClusterConfig, clock: Clock,
+                 metadata: MetadataCache, controller: AlterPartitionSender,
+                 log_defaults: dict) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.clock = clock
+        self.metadata = metadata
+        self.controller = controller
+        # Topic configs not set on a topic default to the broker's log.* configs (Kafka's synonyms).
+        self.log_defaults = log_defaults
+        self.running = False
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.controller_epoch = -1
         self.topic_undeleted_counts: dict[str, int] = {}
-        self.fetchers: dict[int, "ReplicaFetcher"] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
         self._tasks: list[asyncio.Task] = []
         # Bytes held by this broker's logs, capped by log.memory.max.bytes (minibroker.log.memory).
-        self.log_memory = LogMemory(broker.config.log_memory_max_bytes)
+        self.log_memory = LogMemory(config.log_memory_max_bytes)
         # Followers yet to fetch a partition we newly lead, and their waiting fetches.
         self.first_fetches = FirstFetches()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
+        self.running = True
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._isr_shrink_loop()),
                        loop.create_task(self._retention_loop())]
 
     async def stop(self) -> None:
+        self.running = False
         for t in self._tasks:
             t.cancel()
         for f in list(self.fetchers.values()):
@@ -71,7 +127,7 @@ class ReplicaManager:
         matches, else an error code."""
         p = self.partitions.get((topic, partition))
         if p is None:
-            known = self.broker.metadata.partition(topic, partition) is not None
+            known = self.metadata.partition(topic, partition) is not None
             return None, (NotLeaderForPartitionError.errno if known
                           else UnknownTopicOrPartitionError.errno)
         if current_leader_epoch >= 0:
@@ -123,6 +179,250 @@ class ReplicaManager:
         p.notify_data()
         return low_watermark, 0
 
+    # ------------------------------------------------------------------ Produce: the leader's append
+    def append_records(self, topics, acks: int) -> tuple[dict[str, list], list]:
+        """Append each partition's batch as leader (Kafka's ReplicaManager.appendRecords), for
+        acks 0, 1 or -1. `topics` are protocol.fast's decoded Produce topics. Per partition:
+        leadership and KIP-253 checks, min.insync.replicas, one batch only, the append, the high
+        watermark, retention.bytes, the broker's log memory cap, and a wake-up of waiting fetches.
+        Returns the per-topic PartitionResults and, for acks=-1, the (result, future, partition)
+        of each batch the high watermark has yet to reach: `await_replication` waits for them."""
+        results: dict[str, list] = {}
+        waits = []
+        for td in topics:
+            out = results.setdefault(td.name, [])
+            for pd in td.partitions:
+                p, err = self.leader_partition(td.name, pd.index)
+                if err:
+                    out.append(PartitionResult(pd.index, err))
+                    continue
+                # KIP-253's checks can only fail for a client that sends its partition count, or
+                # on a partition marked for deletion (the call is skipped on the common path).
+                if td.undeleted_partition_count >= 0 or p.leader_epoch_before_deletion:
+                    err = self.check_partition_metadata(p, td.undeleted_partition_count,
+                                                        producing=True)
+                if err:
+                    out.append(PartitionResult(pd.index, err, error_message=(
+                        f"undeleted_partition_count {td.undeleted_partition_count} != "
+                        f"{p.undeleted_partition_count}, or the partition is marked for deletion")))
+                    continue
+                plog = p.log
+                min_isr = plog.config.min_insync_replicas
+                if acks == -1 and len(p.isr) < min_isr:
+                    out.append(PartitionResult(pd.index, NotEnoughReplicasError.errno,
+                                               error_message=f"ISR {list(p.isr)} is smaller than "
+                                               f"min.insync.replicas={min_isr}"))
+                    continue
+                records = pd.records or b""
+                if len(records) >= 12 and \
+                        _BATCH_LENGTH.unpack_from(records, 8)[0] + 12 < len(records):
+                    # Produce v3+: exactly one record batch per partition (Kafka's rule).
+                    out.append(PartitionResult(
+                        pd.index, InvalidRecordError.errno, error_message="Produce requests "
+                        "carry exactly one record batch per partition"))
+                    continue
+                try:
+                    # A large request's batches are kept where they arrived (handed_over), not copied.
+                    res = plog.append_as_leader(records, p.leader_epoch, adopt=handed_over(records))
+                except KafkaError as e:
+                    out.append(PartitionResult(pd.index, e.errno, error_message=str(e)))
+                    continue
+                p.maybe_increment_high_watermark()
+                if plog.size_bytes > plog.config.retention_bytes >= 0:
+                    # An in-memory log is bounded by retention.bytes now, not at the next periodic
+                    # check (log.retention.check.interval.ms): memory freed here is reused by the
+                    # next batches, which costs a tenth of touching fresh pages.
+                    plog.apply_retention(0, p.high_watermark, size_only=True)
+                self.log_memory.maybe_evict()
+                p.notify_data()
+                out.append(PartitionResult(pd.index, 0, res.base_offset, res.log_append_time_ms,
+                                           plog.log_start_offset))
+                if acks == -1 and p.high_watermark <= res.last_offset:
+                    waits.append((out[-1], p.wait_for_high_watermark(res.last_offset + 1), p))
+                elif acks == -1 and len(p.isr) < plog.config.min_insync_replicas:
+                    out[-1].error_code = NotEnoughReplicasAfterAppendError.errno
+        return results, waits
+
+    @staticmethod
+    async def await_replication(waits: list, timeout_ms: int) -> None:
+        """acks=all: wait until the high watermark passes each batch of `waits` (append_records'),
+        or `timeout_ms`; each result then carries its error (REQUEST_TIMED_OUT, NOT_LEADER...,
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below min.insync.replicas)."""
+        # Each future resolves to an error code (0: the high watermark reached the batch). They are
+        # awaited directly, so the caller resumes in the loop pass after the HW moves; a timer
+        # resolves the rest with REQUEST_TIMED_OUT at the deadline. A batch the HW already covers
+        # (RF 1) got no future at all.
+        pending = [w[1] for w in waits if not w[1].done()]
+        if pending:
+            timer = asyncio.get_running_loop().call_later(max(timeout_ms, 0) / 1000, _time_out,
+                                                          pending)
+            try:
+                for fut in pending:
+                    if not fut.done():
+                        await fut
+            finally:
+                timer.cancel()
+        for part, fut, p in waits:
+            if fut.result():
+                part.error_code = fut.result()
+                part.base_offset = -1
+            elif len(p.isr) < p.log.config.min_insync_replicas:
+                part.error_code = NotEnoughReplicasAfterAppendError.errno
+
+    # ------------------------------------------------------------------ Fetch: reading the log
+    async def fetch_records(self, items, replica_id: int, max_wait_ms: int, min_bytes: int,
+                            max_bytes: int, isolation_level: int) -> dict[str, list]:
+        """Read for a consumer (replica_id -1) or a follower (>= 0; its fetch offsets move the
+        high watermark), Kafka's fetchMessages: `items` are (topic, FetchPartition of the request,
+        undeleted partition count). Long-polls up to max_wait_ms until min_bytes are readable,
+        woken by appends / HW moves. Returns protocol.fast FetchPartitions per topic."""
+        follower = replica_id >= 0
+        now = self.clock.now_ms()
+        loop = asyncio.get_running_loop()
+        # Resolve partitions and record follower progress once, before any waiting.
+        plan = []
+        for topic, fp, undeleted_partition_count in items:
+            p, err = self.leader_partition(topic, fp.partition, fp.current_leader_epoch)
+            if not err and not follower:
+                err = self.check_partition_metadata(p, undeleted_partition_count, producing=False)
+            if not err and follower:
+                p.update_follower_fetch(replica_id, fp.fetch_offset, now)
+            plan.append((topic, fp, p, err))
+        max_wait_ms = max(max_wait_ms, 0)
+        min_bytes = min(min_bytes, max_bytes)
+        if follower:
+            max_wait_ms = self.first_fetches.max_wait_ms(replica_id, max_wait_ms)
+        deadline = loop.time() + max_wait_ms / 1000
+        while True:
+            results: dict[str, list] = {}
+            total = 0
+            errors = False
+            remaining = max_bytes
+            waiters = []
+            for topic, fp, p, err in plan:
+                out = results.setdefault(topic, [])
+                if err:
+                    out.append(fetch_error(fp.partition, err))
+                    errors = True
+                    continue
+                plog = p.log
+                div = self._diverging(p, fp.last_fetched_epoch, fp.fetch_offset) \
+                    if follower else None
+                if div is not None:
+                    out.append(FetchPartition(fp.partition, 0, p.high_watermark,
+                                              p.last_stable_offset(), plog.log_start_offset,
+                                              NO_RECORDS, div))
+                    errors = True
+                    continue
+                max_offset = plog.log_end_offset if follower else (
+                    p.last_stable_offset() if isolation_level else p.high_watermark)
+                if not plog.log_start_offset <= fp.fetch_offset <= plog.log_end_offset:
+                    out.append(fetch_error(fp.partition, OffsetOutOfRangeError.errno,
+                                           p.high_watermark, plog.log_start_offset))
+                    errors = True
+                    continue
+                records = ()
+                if fp.fetch_offset < max_offset and remaining > 0:
+                    r = plog.read(fp.fetch_offset, min(fp.partition_max_bytes, remaining),
+                                  max_offset, min_one=(total == 0))
+                    if r.size:
+                        records = r.records
+                        total += r.size
+                        remaining -= r.size
+                else:
+                    waiters.append(p)
+                out.append(FetchPartition(fp.partition, 0, p.high_watermark, p.last_stable_offset(),
+                                          plog.log_start_offset, records))
+            timeout = deadline - loop.time()
+            # A float remainder below the clock's resolution would re-arm a timer that never moves
+            # the (virtual) clock: treat it as elapsed.
+            if total >= min_bytes or errors or timeout <= 1e-6 or not waiters \
+                    or not self.running:
+                return results
+            # One future for every partition waited on: the first append / HW move resolves it and
+            # this task resumes in the next loop pass (no asyncio.wait hop); a timer ends the wait.
+            fut = loop.create_future()
+            for p in waiters:
+                p.add_data_waiter(fut)
+            timer = loop.call_later(timeout, _wake, fut)
+            if follower:
+                self.first_fetches.waiting(replica_id, fut)
+            try:
+                woken_by = await fut
+            finally:
+                timer.cancel()
+                if not fut.done():
+                    fut.cancel()
+                if follower:
+                    self.first_fetches.done_waiting(replica_id, fut)
+            if woken_by is WAKE:
+                return results      # we lead a new partition of this follower: let it fetch that too
+
+    @staticmethod
+    def _diverging(p: Partition, last_fetched_epoch: int, fetch_offset: int):
+        """KIP-320: where a follower's log diverged from ours, as (epoch, end offset), or None."""
+        if last_fetched_epoch < 0:
+            return None
+        epoch, end_offset = p.log.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < last_fetched_epoch or end_offset < fetch_offset:
+            return (epoch, end_offset)
+        return None
+
+    # ------------------------------------------------------------------ ListOffsets, OffsetForLeaderEpoch
+    def list_offset(self, topic: str, partition: int, current_leader_epoch: int, timestamp: int,
+                    isolation_level: int, replica_id: int) -> tuple[int, int, int, int]:
+        """ListOffsets for one partition: (error code, offset, timestamp, leader epoch).
+        replica_id -2 (debugging) and >= 0 get the log end offset for LATEST; consumers the HW.
+        As Kafka's fetchOnlyFromLeader, -2 is answered by any replica (a follower's own log)."""
+        p, err = self.leader_partition(topic, partition, current_leader_epoch,
+                                       leader_only=replica_id != DEBUGGING_REPLICA_ID)
+        if err:
+            return err, -1, -1, -1
+        if timestamp == LATEST and p.is_leader and p.high_watermark < p.leader_epoch_start_offset:
+            # KIP-207: a new leader's HW may lag the previous leader's; don't answer low.
+            return OffsetNotAvailableError.errno, -1, -1, -1
+        offset, ts = self._lookup(p, timestamp, isolation_level, replica_id)
+        epoch = p.log.epochs.epoch_for_offset(offset) if offset >= 0 else -1
+        return 0, offset, ts, epoch if epoch is not None else -1
+
+    @staticmethod
+    def _lookup(p: Partition, ts: int, isolation_level: int, replica_id: int) -> tuple[int, int]:
+        plog = p.log
+        if ts in (EARLIEST, EARLIEST_LOCAL):
+            return plog.log_start_offset, -1
+        if ts == LATEST and (replica_id >= 0 or replica_id == DEBUGGING_REPLICA_ID):
+            return plog.log_end_offset, -1          # Kafka: replicas and debugging see the LEO
+        if ts == LATEST:
+            return (p.last_stable_offset() if isolation_level else p.high_watermark), -1
+        if ts == LATEST_TIERED:
+            return -1, -1
+        if ts == MAX_TIMESTAMP:
+            found = plog.max_timestamp_offset()
+            return (found[0], found[1]) if found else (-1, -1)
+        found = plog.offset_for_timestamp(ts)
+        if found is None or found[0] >= p.high_watermark:
+            return -1, -1
+        return found
+
+    def end_offset_for_epoch(self, topic: str, partition: int, current_leader_epoch: int,
+                             leader_epoch: int, any_replica: bool) -> tuple[int, int, int]:
+        """OffsetForLeaderEpoch for one partition: (error code, epoch, end offset), the largest
+        epoch <= leader_epoch this replica knows and where it ends (-1, -1 if none).
+        any_replica: a follower answers too (the debugging replica id)."""
+        if any_replica:
+            p = self.partitions.get((topic, partition))
+            if p is None:
+                known = self.metadata.partition(topic, partition) is not None
+                return (NotLeaderForPartitionError.errno if known
+                        else UnknownTopicOrPartitionError.errno), -1, -1
+            err = self.check_epoch(p, current_leader_epoch)
+        else:
+            p, err = self.leader_partition(topic, partition, current_leader_epoch)
+        if err:
+            return err, -1, -1
+        epoch, end_offset = p.log.end_offset_for_epoch(leader_epoch)
+        return 0, epoch, end_offset
+
     # ------------------------------------------------------------------ LeaderAndIsr
     def check_controller_epoch(self, controller_epoch: int) -> int:
         if controller_epoch < self.controller_epoch:
@@ -140,12 +440,16 @@ class ReplicaManager:
             self._remove(key)           # a deleted and re-created topic of the same name
             p = None
         if p is None:
-            p = Partition(self, topic, topic_id, partition, LogConfig.from_configs(configs, defaults=self.broker.log_defaults))
+            config = LogConfig.from_configs(configs, defaults=self.log_defaults)
+            p = Partition(self.node_id, topic, topic_id, partition,
+                          PartitionLog(topic, partition, config, self.clock,
+                                       memory=self.log_memory),
+                          self.clock, self.request_isr_change)
             self.partitions[key] = p
         elif (leader_epoch, partition_epoch) < (p.leader_epoch, p.partition_epoch):
             return StaleControllerEpochError.errno
         if configs:
-            p.log.config = LogConfig.from_configs(configs, defaults=self.broker.log_defaults)
+            p.log.config = LogConfig.from_configs(configs, defaults=self.log_defaults)
         self.topic_undeleted_counts[topic] = undeleted_partition_count
         p.undeleted_partition_count = undeleted_partition_count
         p.leader_epoch_after_creation = tuple(after_creation)
@@ -165,7 +469,7 @@ class ReplicaManager:
         """Configs of the topics an UpdateMetadata named reach their logs here. Only those: the
         controller propagates each created topic on its own, so rebuilding every hosted partition's
         config per request made creating T topics O(T x partitions)."""
-        cache = self.broker.metadata
+        cache = self.metadata
         for topic in topics:
             t = cache.topics.get(topic)
             if t is None or t.configs is None:
@@ -176,7 +480,7 @@ class ReplicaManager:
                 if p is None:
                     continue
                 if cfg is None:
-                    cfg = LogConfig.from_configs(t.configs, defaults=self.broker.log_defaults)
+                    cfg = LogConfig.from_configs(t.configs, defaults=self.log_defaults)
                 if cfg != p.log.config:
                     p.log.config = cfg
 
@@ -197,6 +501,7 @@ class ReplicaManager:
     def _remove(self, key) -> None:
         p = self.partitions.pop(key, None)
         if p is not None:
+            p.removed = True
             p.log.truncate_fully_and_start_at(0)    # gives its bytes back to log_memory
             self.log_memory.unregister(p.log)
             self._remove_from_fetcher(p)
@@ -205,10 +510,10 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ fetchers
     def _add_to_fetcher(self, p: Partition, leader: int) -> None:
-        from minibroker.broker.fetcher import ReplicaFetcher
         f = self.fetchers.get(leader)
         if f is None:
-            f = self.fetchers[leader] = ReplicaFetcher(self, leader)
+            f = self.fetchers[leader] = ReplicaFetcher(self.node_id, leader, self.config,
+                                                       self.metadata, self.log_memory.maybe_evict)
             f.start()
         f.add(p)
 
@@ -218,7 +523,7 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ ISR
     def request_isr_change(self, p: Partition, new_isr: tuple[int, ...]) -> None:
-        if p.isr_change_in_flight or not self.broker.running:
+        if p.isr_change_in_flight or not self.running:
             return
         p.isr_change_in_flight = True
         p.pending_isr = tuple(new_isr)
@@ -226,7 +531,7 @@ class ReplicaManager:
 
     async def _alter_partition(self, p: Partition, new_isr: tuple[int, ...]) -> None:
         try:
-            await self.broker.controller.alter_partition(
+            await self.controller.alter_partition(
                 self.node_id, p.topic, p.partition, p.leader_epoch, p.partition_epoch, new_isr)
         except Exception:  # noqa: BLE001 — the next check retries
             log.exception("broker %d: AlterPartition %s-%d failed", self.node_id, p.topic,
@@ -236,7 +541,7 @@ class ReplicaManager:
             p.pending_isr = ()
 
     async def _isr_shrink_loop(self) -> None:
-        lag_ms = self.broker.config.replica_lag_time_max_ms
+        lag_ms = self.config.replica_lag_time_max_ms
         while True:
             await asyncio.sleep(lag_ms / 2000)
             now = self.clock.now_ms()
@@ -248,7 +553,7 @@ class ReplicaManager:
                         self.request_isr_change(p, tuple(r for r in p.isr if r not in out))
 
     async def _retention_loop(self) -> None:
-        interval = self.broker.config.log_retention_check_interval_ms / 1000
+        interval = self.config.log_retention_check_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
             self.apply_retention()

@@ -9,20 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from kafka.errors import (FencedLeaderEpochError, InvalidUpdateVersionError,
-                          NotLeaderForPartitionError, UnknownTopicOrPartitionError)
+                          NotLeaderForPartitionError, RequestTimedOutError,
+                          UnknownTopicOrPartitionError)
 
-from minibroker.controller import records, topics
+from minibroker.controller import partition_count, records, topics
 from minibroker.controller.delta import MetadataDelta
 from minibroker.controller.image import MetadataImage, PartitionRegistration
+from minibroker.controller.log_bounds import log_bounds
 from minibroker.controller.metadata_log import MetadataLog
-from minibroker.controller.partition_count import (change_partition_count, removal_loop,
-                                                   resume_records)
+from minibroker.controller.partition_removal import removal_loop
 from minibroker.controller.propagator import Propagator
 from minibroker.controller.reassignment import (INVALID_REQUEST, completion_records, ongoing,
-                                                plan, plan_alter, progress, request)
+                                                plan, plan_alter, request)
+from minibroker.controller.reassignment_progress import progress
 from minibroker.controller.result import ControllerHalted, ItemResult, Result
 from minibroker.protocol import records as R
 
@@ -51,11 +53,12 @@ class Controller:
             delta.replay(record, offset)
         self.image = delta.apply()
         self.running = True
-        resumed = resume_records(self) + completion_records(self.image)
+        resumed = partition_count.resume_records(self.image, self.ids) + \
+            completion_records(self.image)
         if resumed:
             await self.commit(resumed, propagate=False)
         await self.propagator.full_sync(self.image)
-        self.spawn(removal_loop(self))
+        self.spawn(removal_loop(self, self.config.partition_deletion_check_interval_ms))
 
     async def stop(self) -> None:
         self.running = False
@@ -72,6 +75,19 @@ class Controller:
         """Commit an operation's records, then give its response. Caller holds the lock."""
         await self.commit(result.records)
         return result.response
+
+    async def write(self, op: Callable[[MetadataImage], Result]) -> Any:
+        """Run an operation on the current image under the lock and commit its records (the
+        controller tasks' way in, as Kafka's appendWriteEvent)."""
+        async with self._lock:
+            return await self._write(op(self.image))
+
+    async def log_bounds(self, broker_id: int, topic: str,
+                         partition: int) -> tuple[int | None, int | None]:
+        """(log start, log end offset) of a replica's log on `broker_id`; (None, None) if it
+        cannot answer."""
+        return await log_bounds(self.propagator.connection, self.image.brokers.get(broker_id),
+                                topic, partition)
 
     async def commit(self, records: list, propagate: bool = True) -> MetadataImage:
         """Append, replay, apply, propagate. Caller holds the lock."""
@@ -206,7 +222,17 @@ class Controller:
 
     async def create_partitions(self, name: str, count: int, assignments, validate_only: bool):
         async with self._lock:
-            return await change_partition_count(self, name, count, assignments, validate_only)
+            res = partition_count.change_partition_count(self.image, name, count, assignments,
+                                                         self.ids)
+            if validate_only or not res.records:
+                return res.response
+            try:
+                await self.commit_steps(res.log_steps(), site="controller.partition_count")
+            except ControllerHalted:
+                return ItemResult(RequestTimedOutError.errno,
+                                  "The controller stopped during the change; the next controller "
+                                  "completes it from the metadata log")
+            return res.response
 
     async def alter_topic_configs(self, name: str, changes: dict, replace: bool,
                                   validate_only: bool) -> ItemResult:
@@ -252,7 +278,7 @@ class Controller:
         ra = request(self.image, request_id)
         if ra is None:
             return INVALID_REQUEST, request_id, []
-        return 0, ra.request_id, await progress(self, ra)
+        return 0, ra.request_id, await progress(self.image, ra, self.log_bounds)
 
     # ------------------------------------------------------------------ producer ids
     async def allocate_producer_ids(self, count: int = 1000) -> tuple[int, int]:

@@ -1,5 +1,7 @@
 """KIP-179 draft: partition reassignment through any broker, with request ids and progress.
 
+Pure planning: functions of the frozen image returning records and the answer to give.
+
 AssignPartitions (forwarded here by whichever broker got it) is checked against the image and
 becomes one PartitionReassignmentRecord, whose metadata-log offset is the request id (monotonic,
 not contiguous, like the draft's znode version), and per partition a PartitionChangeRecord:
@@ -16,8 +18,9 @@ for a broker id never registered (the partition's other brokers: INVALID_REPLICA
 for an empty or repeated list); a partition named twice: INVALID_REQUEST. While a reassignment
 runs, the whole request gets REASSIGNMENT_IN_PROGRESS.
 
-Progress, per target replica, in offsets: the numerator is how much of the leader's log the
-replica holds (its log end offset - the leader's log start offset) plus 1 once it is in the ISR;
+Progress, per target replica, in offsets (polled by reassignment_progress.py): the numerator is
+how much of the leader's log the replica holds (its log end offset - the leader's log start
+offset) plus 1 once it is in the ISR;
 the denominator is the leader's log size plus 1 (so never 0; -1 when the leader cannot be asked).
 A replica that already hosted the partition counts as done. Error PARTITION_REASSIGNMENT_IN_PROGRESS
 while the partition moves, 0 once it moved, UNKNOWN_TOPIC_OR_PARTITION if it was deleted first.
@@ -37,7 +40,6 @@ import kafka.errors as Errors
 from minibroker.controller.delta import NO_LEADER_CHANGE
 from minibroker.controller.image import MetadataImage, PartitionRegistration, Reassignment
 from minibroker.controller import records
-from minibroker.protocol import errors as ours
 
 INVALID_TOPIC = Errors.InvalidTopicError.errno                        # 17
 INVALID_PARTITIONS = Errors.InvalidPartitionsError.errno              # 37
@@ -48,7 +50,6 @@ REASSIGNMENT_IN_PROGRESS = Errors.ReassignmentInProgressError.errno   # 60
 NO_REASSIGNMENT_IN_PROGRESS = Errors.NoReassignmentInProgressError.errno   # 85
 INVALID_REPLICATION_FACTOR = Errors.InvalidReplicationFactorError.errno    # 38
 UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
-IN_PROGRESS = ours.PARTITION_REASSIGNMENT_IN_PROGRESS
 
 
 class Accepted(NamedTuple):
@@ -56,15 +57,6 @@ class Accepted(NamedTuple):
     error_message: str | None
     request_id: int
     results: list[tuple[str, int, int, int]]        # (topic, partition, broker, error code)
-
-
-class Progress(NamedTuple):
-    topic: str
-    partition: int
-    broker: int
-    error_code: int
-    numerator: int
-    denominator: int
 
 
 def plan(image: MetadataImage, assignments: list[tuple[str, int, list[int]]], now_ms: int,
@@ -216,38 +208,3 @@ def request(image: MetadataImage, request_id: int) -> Reassignment | None:
     if request_id == -1:
         return image.reassignments[max(image.reassignments)] if image.reassignments else None
     return image.reassignments.get(request_id)
-
-
-async def progress(ctl, ra: Reassignment) -> list[Progress]:
-    """Each target replica's progress, asking leaders and new replicas for their log bounds."""
-    from minibroker.controller.partition_count import log_bounds
-    image = ctl.image
-    out = []
-    parts = []
-    for (topic_id, pid), (target, original) in ra.partitions.items():
-        t = image.topic_by_id(topic_id)
-        parts.append((t.name if t is not None else str(topic_id), pid, topic_id, t, target,
-                      original))
-    for name, pid, topic_id, t, target, original in sorted(parts, key=lambda x: x[:2]):
-        reg = t.partitions.get(pid) if t is not None else None
-        if (topic_id, pid) in ra.gone or reg is None:
-            out += [Progress(name, pid, b, UNKNOWN_TOPIC_OR_PARTITION, 0, -1) for b in target]
-            continue
-        if (topic_id, pid) in ra.cancelled:
-            out += [Progress(name, pid, b, 0, 1, 1) if b in original else
-                    Progress(name, pid, b, NO_REASSIGNMENT_IN_PROGRESS, 0, -1) for b in target]
-            continue
-        start, end = (await log_bounds(ctl, reg.leader, name, pid)) if reg.leader >= 0 \
-            else (None, None)
-        size = None if start is None else end - start + 1
-        moved = (topic_id, pid) in ra.done
-        for b in target:
-            if moved or b in original:
-                out.append(Progress(name, pid, b, 0, size or 1, size or 1))
-                continue
-            _, leo = await log_bounds(ctl, b, name, pid)
-            held = 0 if leo is None or start is None else min(max(leo - start, 0), end - start)
-            joined = 1 if b in reg.isr else 0
-            out.append(Progress(name, pid, b, IN_PROGRESS, held + joined,
-                                -1 if size is None else size))
-    return out

@@ -33,15 +33,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import kafka.errors as Errors
 
 from minibroker.coordinator.group.classic import (
     COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
     ClassicGroup, ClassicGroupMember, JoinResult, OffsetAndMetadata, SyncResult)
-from minibroker.coordinator.offsets import (group_metadata_record, group_tombstone,
-                                            offset_commit_record, offset_tombstone, replay)
+from minibroker.coordinator.offsets import (empty_generation_record, group_metadata_record,
+                                            group_tombstone, offset_commit_record,
+                                            offset_tombstone, replay)
 
 if TYPE_CHECKING:
     from minibroker.coordinator.runtime import GroupCoordinatorRuntime, Shard
@@ -379,11 +380,13 @@ class ClassicGroupCoordinator:
             group.join_timer = self.rt.call_later(group.rebalance_timeout_ms(),
                                                   self._on_join_timeout, shard, group)
             return
-        group.init_next_generation(self.now_ms)
-        if group.is_(EMPTY):
-            self.rt.append(shard, [group_metadata_record(group)], None)
+        if not group.members:
+            # The next generation is Empty: stored, and applied through replay.
+            self.rt.append(shard, self._apply(shard, [empty_generation_record(group, self.now_ms)]),
+                           None)
             self._maybe_forget(shard, group)
             return
+        group.init_next_generation(self.now_ms)
         for m in list(group.members.values()):
             m.complete_join(self._join_result(group, m))
             self._complete_and_schedule_heartbeat(shard, group, m)
@@ -529,15 +532,17 @@ class ClassicGroupCoordinator:
                                                                self._group_write_error(code))
                     self._maybe_prepare_rebalance(shard, group, "storing the group failed")
                 else:
-                    for m in group.members.values():
-                        m.assignment = assignment.get(m.member_id, b"")
-                    group.transition_to(STABLE, self.now_ms)
+                    # The stored record (assignments, Stable) applies through replay; in memory
+                    # the group became Stable now (the record keeps CompletingRebalance's time).
+                    self._apply(shard, [record])
+                    group.current_state_timestamp = self.now_ms
                     for m in group.members.values():
                         if m.is_awaiting_sync:
                             m.complete_sync(SyncResult(NONE, group.protocol_type,
                                                        group.protocol_name, m.assignment))
                             self._complete_and_schedule_heartbeat(shard, group, m)
-        self.rt.append(shard, [group_metadata_record(group, assignment)], stored)
+        record = group_metadata_record(group, assignment)
+        self.rt.append(shard, [record], stored)
 
     def _on_sync__stable(self, shard, group, member, fut, assignments) -> None:
         self._remove_pending_sync_member(group, member.member_id)
@@ -688,10 +693,11 @@ class ClassicGroupCoordinator:
                 # A consumer group's holder has a classic record only if the id was classic once.
                 if not is_consumer or group.generation_id > 0:
                     records.append(group_tombstone(gid))
-                group.offsets.clear()
-                group.cancel_timers()
-                group.transition_to(DEAD, self.now_ms)
-                del shard.groups[gid]
+                self._apply(shard, records)
+                if shard.groups.get(gid) is group:      # nothing stored to tombstone
+                    group.cancel_timers()
+                    group.state = DEAD
+                    del shard.groups[gid]
             if is_consumer:
                 records += self.rt.consumer.delete_group(shard, gid)
             writes.setdefault(shard.partition, (shard, []))[1].extend(records)
@@ -753,7 +759,7 @@ class ClassicGroupCoordinator:
         records = []
         pending: list[tuple[str, str, int]] = []
         for topic, partition, offset, leader_epoch, metadata, commit_ts in offsets:
-            if self.rt.broker.metadata.partition(topic, partition) is None:
+            if self.rt.metadata.partition(topic, partition) is None:
                 result[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
                 continue
             metadata = metadata or ""
@@ -839,17 +845,17 @@ class ClassicGroupCoordinator:
         if not group.is_(EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
             return self._done((NON_EMPTY_GROUP, {}))
         result: dict[tuple[str, int], int] = {}
-        records = []
+        removed: list[tuple[str, int]] = []
         for topic, partition in partitions:
-            if self.rt.broker.metadata.partition(topic, partition) is None:
+            if self.rt.metadata.partition(topic, partition) is None:
                 result[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
             elif not group.is_(EMPTY) and group.is_subscribed_to(topic):
                 result[(topic, partition)] = GROUP_SUBSCRIBED_TO_TOPIC
             else:
                 result[(topic, partition)] = NONE
-                if group.offsets.pop((topic, partition), None) is not None:
-                    records.append(offset_tombstone(group_id, topic, partition))
-        records += self._maybe_mark_dead(shard, group)
+                if (topic, partition) in group.offsets and (topic, partition) not in removed:
+                    removed.append((topic, partition))
+        records = self._remove_offsets(shard, group_id, group, removed)
         if not records:
             return self._done((NONE, result))
         fut = asyncio.get_running_loop().create_future()
@@ -858,14 +864,22 @@ class ClassicGroupCoordinator:
             (self._offset_write_error(w.result()), result)))
         return fut
 
-    def _maybe_mark_dead(self, shard, group) -> list:
-        """Kafka's cleanupGroupMetadata: an Empty group without offsets is removed."""
-        if group.is_(EMPTY) and not group.offsets and not group.pending_members:
-            group.cancel_timers()
-            group.transition_to(DEAD, self.now_ms)
-            shard.groups.pop(group.group_id, None)
-            return [group_tombstone(group.group_id)]
-        return []
+    def _remove_offsets(self, shard, group_id: str, group, keys: list[tuple[str, int]]) -> list:
+        """Tombstones for the group's offsets of `keys`, and Kafka's cleanupGroupMetadata: an
+        Empty group left without offsets gets a group tombstone. Applied through replay;
+        returns the records to append."""
+        records = [offset_tombstone(group_id, t, p) for t, p in keys]
+        if (group is not None and group.is_(EMPTY) and not group.pending_members
+                and not group.offsets.keys() - set(keys)):
+            records.append(group_tombstone(group_id))
+        return self._apply(shard, records)
+
+    @staticmethod
+    def _apply(shard, records: list) -> list:
+        """Replay records (about to be appended) into the shard's groups; returns them."""
+        for key, value in records:
+            replay(shard.groups, key, value)
+        return records
 
     # ================================================================== retention
     def expire_offsets(self) -> int:
@@ -880,11 +894,8 @@ class ClassicGroupCoordinator:
             for gid in sorted(shard.groups):
                 group = shard.groups[gid]
                 expired = self._expired_offsets(group, now, retention_ms)
-                for key in expired:
-                    del group.offsets[key]
-                    records.append(offset_tombstone(gid, *key))
                 expired_count += len(expired)
-                records += self._maybe_mark_dead(shard, group)
+                records += self._remove_offsets(shard, gid, group, expired)
             if records:
                 self.rt.append(shard, records, None)
         return expired_count
@@ -906,13 +917,8 @@ class ClassicGroupCoordinator:
                 by_group.setdefault(gid, set()).update(hit)
         records = []
         for gid in sorted(by_group):
-            group = shard.groups.get(gid)
-            for t, p in sorted(by_group[gid]):
-                if group is not None:
-                    group.offsets.pop((t, p), None)
-                records.append(offset_tombstone(gid, t, p))
-            if group is not None:
-                records += self._maybe_mark_dead(shard, group)
+            records += self._remove_offsets(shard, gid, shard.groups.get(gid),
+                                            sorted(by_group[gid]))
         return records
 
     @staticmethod
@@ -991,6 +997,3 @@ def _snake(state: str) -> str:
             out.append("_")
         out.append(ch.lower())
     return "".join(out)
-
-
-Callback = Callable[[int], None]

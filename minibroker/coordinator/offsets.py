@@ -87,17 +87,33 @@ def group_metadata_record(group: ClassicGroup, assignments: dict[str, bytes] | N
     return key, encode_coordinator_value(value, GROUP_METADATA_VALUE_VERSION)
 
 
+def empty_generation_record(group: ClassicGroup, now_ms: int) -> Record:
+    """The group's next generation when no member is left (Kafka's initNextGeneration to
+    Empty): no protocol, no members, Empty since `now_ms`."""
+    value = GroupMetadataValue(
+        protocol_type=group.protocol_type or "", generation=group.generation_id + 1,
+        protocol=None, leader=group.leader_id, current_state_timestamp=now_ms, members=[])
+    key = encode_coordinator_key(GroupMetadataKey(group=group.group_id))
+    return key, encode_coordinator_value(value, GROUP_METADATA_VALUE_VERSION)
+
+
 def group_tombstone(group_id: str) -> Record:
     return encode_coordinator_key(GroupMetadataKey(group=group_id)), None
 
 
 # ---------------------------------------------------------------------------------- replay
 def replay(groups: dict[str, ClassicGroup], key: bytes, value: bytes | None) -> None:
-    """Apply one coordinator record to the groups of one __consumer_offsets partition.
+    """Apply one classic coordinator record to the groups of one __consumer_offsets partition:
+    on load, and live at the point the coordinator writes the record (the only place a group's
+    stored fields change).
 
-    Offsets of a group with no metadata record live in an Empty group (Kafka does the same for
-    groups that only commit offsets). A group tombstone removes the group's membership; the group
-    object stays while it still has offsets."""
+    A group metadata record updates the group in place: generation, protocol type and name,
+    leader, state (Stable with members, else Empty) and its timestamp, and the members (their
+    ids, client, timeouts, subscription and assignment, in the record's order). A live member
+    keeps its runtime state (waiting JoinGroup/SyncGroup, heartbeat timer) and its other
+    supported protocols. Offsets of a group with no metadata record live in an Empty group (Kafka
+    does the same for groups that only commit offsets). A group tombstone removes the group's
+    membership; the group object stays while it still has offsets."""
     k, v = decode_coordinator_record(key, value)
     if isinstance(k, OffsetCommitKey):
         group = groups.get(k.group)
@@ -117,36 +133,55 @@ def replay(groups: dict[str, ClassicGroup], key: bytes, value: bytes | None) -> 
         if v is None:
             if group is not None:
                 group.cancel_timers()
-                offsets = group.offsets
-                group = groups[k.group] = ClassicGroup(k.group, EMPTY)
-                group.offsets = offsets
-                _maybe_forget(groups, group)
+                group.state = DEAD
+                holder = groups[k.group] = ClassicGroup(k.group, EMPTY)
+                holder.offsets = group.offsets
+                _maybe_forget(groups, holder)
             return
-        offsets = group.offsets if group is not None else {}
-        if group is not None:
-            group.cancel_timers()
-        group = groups[k.group] = ClassicGroup(
-            k.group, STABLE if v.members else EMPTY,
-            v.current_state_timestamp if v.current_state_timestamp is not None else -1)
-        group.offsets = offsets
-        group.generation_id = v.generation
-        group.protocol_type = v.protocol_type or None
-        group.protocol_name = v.protocol
-        group.leader_id = v.leader
-        for mm in v.members:
-            m = ClassicGroupMember(
-                mm.member_id, mm.group_instance_id, mm.client_id, mm.client_host,
-                mm.rebalance_timeout if mm.rebalance_timeout is not None else mm.session_timeout,
-                mm.session_timeout, v.protocol_type,
-                [(v.protocol, bytes(mm.subscription))] if v.protocol else [])
-            m.assignment = bytes(mm.assignment)
-            group.members[m.member_id] = m
-            if m.group_instance_id is not None:
-                group.static_members[m.group_instance_id] = m.member_id
+        if group is None:
+            group = groups[k.group] = ClassicGroup(k.group, EMPTY)
+        _apply_group_metadata(group, v)
     # Other coordinator record types (KIP-848 consumer groups) are not ours to apply.
 
 
+def _apply_group_metadata(group: ClassicGroup, v: GroupMetadataValue) -> None:
+    group.generation_id = v.generation
+    group.protocol_type = v.protocol_type or None
+    group.protocol_name = v.protocol
+    group.leader_id = v.leader
+    group.state = STABLE if v.members else EMPTY
+    group.current_state_timestamp = v.current_state_timestamp \
+        if v.current_state_timestamp is not None else -1
+    old = group.members
+    members: dict[str, ClassicGroupMember] = {}
+    for mm in v.members:
+        subscription = bytes(mm.subscription)
+        rebalance_timeout = mm.rebalance_timeout if mm.rebalance_timeout is not None \
+            else mm.session_timeout
+        m = old.get(mm.member_id)
+        if m is None:
+            m = ClassicGroupMember(mm.member_id, mm.group_instance_id, mm.client_id,
+                                   mm.client_host, rebalance_timeout, mm.session_timeout,
+                                   v.protocol_type, [])
+        else:
+            m.group_instance_id = mm.group_instance_id
+            m.client_id, m.client_host = mm.client_id, mm.client_host
+            m.rebalance_timeout_ms, m.session_timeout_ms = rebalance_timeout, mm.session_timeout
+            m.protocol_type = v.protocol_type
+        if v.protocol and dict(m.supported_protocols).get(v.protocol) != subscription:
+            m.supported_protocols = [(v.protocol, subscription)]
+        m.assignment = bytes(mm.assignment)
+        members[m.member_id] = m
+    for member_id in sorted(old.keys() - members.keys()):
+        old[member_id].cancel_heartbeat()
+    group.members = members
+    group.static_members = {m.group_instance_id: m.member_id for m in members.values()
+                            if m.group_instance_id is not None}
+    group.pending_sync_members &= members.keys()
+
+
 def _maybe_forget(groups: dict[str, ClassicGroup], group: ClassicGroup) -> None:
-    if group.is_(EMPTY) and not group.offsets and not group.members and group.generation_id == 0:
+    if (group.is_(EMPTY) and not group.offsets and not group.members
+            and not group.pending_members and group.generation_id == 0):
         group.state = DEAD
         del groups[group.group_id]

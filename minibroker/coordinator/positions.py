@@ -181,7 +181,7 @@ class ConsumerGroupPositions:
         st = self.state(group)
         wanted = self._record(st, member_id, group.members, topics)
         owned: set[TopicPartitionKey] = set()
-        by_id = self.rt.broker.metadata.topics_by_id
+        by_id = self.rt.metadata.topics_by_id
         for a in (member.assigned_partitions, member.partitions_pending_revocation):
             for tid, parts in a.items():
                 info = by_id.get(tid)

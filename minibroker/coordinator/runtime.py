@@ -15,6 +15,10 @@ The protocol itself is minibroker.coordinator.groups.ClassicGroupCoordinator (`s
 KIP-848 consumer groups are minibroker.coordinator.group.consumer (`self.consumer`), kept in
 `Shard.consumer_groups` and replayed from the same partition.
 
+The runtime gets what it uses, not the broker: config, clock, ids, the broker's MetadataCache
+(read, and listened to), a PartitionWriter for the __consumer_offsets partitions, and a way to
+ask the controller to create that topic.
+
 Deleted partitions (Kafka's onPartitionsDeleted): the runtime listens to the broker's
 MetadataCache; a partition the controller removed (a drained KIP-253 partition, or a deleted
 topic's) gets its committed offsets tombstoned in every loaded shard, and in a loading shard once
@@ -26,20 +30,30 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 import kafka.errors as Errors
+from kafka.record.default_records import DefaultRecordBatch
 
 from minibroker.coordinator.group import consumer as consumer_group
 from minibroker.coordinator.group.consumer import ConsumerGroupCoordinator
 from minibroker.coordinator.groups import ClassicGroupCoordinator
 from minibroker.coordinator.offsets import OFFSETS_TOPIC, partition_for, replay
+from minibroker.coordinator.partition_writer import PartitionWriter
 from minibroker.coordinator.positions import ConsumerGroupPositions
 from minibroker.log.batch import build_batch
+from minibroker.log.config import VALIDATORS
 
 if TYPE_CHECKING:
-    from minibroker.broker.broker import Broker
+    from minibroker.broker.metadata_cache import MetadataCache
+    from minibroker.clock import Clock
+    from minibroker.config import ClusterConfig
     from minibroker.coordinator.group.classic import ClassicGroup
+    from minibroker.ids import IdSource
+
+# CreateTopics as the controller takes it: [(name, partitions, rf, assignment, configs)] ->
+# results with error_code and message.
+CreateTopics = Callable[[list[tuple]], Awaitable[list]]
 
 log = logging.getLogger("minibroker.coordinator")
 
@@ -73,11 +87,16 @@ class Shard:
 
 
 class GroupCoordinatorRuntime:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.clock = broker.clock
-        self.ids = broker.ids
+    def __init__(self, node_id: int, config: "ClusterConfig", clock: "Clock", ids: "IdSource",
+                 metadata: "MetadataCache", writer: PartitionWriter,
+                 create_topics: CreateTopics) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.clock = clock
+        self.ids = ids
+        self.metadata = metadata
+        self.writer = writer
+        self._create_topics = create_topics
         self.shards: dict[int, Shard] = {}
         self.classic = ClassicGroupCoordinator(self)
         self.consumer = ConsumerGroupCoordinator(self)
@@ -85,7 +104,7 @@ class GroupCoordinatorRuntime:
         self.running = False
         self._tasks: list[asyncio.Task] = []
         self._creating_offsets_topic = False
-        broker.metadata.topic_listeners.append(self._on_topic)
+        metadata.topic_listeners.append(self._on_topic)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -105,16 +124,14 @@ class GroupCoordinatorRuntime:
         """Called after LeaderAndIsr / StopReplica: load or unload __consumer_offsets partitions."""
         if not self.running:
             return
-        rm = self.broker.replica_manager
         for pid in sorted(self.shards):
-            p = rm.get(OFFSETS_TOPIC, pid)
-            if p is None or not p.is_leader or p.leader_epoch != self.shards[pid].leader_epoch:
+            if self.writer.leader_epoch(pid) != self.shards[pid].leader_epoch:
                 self._unload(pid)
         # Only __consumer_offsets partitions (not a scan of every partition per LeaderAndIsr).
         for pid in range(max(self.num_partitions(), self.config.offsets_topic_num_partitions)):
-            p = rm.get(OFFSETS_TOPIC, pid)
-            if p is not None and p.is_leader and pid not in self.shards:
-                self._load(pid, p.leader_epoch)
+            epoch = self.writer.leader_epoch(pid)
+            if epoch is not None and pid not in self.shards:
+                self._load(pid, epoch)
 
     # ------------------------------------------------------------------ deleted partitions
     def _on_topic(self, name: str, old, new) -> None:
@@ -146,12 +163,12 @@ class GroupCoordinatorRuntime:
         records = self.classic.on_partitions_deleted(shard, partitions)
         if records:
             log.info("broker %d: %s-%d: offsets of deleted partitions %s dropped",
-                     self.broker.node_id, OFFSETS_TOPIC, shard.partition, partitions)
+                     self.node_id, OFFSETS_TOPIC, shard.partition, partitions)
             self.append(shard, records, None)
 
     # ------------------------------------------------------------------ routing
     def num_partitions(self) -> int:
-        t = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        t = self.metadata.topics.get(OFFSETS_TOPIC)
         return len(t.partitions) if t is not None and t.partitions else \
             self.config.offsets_topic_num_partitions
 
@@ -175,7 +192,7 @@ class GroupCoordinatorRuntime:
     @property
     def max_record_bytes(self) -> int:
         """What one coordinator record batch may take (max.message.bytes of the topic)."""
-        t = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        t = self.metadata.topics.get(OFFSETS_TOPIC)
         if t is not None and t.configs and "max.message.bytes" in t.configs:
             return int(t.configs["max.message.bytes"])
         return self.config.message_max_bytes
@@ -184,12 +201,12 @@ class GroupCoordinatorRuntime:
     def coordinator_for(self, key: str) -> tuple[int, int]:
         """(error, leader node id) of the group's __consumer_offsets partition; creates the topic
         through the controller on first use."""
-        topic = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        topic = self.metadata.topics.get(OFFSETS_TOPIC)
         if topic is None:
             self._create_offsets_topic()
             return Errors.CoordinatorNotAvailableError.errno, -1
         p = topic.partitions.get(partition_for(key, len(topic.partitions)))
-        if p is None or p.leader < 0 or p.leader not in self.broker.metadata.brokers:
+        if p is None or p.leader < 0 or p.leader not in self.metadata.brokers:
             return Errors.CoordinatorNotAvailableError.errno, -1
         return 0, p.leader
 
@@ -197,20 +214,19 @@ class GroupCoordinatorRuntime:
         if self._creating_offsets_topic:
             return
         self._creating_offsets_topic = True
-        live = len(self.broker.metadata.alive_brokers()) or 1
+        live = len(self.metadata.alive_brokers()) or 1
         rf = min(self.config.offsets_topic_replication_factor, live)
-        from minibroker.log.config import VALIDATORS
         spec = (OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, rf, None,
                 {k: v for k, v in OFFSETS_TOPIC_CONFIGS.items() if k in VALIDATORS})
 
         async def create() -> None:
             try:
-                [res] = await self.broker.controller.create_topics([spec], validate_only=False)
+                [res] = await self._create_topics([spec])
                 if res.error_code and res.error_code != Errors.TopicAlreadyExistsError.errno:
-                    log.warning("broker %d: creating %s failed: %s %s", self.broker.node_id,
+                    log.warning("broker %d: creating %s failed: %s %s", self.node_id,
                                 OFFSETS_TOPIC, res.error_code, res.message)
             except Exception:  # noqa: BLE001 — the next FindCoordinator retries
-                log.exception("broker %d: creating %s failed", self.broker.node_id, OFFSETS_TOPIC)
+                log.exception("broker %d: creating %s failed", self.node_id, OFFSETS_TOPIC)
             finally:
                 self._creating_offsets_topic = False
         task = asyncio.get_running_loop().create_task(create())
@@ -243,21 +259,17 @@ class GroupCoordinatorRuntime:
                     log.exception("coordinator write callback failed")
             result.set_result(code)
 
-        p = self.broker.replica_manager.get(OFFSETS_TOPIC, shard.partition)
-        if (p is None or not p.is_leader or p.leader_epoch != shard.leader_epoch
+        if (self.writer.leader_epoch(shard.partition) != shard.leader_epoch
                 or self.shards.get(shard.partition) is not shard):
             loop.call_soon(finish, Errors.NotLeaderForPartitionError.errno)
             return result
         now = self.clock.now_ms()
         batch = build_batch([(k, v, []) for k, v in records], timestamp=now)
         try:
-            res = p.log.append_as_leader(batch, p.leader_epoch, now, origin="coordinator")
+            hw = self.writer.append(shard.partition, shard.leader_epoch, batch, now)
         except Errors.KafkaError as e:
             loop.call_soon(finish, e.errno)
             return result
-        p.maybe_increment_high_watermark()
-        p.notify_data()
-        hw = p.wait_for_high_watermark(res.last_offset + 1)
         timer.append(loop.call_later(OFFSETS_COMMIT_TIMEOUT_MS / 1000, finish,
                                      Errors.RequestTimedOutError.errno))
         hw.add_done_callback(lambda f: finish(f.result() if not f.cancelled()
@@ -270,15 +282,13 @@ class GroupCoordinatorRuntime:
         shard.load_task = asyncio.get_running_loop().create_task(self._replay(shard))
 
     async def _replay(self, shard: Shard) -> None:
-        p = self.broker.replica_manager.get(OFFSETS_TOPIC, shard.partition)
         try:
-            offset = p.log.log_start_offset
-            end = p.log.log_end_offset
+            offset, end = self.writer.log_range(shard.partition)
             while offset < end:
-                read = p.log.read(offset, _LOAD_READ_BYTES, max_offset=end)
-                if not read.records:
+                batches = self.writer.read(shard.partition, offset, _LOAD_READ_BYTES, end)
+                if not batches:
                     break
-                for view in read.records:
+                for view in batches:
                     offset = self._replay_batch(shard, view)
                 await asyncio.sleep(0)          # let other requests in; they see LOAD_IN_PROGRESS
                 if self.shards.get(shard.partition) is not shard:
@@ -286,7 +296,7 @@ class GroupCoordinatorRuntime:
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 — a shard that cannot load stays unavailable
-            log.exception("broker %d: loading %s-%d failed", self.broker.node_id, OFFSETS_TOPIC,
+            log.exception("broker %d: loading %s-%d failed", self.node_id, OFFSETS_TOPIC,
                           shard.partition)
             return
         shard.loading = False
@@ -295,13 +305,12 @@ class GroupCoordinatorRuntime:
             shard.deleted_while_loading.clear()
         self.classic.on_loaded(shard)
         self.consumer.on_loaded(shard)
-        log.info("broker %d: loaded %s-%d (%d groups)", self.broker.node_id, OFFSETS_TOPIC,
+        log.info("broker %d: loaded %s-%d (%d groups)", self.node_id, OFFSETS_TOPIC,
                  shard.partition, len(shard.groups))
 
     @staticmethod
     def _replay_batch(shard: Shard, view: memoryview) -> int:
         """Replay one stored batch; returns the offset after it."""
-        from kafka.record.default_records import DefaultRecordBatch
         data = bytes(view)
         next_offset = _BASE_OFFSET.unpack_from(data, 0)[0] + \
             _LAST_OFFSET_DELTA.unpack_from(data, 23)[0] + 1

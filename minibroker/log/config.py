@@ -72,6 +72,8 @@ BROKER_SYNONYMS = {
 }
 _RETENTION_UNITS = (("log.retention.ms", 1), ("log.retention.minutes", 60_000),
                     ("log.retention.hours", 3_600_000))
+# The broker configs (ClusterConfig.extra) that only give topics their defaults.
+BROKER_CONFIGS = frozenset(BROKER_SYNONYMS.values()) | {n for n, _ in _RETENTION_UNITS}
 
 
 def broker_defaults(broker_configs: Mapping[str, str]) -> LogConfig:

@@ -266,16 +266,14 @@ async def test_acks_all_waits_for_a_replica_whose_isr_addition_is_in_flight(c):
 def test_resent_leader_and_isr_keeps_the_pending_isr():
     """Only a newer partition epoch answers an AlterPartition; the same state sent again (a
     broker registering, a new controller's full sync) must not drop the pending additions."""
-    from types import SimpleNamespace
-
-    from minibroker.log.memory import LogMemory
-
     from minibroker.broker.partition import Partition
     from minibroker.clock import Clock
     from minibroker.log.config import LogConfig
+    from minibroker.log.partition_log import PartitionLog
 
-    p = Partition(SimpleNamespace(node_id=1, clock=Clock(wall_base_ms=0), log_memory=LogMemory()),
-                  T, None, 0, LogConfig())
+    clock = Clock(wall_base_ms=0)
+    p = Partition(1, T, None, 0, PartitionLog(T, 0, LogConfig(), clock), clock,
+                  request_isr_change=lambda p, isr: None)
     p.make_leader(3, 7, (1, 2), (1, 2, 3))
     p.log.append_as_leader(batch([b"a", b"b"], 0), 3)
     p.isr_change_in_flight, p.pending_isr = True, (1, 2, 3)

@@ -3,46 +3,20 @@ TCP, with no socket, port or controller."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from minibroker.broker.broker import Broker
 from minibroker.broker.dispatch import supported_versions
-from minibroker.broker.faults import Faults
-from minibroker.clock import Clock
-from minibroker.config import ClusterConfig
-from minibroker.ids import IdSource
 from minibroker.network import memory
-from minibroker.protocol.messages import LeaderAndIsrRequest
 from tests.cluster_helpers import (FETCH_VERSION, PRODUCE_VERSION, batch, fetch_request,
-                                   produce_request, produce_response, wire)
+                                   lead_request, memory_broker, produce_request, produce_response,
+                                   wire)
 
 T = "t"
-_LTopic = LeaderAndIsrRequest.LeaderAndIsrTopicState
-_LPart = _LTopic.LeaderAndIsrPartitionState
-
-
-def _lead(topic: str, node_id: int) -> LeaderAndIsrRequest:
-    """What the controller sends a broker that now leads topic-0 alone (RF 1)."""
-    part = _LPart(partition_index=0, controller_epoch=1, leader=node_id, leader_epoch=0,
-                  isr=[node_id], partition_epoch=0, replicas=[node_id], adding_replicas=[],
-                  removing_replicas=[], is_new=True, leader_recovery_state=0)
-    return LeaderAndIsrRequest(
-        controller_id=100, is_k_raft_controller=False, controller_epoch=1, broker_epoch=0,
-        request_type=0, live_leaders=[], topic_states=[_LTopic(
-            topic_name=topic, topic_id=uuid.UUID(int=7), partition_states=[part],
-            undeleted_partition_count=1, configs=[])])
-
-
-async def _broker() -> Broker:
-    b = Broker(1, ClusterConfig(), Clock(), IdSource(1), controller_channel=None, faults=Faults())
-    await b.start(listen=False)
-    return b
 
 
 async def test_api_versions_over_the_pipe_lists_every_registered_api():
-    b = await _broker()
+    b = await memory_broker()
     try:
         client = memory.connect(b.handle, connections=b.connections)
         resp = await client.request(ApiVersionsRequest(client_software_name="t",
@@ -57,10 +31,10 @@ async def test_api_versions_over_the_pipe_lists_every_registered_api():
 
 
 async def test_produce_then_fetch_without_sockets_and_answers_in_request_order():
-    b = await _broker()
+    b = await memory_broker()
     try:
         client = memory.connect(b.handle, connections=b.connections)
-        lai = await client.request(_lead(T, 1), 7)
+        lai = await client.request(lead_request(T, 1), 7)
         assert lai.error_code == 0 and lai.topics[0].partition_errors[0].error_code == 0
         resp = await client.request(produce_request(T, 0, batch([b"a"], 1000), acks=1),
                                     PRODUCE_VERSION)

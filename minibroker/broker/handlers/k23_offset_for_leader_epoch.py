@@ -10,7 +10,6 @@ v3: replica_id.  v4: flexible.  Not implemented: v0-1 (pre-KIP-320 shapes).
 """
 from __future__ import annotations
 
-from kafka.errors import NotLeaderForPartitionError, UnknownTopicOrPartitionError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
@@ -21,34 +20,17 @@ _Part = _Topic.EpochEndOffset
 DEBUGGING_REPLICA_ID = -2
 
 
-def _replica(ctx: RequestContext, topic: str, partition: int, current_leader_epoch: int,
-             any_replica: bool):
-    rm = ctx.broker.replica_manager
-    if not any_replica:
-        return rm.leader_partition(topic, partition, current_leader_epoch)
-    p = rm.get(topic, partition)
-    if p is None:
-        known = ctx.broker.metadata.partition(topic, partition) is not None
-        return None, (NotLeaderForPartitionError.errno if known
-                      else UnknownTopicOrPartitionError.errno)
-    err = rm.check_epoch(p, current_leader_epoch)
-    return (None, err) if err else (p, 0)
-
-
 @handles(ApiKey.OffsetForLeaderEpoch, OffsetForLeaderEpochRequest, versions=(2, 4))
 async def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpochRequest):
+    rm = ctx.broker.replica_manager
     any_replica = ctx.api_version >= 3 and req.replica_id == DEBUGGING_REPLICA_ID
     topics = []
     for t in req.topics:
         parts = []
         for rp in t.partitions:
-            p, err = _replica(ctx, t.topic, rp.partition, rp.current_leader_epoch, any_replica)
-            if err:
-                parts.append(_Part(error_code=err, partition=rp.partition, leader_epoch=-1,
-                                   end_offset=-1))
-                continue
-            epoch, end_offset = p.log.end_offset_for_epoch(rp.leader_epoch)
-            parts.append(_Part(error_code=0, partition=rp.partition, leader_epoch=epoch,
+            err, epoch, end_offset = rm.end_offset_for_epoch(
+                t.topic, rp.partition, rp.current_leader_epoch, rp.leader_epoch, any_replica)
+            parts.append(_Part(error_code=err, partition=rp.partition, leader_epoch=epoch,
                                end_offset=end_offset))
         topics.append(_Topic(topic=t.topic, partitions=parts))
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

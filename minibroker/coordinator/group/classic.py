@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import struct
 from dataclasses import dataclass, field
-from enum import Enum
 
 EMPTY = "Empty"
 PREPARING_REBALANCE = "PreparingRebalance"
@@ -32,17 +31,7 @@ VALID_PREVIOUS = {
     EMPTY: {PREPARING_REBALANCE},
     DEAD: {STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE, EMPTY, DEAD},
 }
-ALL_STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)
 CONSUMER_PROTOCOL_TYPE = "consumer"
-
-
-class GroupState(str, Enum):
-    """The state names as they appear on the wire (DescribeGroups, ListGroups)."""
-    EMPTY = EMPTY
-    PREPARING_REBALANCE = PREPARING_REBALANCE
-    COMPLETING_REBALANCE = COMPLETING_REBALANCE
-    STABLE = STABLE
-    DEAD = DEAD
 
 
 @dataclass(slots=True)
@@ -181,9 +170,6 @@ class ClassicGroup:
         return self.state in VALID_PREVIOUS[PREPARING_REBALANCE]
 
     # ------------------------------------------------------------------ members
-    def has(self, member_id: str) -> bool:
-        return member_id in self.members
-
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
 
@@ -295,15 +281,12 @@ class ClassicGroup:
         return max(candidates, key=lambda c: (votes[c], -candidates.index(c)))
 
     def init_next_generation(self, now_ms: int) -> None:
+        """A generation with members (an Empty one is stored and replayed instead)."""
+        assert self.members, f"group {self.group_id}: no members for a new generation"
         self.generation_id += 1
-        if self.members:
-            self.protocol_name = self.select_protocol()
-            self.pending_sync_members = set(self.members)
-            self.transition_to(COMPLETING_REBALANCE, now_ms)
-        else:
-            self.protocol_name = None
-            self.pending_sync_members = set()
-            self.transition_to(EMPTY, now_ms)
+        self.protocol_name = self.select_protocol()
+        self.pending_sync_members = set(self.members)
+        self.transition_to(COMPLETING_REBALANCE, now_ms)
 
     # ------------------------------------------------------------------ subscriptions
     def subscribed_topics(self) -> set[str] | None:

@@ -79,6 +79,7 @@ UNKNOWN = 3
 EMPTY, ASSIGNING, RECONCILING, STABLE, DEAD = "Empty", "Assigning", "Reconciling", "Stable", "Dead"
 CONSUMER_GROUP_TYPE = "consumer"
 
+GROUP_CONSUMER_MAX_SIZE = 2**31 - 1     # group.consumer.max.size's default (not configurable here)
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
@@ -433,7 +434,7 @@ class ConsumerGroupCoordinator:
     def __init__(self, rt: "GroupCoordinatorRuntime") -> None:
         self.rt = rt
         self.config = rt.config
-        self.metadata = rt.broker.metadata
+        self.metadata = rt.metadata
         self.racks: dict[int, str | None] = {}          # broker id -> last registered rack
         self.topic_hashes = TopicHashCache(self._rack_of)
         self.subscribers: dict[str, int] = {}           # topic -> loaded groups subscribing
@@ -666,9 +667,9 @@ class ConsumerGroupCoordinator:
                                              member_epoch=0, previous_member_epoch=0)
             else:
                 old = group.members.get(member_id)
-                if old is None and len(group.members) >= self.config_max_size:
+                if old is None and len(group.members) >= GROUP_CONSUMER_MAX_SIZE:
                     raise GroupError(GROUP_MAX_SIZE_REACHED, f"The consumer group has reached "
-                                     f"its maximum capacity of {self.config_max_size} members.")
+                                     f"its maximum capacity of {GROUP_CONSUMER_MAX_SIZE} members.")
                 member = ConsumerGroupMember(member_id) if old is None else dataclasses.replace(
                     old, member_epoch=0, previous_member_epoch=0, state=MEMBER_STABLE,
                     assigned_partitions={}, partitions_pending_revocation={})
@@ -781,10 +782,6 @@ class ConsumerGroupCoordinator:
             heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
             assignment=self._response_assignment(reconciled) if send else None)
         return response, records
-
-    @property
-    def config_max_size(self) -> int:
-        return getattr(self.config, "group_consumer_max_size", 2**31 - 1)
 
     @staticmethod
     def _response_assignment(m: ConsumerGroupMember):
