@@ -20,13 +20,14 @@ from kafka.record.memory_records import MemoryRecords
 
 from minibroker.client import Admin, TopicPartition
 from minibroker.client.kip253 import epoch_end_offset, kip253_counts, partition_leader_epochs
+from minibroker.protocol.errors import INVALID_PARTITION_METADATA
 from minibroker.protocol.messages import FetchRequestKip253
 
 EARLIEST, LATEST = -2, -1
 _REFRESH = {Errors.NotLeaderForPartitionError.errno, Errors.FencedLeaderEpochError.errno,
             Errors.UnknownTopicOrPartitionError.errno, Errors.LeaderNotAvailableError.errno,
             Errors.UnknownLeaderEpochError.errno, Errors.KafkaStorageError.errno,
-            Errors.OffsetNotAvailableError.errno, Errors.NotLeaderForPartitionError.errno}
+            Errors.OffsetNotAvailableError.errno, INVALID_PARTITION_METADATA}
 
 
 class DataLossError(RuntimeError):
@@ -180,12 +181,13 @@ async def _fetch(admin: Admin, topic: str, partition: int, start: int, end: int,
             await asyncio.sleep(0.1)
             await md.refresh([topic])
             continue
-        t = md.topic(topic)
         cls = FetchRequestKip253
         req = cls(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=max_bytes,
                   isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[],
                   rack_id="", topics=[cls.FetchTopic(
-                      topic=topic, undeleted_partition_count=t.undeleted_partition_count if t else -1,
+                      # -1: no KIP-253 count check (as stock clients): the range was planned
+                      # from the broker's epochs already, and a shrink must not fail the read
+                      topic=topic, undeleted_partition_count=-1,
                       partitions=[cls.FetchTopic.FetchPartition(
                           partition=partition, current_leader_epoch=md.leader_epoch(topic, partition),
                           fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,

@@ -9,6 +9,7 @@ The UI is off and `spark.jars.packages` is never set (it resolves from Maven, un
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import Any
@@ -16,23 +17,38 @@ from typing import Any
 LOOPBACK = "127.0.0.1"
 
 
-def prepare_environment() -> None:
-    """Environment the JVM and its Python workers inherit; call before the first session."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = LOOPBACK
-    # Workers must import minibroker from wherever this process does (a worktree on PYTHONPATH).
-    paths = [p for p in sys.path if p and os.path.isdir(p)]
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    extra = [here] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(extra + [p for p in paths if "site-packages" not in p]))
+def _settings() -> dict[str, str]:
+    """Environment the JVM and the Python workers it starts need."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    paths = [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "SPARK_LOCAL_IP": LOOPBACK,
+            # workers import minibroker from where this process does (a checkout, a worktree)
+            "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+
+
+@contextlib.contextmanager
+def _environment(settings: dict[str, str]):
+    """Set `settings` while the JVM starts (it keeps them for the workers it launches), then put
+    this process's environment back: later subprocesses of the caller are not Spark's business."""
+    saved = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def local_session(master: str = "local[2]", app_name: str = "minibroker", *,
                   conf: dict[str, Any] | None = None, shuffle_partitions: int = 4):
     """getOrCreate a SparkSession on `master` bound to loopback, with minibroker registered."""
-    prepare_environment()
     from pyspark.sql import SparkSession
+
+    env = _settings()
 
     b = (SparkSession.builder.master(master).appName(app_name)
          .config("spark.driver.host", LOOPBACK)
@@ -40,14 +56,18 @@ def local_session(master: str = "local[2]", app_name: str = "minibroker", *,
          .config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+         .config("spark.pyspark.python", sys.executable)
+         .config("spark.pyspark.driver.python", sys.executable)
          .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-         .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
+         .config("spark.executorEnv.PYTHONPATH", env["PYTHONPATH"])
+         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
          .config("spark.sql.session.timeZone", "UTC"))
     for k, v in (conf or {}).items():
         if k == "spark.jars.packages":
             raise ValueError("spark.jars.packages resolves from Maven, which minibroker never needs")
         b = b.config(k, str(v))
-    spark = b.getOrCreate()
+    with _environment(env):
+        spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     from minibroker.spark import register
     register(spark)

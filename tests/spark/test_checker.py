@@ -29,7 +29,7 @@ def test_hand_made_history():
 
 
 def test_spark_and_pandas_agree(spark):
-    p, d = generate_history(200_000, keys=101, losses=5, duplicates=9, swaps=13, seed=3)
+    p, d = generate_history(50_000, keys=101, losses=5, duplicates=9, swaps=13, seed=3)
     r = check_pandas(p, d)
     rs = check_spark(spark.createDataFrame(p), spark.createDataFrame(d))
     assert rs.counts() == r.counts()

@@ -65,7 +65,7 @@ def scenario(spark, kafka, topic: str, ordered: bool):
     kafka.call(kafka.cluster.create_topic, topic, N, 2)
     prod = Producing(kafka.bootstrap, topic, rate=60)
     prod.thread.start()
-    time.sleep(6)                                        # a backlog of ~360 before the query
+    time.sleep(4)                                        # a backlog of ~240 before the query
     delivered: list[tuple] = []
 
     def sink(df, batch_id):
@@ -79,19 +79,20 @@ def scenario(spark, kafka, topic: str, ordered: bool):
          .writeStream.foreachBatch(sink).trigger(processingTime="200 milliseconds").start())
     try:
         deadline = time.monotonic() + 240
-        while not delivered and time.monotonic() < deadline:
+        while not delivered and time.monotonic() < deadline and q.isActive:
             time.sleep(0.2)
         _alter(kafka.bootstrap, topic, 2 * N)            # while the old partitions have a backlog
-        time.sleep(8)
-        _alter(kafka.bootstrap, topic, N)                # 2 and 3 marked for deletion
         time.sleep(5)
+        _alter(kafka.bootstrap, topic, N)                # 2 and 3 marked for deletion
+        time.sleep(4)
         prod.stop.set()
         prod.thread.join(60)
         want = set(prod.acked)
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and q.isActive:
             if want <= {(k, s) for _, k, s, _, _ in delivered}:
                 break
             time.sleep(0.5)
+        assert q.exception() is None, q.exception()
     finally:
         prod.stop.set()
         q.stop()
