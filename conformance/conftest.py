@@ -32,6 +32,48 @@ STOP_TIMEOUT_S = 10.0
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "fault: needs broker control (stops brokers) through minibroker.testing")
+    config.addinivalue_line(
+        "markers", "clients(*names): the real clients a test drives, beyond its parameters")
+
+
+# MINIBROKER_CLIENTS opts out of clients explicitly: "python" (the pip-installed ones), or names
+# (kafka_python,aiokafka,confluent,kafkajs,kcat; `spark` selects tests/spark). Unset or "all": every client, and a client that
+# is not installed fails its tests. A client not selected is skipped, saying so.
+PYTHON_CLIENTS = ("kafka_python", "aiokafka", "confluent")
+ALL_CLIENTS = PYTHON_CLIENTS + ("kafkajs", "kcat")
+
+
+def selected_clients() -> tuple[str, ...]:
+    raw = os.environ.get("MINIBROKER_CLIENTS", "").strip() or "all"
+    names: list[str] = []
+    for word in (w.strip() for w in raw.split(",") if w.strip()):
+        if word == "spark":
+            continue                # tests/spark's selection (PySpark), not a conformance client
+        group = {"all": ALL_CLIENTS, "python": PYTHON_CLIENTS}.get(word, (word,))
+        unknown = [n for n in group if n not in ALL_CLIENTS]
+        if unknown:
+            raise pytest.UsageError(f"MINIBROKER_CLIENTS: unknown client {unknown[0]!r} (known: "
+                                    f"all, python, {', '.join(ALL_CLIENTS)})")
+        names += group
+    return tuple(n for n in ALL_CLIENTS if n in names)
+
+
+def pytest_collection_modifyitems(config, items):
+    chosen = selected_clients()
+    if chosen == ALL_CLIENTS:
+        return
+    for item in items:
+        used = set()
+        if hasattr(item, "callspec"):
+            used |= {v for k, v in item.callspec.params.items()
+                     if k in ("client", "producer", "consumer") and v in ALL_CLIENTS}
+        mark = item.get_closest_marker("clients")
+        used |= set(mark.args) if mark else set()
+        left_out = sorted(used - set(chosen))
+        if left_out:
+            item.add_marker(pytest.mark.skip(
+                reason=f"{', '.join(left_out)} not selected (MINIBROKER_CLIENTS="
+                       f"{os.environ.get('MINIBROKER_CLIENTS')})"))
 
 
 @dataclass

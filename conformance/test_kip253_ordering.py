@@ -237,6 +237,7 @@ def test_controller_stopped_mid_expansion_and_mid_deletion():
     assert r.expansions == 3 and r.deletions == 1, f"seed={SEED}: {r.summary()}"
 
 
+@pytest.mark.clients("confluent")
 def test_stock_clients_unaffected_by_expansion_and_deletion():
     """kafka-python and confluent-kafka send no counts: their Produce and Fetch are not compared.
     They keep producing (to partitions below U) and consuming every partition, marked ones too,
@@ -320,6 +321,7 @@ def test_stock_clients_unaffected_by_expansion_and_deletion():
         assert sorted(got_cp) == want
 
 
+@pytest.mark.clients("confluent")
 def test_stock_consumer_reads_a_recreated_partition_from_its_start():
     """N -> 2N -> N (drained, removed) -> 2N while a librdkafka consumer holds the removed
     partition's end offset: the new incarnation starts one leader epoch higher, so the consumer's

@@ -1,7 +1,8 @@
-"""`minibroker serve|topics ...` — Kafka-tool-like command line.
+"""`minibroker COMMAND ...` — a broker cluster and Kafka-tool-like commands (`--help` on each).
 
     minibroker serve                      # 3 brokers on 127.0.0.1:9092-9094
     minibroker serve --brokers 1 --port 0 --override num.partitions=3
+    minibroker topics --bootstrap-server 127.0.0.1:9092 --list
 """
 from __future__ import annotations
 
@@ -81,6 +82,7 @@ def _host(text: str) -> str:
 
 
 async def _serve(args, config: ClusterConfig) -> None:
+    # Imported here for start-up: `minibroker topics ...` and --help never load the broker.
     from minibroker.cluster import Cluster
     from minibroker.log.memory import keep_freed_batches_for_reuse
     keep_freed_batches_for_reuse()
@@ -111,11 +113,16 @@ async def _serve(args, config: ClusterConfig) -> None:
 
 
 def _run(coro) -> None:
+    # The import alone is tried: a failure inside the run must not be chained to (or, if it is an
+    # ImportError, retried after) "No module named 'uvloop'".
     try:
-        import uvloop  # noqa: F401 — faster event loop when installed
-        uvloop.run(coro)
+        import uvloop  # faster event loop when installed
     except ImportError:
+        uvloop = None
+    if uvloop is None:
         asyncio.run(coro)
+    else:
+        uvloop.run(coro)
 
 
 def _config_names() -> str:
@@ -139,7 +146,8 @@ def parser() -> Parser:
                    help="first broker's port; the others follow (0 = any free ports)")
     s.add_argument("--rack", action="append",
                    help="broker.rack of broker 1, 2, ... (repeat, at most once per broker)")
-    s.add_argument("--seed", type=int, default=0, help="seed of cluster and producer ids")
+    s.add_argument("--seed", type=int, default=None,
+                   help="repeat a run: ids, cluster id and timestamps follow from it")
     s.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
                    help="a broker config by its Kafka name, e.g. num.partitions=3 (repeat; "
                         "the names are listed below)")

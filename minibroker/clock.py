@@ -9,12 +9,21 @@ import asyncio
 import time
 
 
+# A seeded cluster's wall clock starts here (2024-01-01T00:00:00Z) unless configured: the same
+# seed then gives the same timestamps (log append times, retention, session expiry).
+SEEDED_WALL_BASE_MS = 1_704_067_200_000
+
+
 class Clock:
     """Wall-clock milliseconds anchored once, then advanced by the event loop's monotonic clock."""
 
     def __init__(self, wall_base_ms: int | None = None) -> None:
         self._wall_base_ms = int(time.time() * 1000) if wall_base_ms is None else wall_base_ms
         self._loop_base: float | None = None
+
+    @property
+    def wall_base_ms(self) -> int:
+        return self._wall_base_ms
 
     def monotonic(self) -> float:
         loop = asyncio.get_running_loop()

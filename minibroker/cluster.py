@@ -3,7 +3,8 @@
     async with Cluster(brokers=3) as c:
         producer = SomeClient(bootstrap_servers=c.bootstrap)
 
-Time and randomness come from the cluster's Clock and IdSource (seeded), so runs repeat.
+Time and randomness come from the cluster's Clock and IdSource: a seeded cluster (seed=N) repeats
+its ids, cluster id and timestamps; an unseeded one gets a random cluster id and the real clock.
 """
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from typing import Any
 
 from minibroker.broker.broker import Broker
 from minibroker.broker.faults import Faults
-from minibroker.clock import Clock
+from minibroker.clock import SEEDED_WALL_BASE_MS, Clock
 from minibroker.config import ClusterConfig
 from minibroker.controller.controller import Controller
 from minibroker.controller.metadata_log import MetadataLog
-from minibroker.ids import IdSource
+from minibroker.ids import IdSource, random_cluster_id
 
 log = logging.getLogger("minibroker.cluster")
 
@@ -26,7 +27,9 @@ class ControllerChannel:
     """How a broker reaches the active controller (Kafka: forwarding / AlterPartition RPCs).
 
     In-process calls: the controller is a separate actor with its own lock and event order;
-    if no controller is active (a failover in progress) callers wait for the next one.
+    if no controller is active (a failover in progress) callers wait for the next one. These
+    methods are every controller call a broker makes; each forwards to the active Controller's
+    method of the same name (see there for what it does).
     """
 
     def __init__(self, cluster: "Cluster") -> None:
@@ -42,22 +45,61 @@ class ControllerChannel:
             await ctl.create_topics([(n, -1, -1, None, {}) for n in names], validate_only=False)
         return asyncio.get_running_loop().create_task(create())
 
-    async def alter_partition(self, *args) -> int:
-        return await (await self._active()).alter_partition(*args)
+    # Replication and producer ids (ReplicaManager, Broker).
+    async def alter_partition(self, broker_id: int, topic: str, partition: int, leader_epoch: int,
+                              partition_epoch: int, new_isr: tuple[int, ...]) -> int:
+        return await (await self._active()).alter_partition(
+            broker_id, topic, partition, leader_epoch, partition_epoch, new_isr)
 
-    def __getattr__(self, name: str) -> Any:
-        async def call(*args, **kw):
-            return await getattr(await self._active(), name)(*args, **kw)
-        return call
+    async def allocate_producer_ids(self, count: int = 1000) -> tuple[int, int]:
+        return await (await self._active()).allocate_producer_ids(count)
+
+    # Admin requests forwarded by handlers (CreateTopics, DeleteTopics, CreatePartitions, ...).
+    async def create_topics(self, specs, validate_only: bool):
+        return await (await self._active()).create_topics(specs, validate_only=validate_only)
+
+    async def delete_topics(self, names: list[str]):
+        return await (await self._active()).delete_topics(names)
+
+    async def create_partitions(self, name: str, count: int, assignments, validate_only: bool):
+        return await (await self._active()).create_partitions(name, count, assignments,
+                                                              validate_only)
+
+    async def alter_topic_configs(self, name: str, changes: dict, replace: bool,
+                                  validate_only: bool):
+        return await (await self._active()).alter_topic_configs(
+            name, changes, replace=replace, validate_only=validate_only)
+
+    # Reassignments (KIP-455 and the private AssignPartitions / PartitionAssignmentStatus APIs).
+    async def assign_partitions(self, assignments: list[tuple[str, int, list[int]]]):
+        return await (await self._active()).assign_partitions(assignments)
+
+    async def alter_partition_reassignments(self, items: list, allow_rf_change: bool) -> list:
+        return await (await self._active()).alter_partition_reassignments(items, allow_rf_change)
+
+    async def list_partition_reassignments(self, wanted: dict[str, list[int]] | None) -> list:
+        return await (await self._active()).list_partition_reassignments(wanted)
+
+    async def partition_assignment_status(self, request_id: int):
+        return await (await self._active()).partition_assignment_status(request_id)
 
 
 class Cluster:
-    def __init__(self, config: ClusterConfig | None = None, **overrides: Any) -> None:
+    def __init__(self, config: ClusterConfig | None = None, clock: Clock | None = None,
+                 **overrides: Any) -> None:
+        """`clock`: the one Clock of the controller and every broker; by default its wall-clock
+        base is config.wall_clock_base_ms, else fixed for a seeded cluster, else now."""
         config = config or ClusterConfig()
         self.config = config.with_overrides(**overrides) if overrides else config
-        self.clock = Clock()
-        self.ids = IdSource(self.config.seed)
-        self.cluster_id = self.config.cluster_id or self.ids.cluster_id()
+        seeded = self.config.seed is not None
+        seed = self.config.seed if seeded else 0
+        if clock is None:
+            base = self.config.wall_clock_base_ms
+            clock = Clock(base if base is not None else SEEDED_WALL_BASE_MS if seeded else None)
+        self.clock = clock
+        self.ids = IdSource(seed)
+        seeded_id = self.ids.cluster_id()   # drawn either way: the ids after it are the seed's
+        self.cluster_id = self.config.cluster_id or (seeded_id if seeded else random_cluster_id())
         self.faults = Faults()
         self.metadata_log = MetadataLog()
         self.controller: Controller | None = None
@@ -68,7 +110,7 @@ class Cluster:
         self.brokers: dict[int, Broker] = {}
         for i in range(1, self.config.brokers + 1):
             port = self.config.port + i - 1 if self.config.port else 0
-            self.brokers[i] = Broker(i, self.config, self.clock, IdSource(self.config.seed * 1000 + i),
+            self.brokers[i] = Broker(i, self.config, self.clock, IdSource(seed * 1000 + i),
                                      self.channel, self.faults, port=port,
                                      rack=self.config.rack_of(i))
 
@@ -178,6 +220,31 @@ class Cluster:
                 return
             await asyncio.sleep(0.01)
         raise TimeoutError(f"no leaders for {topic}")
+
+    # -------------------------------------------- what an autoscaling client must survive (KIP-878)
+    def set_metadata_propagation_delay(self, broker_id: int, delay_ms: int | None) -> None:
+        """Broker `broker_id` applies each UpdateMetadata `delay_ms` after it arrives (None: back
+        to its minibroker.metadata.propagation.delay.ms), so its Metadata answers lag others'."""
+        if delay_ms is None:
+            self.faults.update_metadata_delay_ms.pop(broker_id, None)
+        else:
+            self.faults.update_metadata_delay_ms[broker_id] = delay_ms
+
+    def set_controller_mutation_rate(self, rate: float, client_id: str | None = None) -> None:
+        """KIP-599 quota (partition mutations/s) for `client_id`, or every client's default."""
+        for b in self.brokers.values():
+            b.controller_mutation_quota.set_rate(rate, client_id)
+
+    def fail_create_partitions(self, topic: str, error: Any, times: int = 1,
+                               throttle_time_ms: int = 0) -> None:
+        """The next `times` CreatePartitions naming `topic` answer `error` (a class or code) for it
+        alone; THROTTLING_QUOTA_EXCEEDED carries `throttle_time_ms` (v0-v2 get only the latter)."""
+        code = error if isinstance(error, int) else error.errno
+        self.faults.push_topic_errors(37, topic, [(code, throttle_time_ms)] * times)
+
+    def stall_create_partitions(self, delay_ms: int, times: int = 1) -> None:
+        """The controller's part of the next `times` CreatePartitions takes `delay_ms` longer."""
+        self.faults.stall(37, delay_ms, times)
 
     async def leader_of(self, topic: str, partition: int) -> int:
         return (await self.active_controller()).partition(topic, partition).leader

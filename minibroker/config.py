@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from minibroker.log.config import BROKER_CONFIGS
+
 
 # Kafka's ConfigDef lower bounds (atLeast) for the broker configs that have one.
 _AT_LEAST = {"num_partitions": 1, "default_replication_factor": 1, "min_insync_replicas": 1,
@@ -21,14 +23,18 @@ class ClusterConfig:
     host: str = "127.0.0.1"
     port: int = 0                           # first broker's port; 0 = each picks a free port
     racks: tuple[str | None, ...] = ()      # broker.rack per broker id (1-based order)
-    seed: int = 0
+    # None: unseeded — a random cluster id and the real wall clock (ids still come from seed 0).
+    # Seeded: the cluster id, ids and the wall-clock base all follow from the seed, so a run repeats.
+    seed: int | None = None
     cluster_id: str | None = None
+    wall_clock_base_ms: int | None = None   # the Clock's start; default: from the seed, else now
     # Broker configs (Kafka names with dots → underscores).
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
     default_replication_factor: int = 1
     min_insync_replicas: int = 1
     socket_request_max_bytes: int = 104857600
+    connections_max_idle_ms: int = 600000   # <= 0: never closed for idleness
     message_max_bytes: int = 1048588
     replica_lag_time_max_ms: int = 30000
     replica_fetch_wait_max_ms: int = 500
@@ -53,6 +59,14 @@ class ClusterConfig:
     controlled_shutdown_enable: bool = True
     partition_deletion_check_interval_ms: int = 5000     # KIP-253: drained marked partitions
     reassign_partitions_status_min_retention_ms: int = 86400000   # KIP-179: finished requests
+    # KIP-599: partition mutations/s per client (Kafka's `controller_mutation_rate` client quota;
+    # here every client's default); inf = no quota, Kafka's default. Burst = rate * num * size.
+    controller_mutation_rate: float = float("inf")
+    controller_quota_window_num: int = 11
+    controller_quota_window_size_seconds: int = 1
+    # Our extension: how long each broker takes to apply an UpdateMetadata (Kafka's "it may take
+    # several seconds after CreatePartitions returns for all the brokers to become aware").
+    minibroker_metadata_propagation_delay_ms: int = 0
     extra: dict[str, str] = field(default_factory=dict)   # log.* topic synonyms, by Kafka name
 
     def __post_init__(self) -> None:
@@ -81,7 +95,6 @@ class ClusterConfig:
             elif fname in _AT_LEAST and value < _AT_LEAST[fname]:
                 return (f"Invalid value {value} for configuration {kname}: "
                         f"Value must be at least {_AT_LEAST[fname]}")
-        from minibroker.log.config import BROKER_CONFIGS
         unknown = sorted(set(self.extra) - BROKER_CONFIGS)
         if unknown:
             return f"Unknown broker config {unknown[0]}"
@@ -96,7 +109,8 @@ class ClusterConfig:
     @classmethod
     def kafka_names(cls) -> dict[str, str]:
         """Kafka config name → field name, for the CLI's --override and DescribeConfigs."""
-        skip = {"brokers", "host", "port", "racks", "seed", "cluster_id", "extra"}
+        skip = {"brokers", "host", "port", "racks", "seed", "cluster_id", "wall_clock_base_ms",
+                "extra"}
         return {f.name.replace("_", "."): f.name for f in fields(cls) if f.name not in skip}
 
     def describe(self) -> dict[str, str]:

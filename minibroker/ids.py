@@ -23,8 +23,7 @@ class IdSource:
         return self.uuid()
 
     def cluster_id(self) -> str:
-        # Kafka cluster ids are 22-char url-safe base64 of a UUID.
-        return base64.urlsafe_b64encode(self.uuid().bytes).decode().rstrip("=")
+        return _cluster_id(self.uuid())
 
     def member_id(self, client_id: str) -> str:
         return f"{client_id}-{self.uuid()}"
@@ -33,3 +32,13 @@ class IdSource:
         pid = self._next_producer_id
         self._next_producer_id += 1
         return pid
+
+
+def _cluster_id(u: uuid.UUID) -> str:
+    # Kafka cluster ids are 22-char url-safe base64 of a UUID.
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def random_cluster_id() -> str:
+    """An unseeded cluster's id: from the OS's randomness, so no two clusters share one."""
+    return _cluster_id(uuid.uuid4())

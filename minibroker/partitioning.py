@@ -1,7 +1,7 @@
 """KIP-253 linear hashing: which partition a key goes to while a topic grows and shrinks.
 
 Pure arithmetic shared by the producer, the consumer's ordering barrier, the controller and tests
-(see ../shared/design/PROTOCOL.md, "KIP-253 arithmetic"):
+(CONTRACTS.md, "Protocol notes"):
 
     h = murmur2(key) & 0x7fffffff                      (Kafka's default partitioner hash)
     N = initial_partition_count, U = undeleted_partition_count
@@ -107,14 +107,6 @@ def blocking_parent_on_expansion(p: int, initial_count: int) -> int:
     q = parent(p, initial_count)
     assert q is not None, f"partition {p} < initial_partition_count {initial_count} was never created by expansion"
     return q
-
-
-def _first_ancestor_below(p: int, initial_count: int, bound: int) -> int:
-    while p >= bound:
-        q = parent(p, initial_count)
-        assert q is not None, f"partition {p} has no ancestor below {bound}"
-        p = q
-    return p
 
 
 def blocking_on_deletion(survivor: int, initial_count: int, old_undeleted_count: int,

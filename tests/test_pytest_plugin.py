@@ -26,3 +26,58 @@ def test_minibroker_cluster_fixture_serves_a_real_client(pytester):
     result = pytester.runpytest_subprocess("--minibroker-brokers", "2", "-p", "no:cacheprovider",
                                            timeout=120)
     result.assert_outcomes(passed=1)
+
+
+RELOAD_KAFKA = """
+    import importlib
+    import warnings
+
+    import kafka.protocol.admin
+
+    def test_kafka_python_defines_its_classes_again():
+        # What a broker starting inside a test does: kafka-python defines message classes,
+        # reading each schema with the deprecated importlib.resources.read_text.
+        importlib.reload(kafka.protocol.admin)
+"""
+
+
+def _warnings(result) -> int:
+    import re
+    m = re.search(r"(\d+) warnings?", result.stdout.lines[-1])
+    return int(m.group(1)) if m else 0
+
+
+def test_users_do_not_see_kafka_pythons_deprecation_warnings(pytester):
+    pytester.makepyfile(test_reload=RELOAD_KAFKA, test_client="""
+        def test_cluster(minibroker_cluster):
+            minibroker_cluster.create_topic("t", 2, 2)
+    """)
+    result = pytester.runpytest_subprocess("--minibroker-brokers", "2", "-p", "no:cacheprovider",
+                                           timeout=120)
+    result.assert_outcomes(passed=2)
+    assert _warnings(result) == 0, result.stdout.str()
+    # The control: without the plugin the same reload shows kafka-python's warnings.
+    result = pytester.runpytest_subprocess("-p", "no:minibroker", "-p", "no:cacheprovider",
+                                           "test_reload.py", timeout=120)
+    result.assert_outcomes(passed=1)
+    assert _warnings(result) > 10, result.stdout.str()
+
+
+def test_fresh_cluster_fixture_is_new_for_each_test_and_the_session_one_is_shared(pytester):
+    pytester.makepyfile(test_scopes="""
+        seen = {}
+
+        def test_a(minibroker_cluster, minibroker_fresh_cluster):
+            seen["shared"], seen["fresh"] = minibroker_cluster, minibroker_fresh_cluster
+            minibroker_fresh_cluster.create_topic("only-here", 1, 1)
+            minibroker_cluster.stop_broker(2)           # carries over to test_b
+
+        def test_b(minibroker_cluster, minibroker_fresh_cluster):
+            assert minibroker_cluster is seen["shared"]
+            assert minibroker_fresh_cluster is not seen["fresh"]
+            assert len(minibroker_cluster.bootstrap.split(",")) == 2   # broker 2 still stopped
+            assert len(minibroker_fresh_cluster.bootstrap.split(",")) == 3
+            minibroker_cluster.start_broker(2)
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=180)
+    result.assert_outcomes(passed=2)

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 import minibroker.broker.handlers  # noqa: F401 — registers every handler with dispatch
+from minibroker.broker.controller_quota import ControllerMutationQuota
 from minibroker.broker.dispatch import handler_for
 from minibroker.broker.faults import Faults
 from minibroker.broker.coordinator_log import ReplicaManagerPartitionWriter
@@ -23,7 +24,7 @@ from minibroker.coordinator.offsets import OFFSETS_TOPIC
 from minibroker.coordinator.runtime import GroupCoordinatorRuntime
 from minibroker.ids import IdSource
 from minibroker.log.config import broker_defaults
-from minibroker.network.tcp import start_listener
+from minibroker.network.tcp import close_idle_connections, start_listener
 
 log = logging.getLogger("minibroker.broker")
 
@@ -42,6 +43,10 @@ class Broker:
         self.port = port
         self.rack = rack
         self.metadata = MetadataCache()
+        self.pending_metadata: asyncio.Task | None = None   # a delayed UpdateMetadata (k06)
+        self.controller_mutation_quota = ControllerMutationQuota(
+            config.controller_mutation_rate, config.controller_quota_window_num,
+            config.controller_quota_window_size_seconds)
         # Topic configs not set on a topic default to the broker's log.* configs (Kafka's synonyms).
         self.log_defaults = broker_defaults(config.describe())
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
@@ -56,6 +61,7 @@ class Broker:
         # What a listener calls per request frame: network/ knows no broker, only this.
         self.handle = handler_for(self)
         self._server: asyncio.base_events.Server | None = None
+        self._idle_reaper: asyncio.Task | None = None
         self.running = False
         # Bumped on each start, sent in registration so the controller can fence stale ones.
         self.broker_epoch = -1
@@ -69,6 +75,9 @@ class Broker:
                 max_request_bytes=self.config.socket_request_max_bytes,
                 name=f"broker {self.node_id}")
             self.port = self._server.sockets[0].getsockname()[1]
+            if self.config.connections_max_idle_ms > 0:
+                self._idle_reaper = asyncio.get_running_loop().create_task(
+                    close_idle_connections(self.connections, self.config.connections_max_idle_ms))
         self.running = True
         self.replica_manager.start()
         self.groups.start()
@@ -78,6 +87,9 @@ class Broker:
     async def stop(self) -> None:
         """Stop serving: the in-memory logs stay, like a disk across a process restart."""
         self.running = False
+        if self._idle_reaper is not None:
+            self._idle_reaper.cancel()
+            self._idle_reaper = None
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):

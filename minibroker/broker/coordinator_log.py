@@ -1,5 +1,5 @@
-"""The group coordinator's view of one internal topic's partitions on this broker (the
-coordinator's PartitionWriter, Kafka's CoordinatorPartitionWriter), over the replica manager."""
+"""The group coordinator's PartitionWriter (Kafka's CoordinatorPartitionWriter): one internal
+topic's partitions on this broker, through the replica manager."""
 from __future__ import annotations
 
 import asyncio
@@ -20,17 +20,13 @@ class ReplicaManagerPartitionWriter:
 
     def append(self, partition: int, leader_epoch: int, batch: bytes,
                now_ms: int) -> asyncio.Future:
-        p = self.replica_manager.get(self.topic, partition)
-        res = p.log.append_as_leader(batch, leader_epoch, now_ms, origin="coordinator")
-        p.maybe_increment_high_watermark()
-        p.notify_data()
-        return p.wait_for_high_watermark(res.last_offset + 1)
+        return self.replica_manager.append_coordinator_batch(self.topic, partition, leader_epoch,
+                                                             batch, now_ms)
 
     def log_range(self, partition: int) -> tuple[int, int]:
-        log = self.replica_manager.get(self.topic, partition).log
-        return log.log_start_offset, log.log_end_offset
+        return self.replica_manager.log_range(self.topic, partition)
 
     def read(self, partition: int, offset: int, max_bytes: int,
              max_offset: int) -> list[memoryview]:
-        log = self.replica_manager.get(self.topic, partition).log
-        return log.read(offset, max_bytes, max_offset=max_offset).records
+        return self.replica_manager.read_batches(self.topic, partition, offset, max_bytes,
+                                                 max_offset)

@@ -9,14 +9,16 @@ minibroker.broker.handlers is imported (broker.py does), in key order.
 """
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from kafka.errors import UnsupportedVersionError
+from kafka.errors import KafkaError, UnsupportedVersionError
 from kafka.protocol.metadata import ApiVersionsResponse
 
+from minibroker.protocol.nulls import first_null
 from minibroker.protocol.framing import (
     API_PREFIX, ProtocolViolation, RequestHeader, frame_parts, parse_request_header, response_header)
 
@@ -158,8 +160,21 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview) -> list | None:
         coro = handler.fn(ctx, req)
         # Only the handler refers to the frame now: one that waits may let it go (ctx.frame =
         # None), so the network layer can reuse the receive buffer behind it.
+        decoded = None if handler.raw else req
         del frame, header, req
-        resp = await coro
+        try:
+            resp = await coro
+        except (ProtocolViolation, KafkaError, asyncio.CancelledError):
+            raise
+        except Exception:
+            # A null where the schema allows none reaches the handler (the generic decoder reads
+            # any -1 length as None): the client's malformed input, closed with one log line.
+            # Looked for only after a failure: walking every request costs more than decoding.
+            where = None if decoded is None else first_null(cls._struct, decoded, api_version)
+            if where is None:
+                raise
+            raise ProtocolViolation(f"{handler.name} v{api_version}: null {where}, which is not "
+                                    "nullable") from None
     if resp is None:
         return None
     if type(resp) is RawResponse:

@@ -17,9 +17,9 @@ import asyncio
 import logging
 import struct
 import uuid
-from typing import Protocol
+from typing import Callable, Protocol
 
-from kafka.errors import (FencedLeaderEpochError, InvalidRecordError, KafkaError,
+from kafka.errors import (FencedLeaderEpochError, InvalidRecordError, InvalidTopicError, KafkaError,
                           NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
                           NotLeaderForPartitionError, OffsetNotAvailableError,
                           OffsetOutOfRangeError, PolicyViolationError, RequestTimedOutError,
@@ -30,6 +30,7 @@ from minibroker.broker.fetcher import ReplicaFetcher
 from minibroker.broker.first_fetch import WAKE, FirstFetches
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.partition import Partition
+from minibroker.broker.topic_names import INTERNAL_TOPICS
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
 from minibroker.log.config import LogConfig
@@ -78,7 +79,10 @@ def _wake(fut) -> None:
 class ReplicaManager:
     def __init__(self, node_id: int, config: ClusterConfig, clock: Clock,
                  metadata: MetadataCache, controller: AlterPartitionSender,
-                 log_defaults: dict) -> None:
+                 log_defaults: dict,
+                 log_factory: Callable[[str, int, LogConfig], PartitionLog] | None = None) -> None:
+        """log_factory(topic, partition, config): a hosted partition's new log; by default an
+        in-memory PartitionLog counted in (and capped by) this broker's log memory."""
         self.node_id = node_id
         self.config = config
         self.clock = clock
@@ -96,6 +100,10 @@ class ReplicaManager:
         self.log_memory = LogMemory(config.log_memory_max_bytes)
         # Followers yet to fetch a partition we newly lead, and their waiting fetches.
         self.first_fetches = FirstFetches()
+        self.new_log = log_factory or self._memory_log
+
+    def _memory_log(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
+        return PartitionLog(topic, partition, config, self.clock, memory=self.log_memory)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -179,18 +187,50 @@ class ReplicaManager:
         p.notify_data()
         return low_watermark, 0
 
+    # ------------------------------------------------------------------ the group coordinator's log
+    def append_coordinator_batch(self, topic: str, partition: int, leader_epoch: int,
+                                 batch: bytes, now_ms: int) -> asyncio.Future:
+        """Append a coordinator's record batch as leader under `leader_epoch` (the caller checked
+        it leads there); a future of 0 once the high watermark passed it. Raises KafkaError when
+        the log refuses the batch."""
+        p = self.partitions[(topic, partition)]
+        res = p.log.append_as_leader(batch, leader_epoch, now_ms, origin="coordinator")
+        p.maybe_increment_high_watermark()
+        p.notify_data()
+        return p.wait_for_high_watermark(res.last_offset + 1)
+
+    def log_range(self, topic: str, partition: int) -> tuple[int, int]:
+        """(log start offset, log end offset) of a hosted partition."""
+        log = self.partitions[(topic, partition)].log
+        return log.log_start_offset, log.log_end_offset
+
+    def read_batches(self, topic: str, partition: int, offset: int, max_bytes: int,
+                     max_offset: int) -> list:
+        """Whole stored batches of a hosted partition from `offset`, each below `max_offset`
+        (a coordinator loading its partition)."""
+        return self.partitions[(topic, partition)].log.read(offset, max_bytes,
+                                                            max_offset=max_offset).records
+
     # ------------------------------------------------------------------ Produce: the leader's append
-    def append_records(self, topics, acks: int) -> tuple[dict[str, list], list]:
+    def append_records(self, topics, acks: int, internal_topics_allowed: bool = False
+                       ) -> tuple[dict[str, list], list]:
         """Append each partition's batch as leader (Kafka's ReplicaManager.appendRecords), for
         acks 0, 1 or -1. `topics` are protocol.fast's decoded Produce topics. Per partition:
         leadership and KIP-253 checks, min.insync.replicas, one batch only, the append, the high
         watermark, retention.bytes, the broker's log memory cap, and a wake-up of waiting fetches.
         Returns the per-topic PartitionResults and, for acks=-1, the (result, future, partition)
-        of each batch the high watermark has yet to reach: `await_replication` waits for them."""
+        of each batch the high watermark has yet to reach: `await_replication` waits for them.
+        Internal topics are written by their coordinators only: a client's batch there is
+        INVALID_TOPIC_EXCEPTION "Cannot append to internal topic" (Kafka lets client.id
+        "__admin_client" through; no client gets through here)."""
         results: dict[str, list] = {}
         waits = []
         for td in topics:
             out = results.setdefault(td.name, [])
+            if td.name in INTERNAL_TOPICS and not internal_topics_allowed:
+                out += [PartitionResult(pd.index, InvalidTopicError.errno, error_message=(
+                    f"Cannot append to internal topic {td.name}")) for pd in td.partitions]
+                continue
             for pd in td.partitions:
                 p, err = self.leader_partition(td.name, pd.index)
                 if err:
@@ -442,9 +482,8 @@ class ReplicaManager:
         if p is None:
             config = LogConfig.from_configs(configs, defaults=self.log_defaults)
             p = Partition(self.node_id, topic, topic_id, partition,
-                          PartitionLog(topic, partition, config, self.clock,
-                                       memory=self.log_memory),
-                          self.clock, self.request_isr_change)
+                          self.new_log(topic, partition, config), self.clock,
+                          self.request_isr_change)
             self.partitions[key] = p
         elif (leader_epoch, partition_epoch) < (p.leader_epoch, p.partition_epoch):
             return StaleControllerEpochError.errno

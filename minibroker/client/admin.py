@@ -68,6 +68,7 @@ class Admin:
         self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms)
         self.metadata = ClusterMetadata(self.pool, allow_auto_topic_creation=False)
         self.timeout_ms = request_timeout_ms
+        self.last_throttle_time_ms = 0
 
     async def close(self) -> None:
         self.metadata.close()
@@ -136,11 +137,14 @@ class Admin:
 
     async def create_partitions(self, counts: dict[str, int], validate_only: bool = False,
                                 raise_on_error: bool = True) -> dict:
-        """Set each topic's partition count; lower than now = KIP-253 deletion."""
+        """Set each topic's partition count; lower than now = KIP-253 deletion. The response's
+        throttle_time_ms (KIP-599: how long to wait before mutating again) is kept in
+        `last_throttle_time_ms`."""
         req = CreatePartitionsRequest(topics=[CreatePartitionsRequest.CreatePartitionsTopic(
             name=t, count=n, assignments=None) for t, n in counts.items()],
             timeout_ms=self.timeout_ms, validate_only=validate_only)
         resp = await self._to_controller(req)
+        self.last_throttle_time_ms = resp.throttle_time_ms
         return _check({r.name: _err(r.error_code, f"create partitions {r.name}",
                                     r.error_message) for r in resp.results}, raise_on_error)
 

@@ -1,9 +1,12 @@
 """The active controller: turns requests into records, replays them, propagates the result.
 
-Every change is: validate against the current image → records → append to the metadata log →
-replay into a delta → apply → new frozen image → the propagator sends LeaderAndIsr,
-UpdateMetadata and StopReplica to the brokers. Operations run one at a time (an event queue, as
-in Kafka's QuorumController). A new controller replays the whole log and resumes from it.
+Every change is: a pure operation `op(image, request, ids) -> Result(records, response)`
+(topics, partition_count, reassignment, brokers, partitions; records built in records.py) →
+append to the metadata log → replay into a delta → apply → new frozen image → the propagator
+sends LeaderAndIsr, UpdateMetadata and StopReplica to the brokers → the response. Operations run
+one at a time under one lock (an event queue, as in Kafka's QuorumController); the controller's
+own tasks (partition_removal, reassignment_progress) get the narrow `write(op)` / `log_bounds`
+way in. A new controller replays the whole log and resumes from it.
 """
 from __future__ import annotations
 
@@ -11,24 +14,25 @@ import asyncio
 import logging
 from typing import Any, Callable
 
-from kafka.errors import (FencedLeaderEpochError, InvalidUpdateVersionError,
-                          NotLeaderForPartitionError, RequestTimedOutError,
-                          UnknownTopicOrPartitionError)
+from kafka.errors import RequestTimedOutError
 
-from minibroker.controller import partition_count, records, topics
+from minibroker.controller import brokers, partition_count, partitions, reassignment, topics
 from minibroker.controller.delta import MetadataDelta
 from minibroker.controller.image import MetadataImage, PartitionRegistration
 from minibroker.controller.log_bounds import log_bounds
 from minibroker.controller.metadata_log import MetadataLog
 from minibroker.controller.partition_removal import removal_loop
 from minibroker.controller.propagator import Propagator
-from minibroker.controller.reassignment import (INVALID_REQUEST, completion_records, ongoing,
-                                                plan, plan_alter, request)
 from minibroker.controller.reassignment_progress import progress
 from minibroker.controller.result import ControllerHalted, ItemResult, Result
 from minibroker.protocol import records as R
 
 log = logging.getLogger("minibroker.controller")
+
+
+# Records appended between two yields to the event loop: ~10,000 records took seconds in one go,
+# while every broker and client of an in-process cluster shares this loop.
+YIELD_EVERY_RECORDS = 200
 
 
 class Controller:
@@ -54,7 +58,7 @@ class Controller:
         self.image = delta.apply()
         self.running = True
         resumed = partition_count.resume_records(self.image, self.ids) + \
-            completion_records(self.image)
+            reassignment.completion_records(self.image)
         if resumed:
             await self.commit(resumed, propagate=False)
         await self.propagator.full_sync(self.image)
@@ -105,8 +109,10 @@ class Controller:
         old = self.image
         delta = MetadataDelta(old)
         for i, step in enumerate(steps, 1):
-            for record in step:
+            for n, record in enumerate(step, 1):
                 delta.replay(record, self.log.append(record))
+                if n % YIELD_EVERY_RECORDS == 0:
+                    await asyncio.sleep(0)      # others are served; the image changes at the end
             if site and i < len(steps) and f"{site}.step{i}" in self.cluster.faults.enabled_sites:
                 self.image = delta.apply()
                 self.running = False
@@ -121,80 +127,30 @@ class Controller:
     async def register_broker(self, broker_id: int, host: str, port: int,
                               rack: str | None) -> int:
         async with self._lock:
-            prev = self.image.brokers.get(broker_id)
-            epoch = (prev.broker_epoch + 1) if prev else self.log.next_offset()
-            out = [records.register_broker(broker_id, epoch, host, port, rack),
-                   records.unfence_broker(broker_id, epoch)]
-            out += self._elect_for_returning_broker(broker_id)
-            await self.commit(out)
-            return epoch
-
-    def _elect_for_returning_broker(self, broker_id: int) -> list:
-        out = []
-        for name in sorted(self.image.topics):
-            t = self.image.topics[name]
-            for pid, p in t.partitions.items():
-                if p.leader == -1 and broker_id in p.isr:
-                    out.append(records.partition_change(t.topic_id, pid, leader=broker_id))
-        return out
+            return await self._write(brokers.register_broker(self.image, broker_id, host, port,
+                                                             rack))
 
     async def fence_broker(self, broker_id: int) -> None:
         async with self._lock:
-            b = self.image.brokers.get(broker_id)
-            if b is None or b.fenced:
-                return
-            out = [records.fence_broker(broker_id, b.broker_epoch)]
-            alive = {x.broker_id for x in self.image.live_brokers()} - {broker_id}
-            for name in sorted(self.image.topics):
-                t = self.image.topics[name]
-                for pid, p in t.partitions.items():
-                    if broker_id not in p.replicas:
-                        continue
-                    if p.leader == broker_id:
-                        new_leader = next((r for r in p.replicas if r in p.isr and r in alive), -1)
-                        isr = [r for r in p.isr if r != broker_id] or [broker_id]
-                        out.append(records.partition_change(t.topic_id, pid, leader=new_leader,
-                                                            isr=isr))
-                    elif broker_id in p.isr and len(p.isr) > 1:
-                        out.append(records.partition_change(
-                            t.topic_id, pid, isr=[r for r in p.isr if r != broker_id]))
-            await self.commit(out)
+            await self._write(brokers.fence_broker(self.image, broker_id))
 
     # ------------------------------------------------------------------ partitions
     async def alter_partition(self, broker_id: int, topic: str, partition: int, leader_epoch: int,
                               partition_epoch: int, new_isr: tuple[int, ...]) -> int:
         async with self._lock:
-            t = self.image.topics.get(topic)
-            p = t.partitions.get(partition) if t else None
-            if p is None:
-                return UnknownTopicOrPartitionError.errno
-            if p.leader != broker_id:
-                return NotLeaderForPartitionError.errno
-            if leader_epoch != p.leader_epoch:
-                return FencedLeaderEpochError.errno
-            if partition_epoch != p.partition_epoch:
-                return InvalidUpdateVersionError.errno
-            alive = {b.broker_id for b in self.image.live_brokers()}
-            isr = [r for r in new_isr if r in alive or r == broker_id]
-            if broker_id not in isr or tuple(isr) == p.isr:
-                return 0
-            await self.commit([records.partition_change(t.topic_id, partition, isr=isr)])
-            if p.reassigning:
+            res = partitions.alter_partition(self.image, broker_id, topic, partition,
+                                             leader_epoch, partition_epoch, new_isr)
+            moving = bool(res.records) and self.partition(topic, partition).reassigning
+            await self._write(res)
+            if moving:
                 await self._complete_reassignments()
-            return 0
+            return res.response
 
     async def elect_leader(self, topic: str, partition: int, preferred: int | None = None) -> int:
         """Move leadership (control API / ElectLeaders): to `preferred` if in ISR and alive."""
         async with self._lock:
-            t = self.image.topics[topic]
-            p = t.partitions[partition]
-            alive = {b.broker_id for b in self.image.live_brokers()}
-            candidates = [preferred] if preferred is not None else list(p.replicas)
-            new = next((r for r in candidates if r in p.isr and r in alive), None)
-            if new is None or new == p.leader:
-                return p.leader
-            await self.commit([records.partition_change(t.topic_id, partition, leader=new)])
-            return new
+            return await self._write(partitions.elect_leader(self.image, topic, partition,
+                                                             preferred))
 
     def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
         t = self.image.topics.get(topic)
@@ -244,48 +200,43 @@ class Controller:
     async def assign_partitions(self, assignments: list[tuple[str, int, list[int]]]):
         """Start moving partitions to new replica sets; returns reassignment.Accepted."""
         async with self._lock:
-            records, accepted = plan(self.image, assignments, self.clock.now_ms(),
-                                     self.config.reassign_partitions_status_min_retention_ms)
-            if records:
-                request_id = self.log.next_offset()      # the PartitionReassignmentRecord's
-                await self.commit(records)
+            res = reassignment.plan(self.image, assignments, self.clock.now_ms(),
+                                    self.config.reassign_partitions_status_min_retention_ms)
+            if res.records:
+                await self._write(res)
                 await self._complete_reassignments()
-                accepted = accepted._replace(request_id=request_id)
-            return accepted
+            return res.response
 
     async def alter_partition_reassignments(self, items: list, allow_rf_change: bool) -> list:
         """KIP-455 (AlterPartitionReassignments): [(topic, partition, error code, message)]."""
         async with self._lock:
-            records, results = plan_alter(
+            res = reassignment.plan_alter(
                 self.image, items, self.clock.now_ms(),
                 self.config.reassign_partitions_status_min_retention_ms, allow_rf_change)
-            if records:
-                await self.commit(records)
+            if res.records:
+                await self._write(res)
                 await self._complete_reassignments()
-            return results
+            return res.response
 
     async def list_partition_reassignments(self, wanted: dict[str, list[int]] | None) -> list:
         """KIP-455 (ListPartitionReassignments): [(topic, partition, registration)] moving now."""
-        return ongoing(self.image, wanted)
+        return reassignment.ongoing(self.image, wanted)
 
     async def _complete_reassignments(self) -> None:
-        records = completion_records(self.image)
-        if records:
-            await self.commit(records)
+        await self.commit(reassignment.completion_records(self.image))
 
     async def partition_assignment_status(self, request_id: int):
         """(error code, request id, [reassignment.Progress]) — -1 asks for the latest request."""
-        ra = request(self.image, request_id)
+        ra = reassignment.request(self.image, request_id)
         if ra is None:
-            return INVALID_REQUEST, request_id, []
+            return reassignment.INVALID_REQUEST, request_id, []
         return 0, ra.request_id, await progress(self.image, ra, self.log_bounds)
 
     # ------------------------------------------------------------------ producer ids
     async def allocate_producer_ids(self, count: int = 1000) -> tuple[int, int]:
         async with self._lock:
-            first = max(self.image.next_producer_id, 1000)
-            await self.commit([records.producer_ids(self.controller_id, first + count)])
-            return first, count
+            return await self._write(brokers.allocate_producer_ids(self.image, self.controller_id,
+                                                                   count))
 
 
 def _chunks(out: tuple, partitions: int):

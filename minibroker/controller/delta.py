@@ -97,9 +97,12 @@ class MetadataDelta:
             leader_epoch=r.leader_epoch, partition_epoch=r.partition_epoch,
             leader_epoch_after_creation=_pairs(r.leader_epoch_after_creation),
             leader_epoch_before_deletion=_pairs(r.leader_epoch_before_deletion))
-        expected = set(range(t["undeleted_partition_count"]))
-        if t["pending_after_creation"] and expected <= set(t["partitions"]):
-            t["pending_after_creation"] = ()           # the expansion is complete
+        # The expansion is complete once every index is there; the length test first keeps
+        # replaying n PartitionRecords O(n) (the set test on each was O(n^2): 11 s at 10,000).
+        count = t["undeleted_partition_count"]
+        if (t["pending_after_creation"] and len(t["partitions"]) >= count
+                and all(p in t["partitions"] for p in range(count))):
+            t["pending_after_creation"] = ()
 
     def _replay_PartitionChangeRecord(self, r) -> None:
         t = self._topic(r.topic_id)

@@ -23,12 +23,13 @@ from __future__ import annotations
 import logging
 
 from kafka.errors import (InvalidPartitionsError, InvalidReplicationAssignmentError,
-                          UnknownTopicOrPartitionError)
+                          PolicyViolationError, UnknownTopicOrPartitionError)
 
 from minibroker.controller import records
 from minibroker.controller.image import MetadataImage, TopicImage
 from minibroker.controller.placement import assign_replicas
 from minibroker.controller.result import ItemResult, Result
+from minibroker.controller.topics import EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_BATCH
 from minibroker.ids import IdSource
 
 log = logging.getLogger("minibroker.controller")
@@ -52,6 +53,8 @@ def change_partition_count(image: MetadataImage, name: str, count: int, assignme
     marked = sorted(p for p, reg in t.partitions.items() if reg.marked_for_deletion)
     if count == undeleted:
         return _refused(InvalidPartitionsError.errno, f"Topic already has {undeleted} partitions.")
+    if count - undeleted > MAX_PARTITIONS_PER_BATCH:
+        return _refused(PolicyViolationError.errno, EXCESSIVE_PARTITIONS)
     if count > undeleted:
         if marked:
             return _refused(InvalidPartitionsError.errno,

@@ -37,9 +37,10 @@ from typing import NamedTuple
 
 import kafka.errors as Errors
 
+from minibroker.controller import records
 from minibroker.controller.delta import NO_LEADER_CHANGE
 from minibroker.controller.image import MetadataImage, PartitionRegistration, Reassignment
-from minibroker.controller import records
+from minibroker.controller.result import Result
 
 INVALID_TOPIC = Errors.InvalidTopicError.errno                        # 17
 INVALID_PARTITIONS = Errors.InvalidPartitionsError.errno              # 37
@@ -60,13 +61,15 @@ class Accepted(NamedTuple):
 
 
 def plan(image: MetadataImage, assignments: list[tuple[str, int, list[int]]], now_ms: int,
-         retention_ms: int) -> tuple[list, Accepted]:
-    """Records starting the reassignment (none if nothing is valid) and the answer to give."""
+         retention_ms: int) -> Result[Accepted]:
+    """AssignPartitions: records starting the reassignment (none if nothing is valid) and the
+    answer to give."""
     if image.moving:
         rid = next(iter(image.moving.values()))
-        return [], Accepted(REASSIGNMENT_IN_PROGRESS, f"Reassignment {rid} is still running.",
-                            -1, [(t, p, b, REASSIGNMENT_IN_PROGRESS)
-                                 for t, p, brokers in assignments for b in brokers or [-1]])
+        return Result((), Accepted(REASSIGNMENT_IN_PROGRESS,
+                                   f"Reassignment {rid} is still running.", -1,
+                                   [(t, p, b, REASSIGNMENT_IN_PROGRESS)
+                                    for t, p, brokers in assignments for b in brokers or [-1]]))
     named: dict[tuple[str, int], int] = {}
     for t, p, _ in assignments:
         named[(t, p)] = named.get((t, p), 0) + 1
@@ -76,8 +79,9 @@ def plan(image: MetadataImage, assignments: list[tuple[str, int, list[int]]], no
         results += [(t, p, b, c) for b, c in codes]
         if not any(c for _, c in codes):
             accepted.append((image.topics[t], p, tuple(brokers)))
-    # The request id is the offset the first record will get: the caller's log decides it.
-    return _records(image, accepted, now_ms, retention_ms), Accepted(0, None, -1, results)
+    out = _records(image, accepted, now_ms, retention_ms)
+    # The request id is the offset its PartitionReassignmentRecord gets: the next one.
+    return Result(tuple(out), Accepted(0, None, image.offset + 1 if out else -1, results))
 
 
 def _records(image: MetadataImage, accepted: list, now_ms: int, retention_ms: int) -> list:
@@ -93,7 +97,7 @@ def _records(image: MetadataImage, accepted: list, now_ms: int, retention_ms: in
 
 
 def plan_alter(image: MetadataImage, items: list[tuple[str, int, list[int] | None]], now_ms: int,
-               retention_ms: int, allow_rf_change: bool) -> tuple[list, list]:
+               retention_ms: int, allow_rf_change: bool) -> Result[list]:
     """KIP-455's AlterPartitionReassignments on the same machinery: the partitions given replicas
     form one request (with an id, so PartitionAssignmentStatus can follow it); null replicas
     cancel that partition's running move (back to its replicas before the move). Returns the
@@ -127,7 +131,7 @@ def plan_alter(image: MetadataImage, items: list[tuple[str, int, list[int] | Non
         else:
             accepted.append((t, pid, tuple(replicas)))
         results.append((topic, pid, code, msg))
-    return out + _records(image, accepted, now_ms, retention_ms), results
+    return Result(tuple(out + _records(image, accepted, now_ms, retention_ms)), results)
 
 
 def _cancel(topic_id, pid: int, reg: PartitionRegistration, alive: set[int]):

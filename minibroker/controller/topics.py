@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from kafka.errors import (InvalidConfigurationError, InvalidPartitionsError,
                           InvalidReplicationAssignmentError, InvalidReplicationFactorError,
-                          InvalidTopicError, TopicAlreadyExistsError,
+                          InvalidTopicError, PolicyViolationError, TopicAlreadyExistsError,
                           UnknownTopicOrPartitionError)
 
 from minibroker.broker.topic_names import invalid_reason
@@ -20,11 +20,33 @@ from minibroker.log import config as log_config
 
 # (name, partitions, replication factor, {partition: replicas} | None, configs); -1: the default
 TopicSpec = tuple[str, int, int, "dict[int, list[int]] | None", "dict[str, str]"]
+# Kafka's controller writes at most MAX_RECORDS_PER_USER_OP (10,000) records per operation and
+# refuses a CreateTopics or CreatePartitions over MAX_PARTITIONS_PER_BATCH (10,000) partitions
+# with POLICY_VIOLATION: one request for 100k partitions froze every broker here for minutes.
+MAX_PARTITIONS_PER_BATCH = 10_000
+EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
+
+
+def total_new_partitions(specs: list[TopicSpec], default_partitions: int) -> int:
+    """Partitions a CreateTopics request asks for, counted as Kafka's
+    validateTotalNumberOfPartitions: -1 is the default, a manual assignment counts its entries."""
+    total = 0
+    for _, partitions, _, assignments, _ in specs:
+        if assignments:
+            total += len(assignments)
+        elif partitions == -1:
+            total += default_partitions
+        elif partitions > 0:
+            total += partitions
+    return total
 
 
 def create_topics(image: MetadataImage, specs: list[TopicSpec], ids: IdSource,
                   defaults) -> Result[list[ItemResult]]:
     """defaults: num_partitions and default_replication_factor (the cluster config)."""
+    if total_new_partitions(specs, defaults.num_partitions) > MAX_PARTITIONS_PER_BATCH:
+        return Result((), [ItemResult(PolicyViolationError.errno, EXCESSIVE_PARTITIONS)
+                           for _ in specs])
     out, results, names = [], [], set()
     for name, partitions, rf, assignments, configs in specs:
         if name in names:

@@ -35,16 +35,14 @@ from __future__ import annotations
 
 import struct
 import weakref
-from typing import TYPE_CHECKING
 
 import kafka.errors as Errors
 
-from minibroker.coordinator.group.classic import (CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY,
+from minibroker.coordinator.context import CoordinatorContext
+from minibroker.coordinator.group.classic_group import (CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY,
                                                   PREPARING_REBALANCE, ClassicGroup)
-from minibroker.coordinator.group.consumer import ConsumerGroup
+from minibroker.coordinator.group.consumer_group import ConsumerGroup
 
-if TYPE_CHECKING:
-    from minibroker.coordinator.runtime import GroupCoordinatorRuntime
 
 NONE = 0
 INVALID_GROUP_ID = Errors.InvalidGroupIdError.errno
@@ -109,7 +107,7 @@ class ConsumerGroupPositions:
     """Per coordinator runtime: GroupPositions of each loaded group (held with the group object,
     so an unloaded or deleted group's state goes with it)."""
 
-    def __init__(self, rt: "GroupCoordinatorRuntime") -> None:
+    def __init__(self, rt: CoordinatorContext) -> None:
         self.rt = rt
         self._groups: "weakref.WeakKeyDictionary[ClassicGroup | ConsumerGroup, GroupPositions]" \
             = weakref.WeakKeyDictionary()

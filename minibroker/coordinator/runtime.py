@@ -11,9 +11,12 @@ leader epoch the shard was loaded under (origin "coordinator"); a write complete
 watermark passes it (acks=all), or with an error code (NOT_LEADER → the shard is gone, or
 REQUEST_TIMED_OUT after offsets.commit.timeout.ms).
 
-The protocol itself is minibroker.coordinator.groups.ClassicGroupCoordinator (`self.classic`);
-KIP-848 consumer groups are minibroker.coordinator.group.consumer (`self.consumer`), kept in
-`Shard.consumer_groups` and replayed from the same partition.
+The classic protocol is minibroker.coordinator.group.classic_coordinator (`self.classic`),
+committed offsets of every group minibroker.coordinator.offset_manager (`self.offsets`),
+KIP-848 consumer groups minibroker.coordinator.group.consumer_coordinator (`self.consumer`),
+kept in `Shard.consumer_groups` (minibroker.coordinator.shard). Every record of the partition,
+both protocols, is applied by minibroker.coordinator.replay.replay: as it is written, and again
+when a broker loads the partition.
 
 The runtime gets what it uses, not the broker: config, clock, ids, the broker's MetadataCache
 (read, and listened to), a PartitionWriter for the __consumer_offsets partitions, and a way to
@@ -35,12 +38,14 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 import kafka.errors as Errors
 from kafka.record.default_records import DefaultRecordBatch
 
-from minibroker.coordinator.group import consumer as consumer_group
-from minibroker.coordinator.group.consumer import ConsumerGroupCoordinator
-from minibroker.coordinator.groups import ClassicGroupCoordinator
-from minibroker.coordinator.offsets import OFFSETS_TOPIC, partition_for, replay
+from minibroker.coordinator.group.classic_coordinator import ClassicGroupCoordinator
+from minibroker.coordinator.group.consumer_coordinator import ConsumerGroupCoordinator
+from minibroker.coordinator.offset_manager import OffsetMetadataManager
+from minibroker.coordinator.offsets import OFFSETS_TOPIC, partition_for
 from minibroker.coordinator.partition_writer import PartitionWriter
 from minibroker.coordinator.positions import ConsumerGroupPositions
+from minibroker.coordinator.replay import replay
+from minibroker.coordinator.shard import Shard
 from minibroker.log.batch import build_batch
 from minibroker.log.config import VALIDATORS
 
@@ -48,7 +53,6 @@ if TYPE_CHECKING:
     from minibroker.broker.metadata_cache import MetadataCache
     from minibroker.clock import Clock
     from minibroker.config import ClusterConfig
-    from minibroker.coordinator.group.classic import ClassicGroup
     from minibroker.ids import IdSource
 
 # CreateTopics as the controller takes it: [(name, partitions, rf, assignment, configs)] ->
@@ -66,26 +70,6 @@ _BASE_OFFSET = struct.Struct(">q")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 
 
-class Shard:
-    """The groups of one __consumer_offsets partition this broker leads."""
-
-    def __init__(self, partition: int, leader_epoch: int) -> None:
-        self.partition = partition
-        self.leader_epoch = leader_epoch
-        self.loading = True
-        self.groups: dict[str, "ClassicGroup"] = {}
-        self.consumer_groups: dict[str, consumer_group.ConsumerGroup] = {}
-        self.load_task: asyncio.Task | None = None
-        # (group, topic, partition) -> tokens of offset commits appended, not yet replayed.
-        self.pending_offset_commits: dict[tuple[str, str, int], set] = {}
-        # Partitions deleted while loading: every replayed record predates the deletion.
-        self.deleted_while_loading: set[tuple[str, int]] = set()
-
-    def __repr__(self) -> str:
-        return (f"Shard({OFFSETS_TOPIC}-{self.partition}, epoch={self.leader_epoch}, "
-                f"loading={self.loading}, groups={len(self.groups)})")
-
-
 class GroupCoordinatorRuntime:
     def __init__(self, node_id: int, config: "ClusterConfig", clock: "Clock", ids: "IdSource",
                  metadata: "MetadataCache", writer: PartitionWriter,
@@ -99,6 +83,7 @@ class GroupCoordinatorRuntime:
         self._create_topics = create_topics
         self.shards: dict[int, Shard] = {}
         self.classic = ClassicGroupCoordinator(self)
+        self.offsets = OffsetMetadataManager(self)
         self.consumer = ConsumerGroupCoordinator(self)
         self.positions = ConsumerGroupPositions(self)     # KIP-253 ConsumerGroupPosition
         self.running = False
@@ -160,7 +145,7 @@ class GroupCoordinatorRuntime:
             self._delete_offsets_of(shard, partitions)
 
     def _delete_offsets_of(self, shard: Shard, partitions: list[tuple[str, int]]) -> None:
-        records = self.classic.on_partitions_deleted(shard, partitions)
+        records = self.offsets.on_partitions_deleted(shard, partitions)
         if records:
             log.info("broker %d: %s-%d: offsets of deleted partitions %s dropped",
                      self.node_id, OFFSETS_TOPIC, shard.partition, partitions)
@@ -321,10 +306,7 @@ class GroupCoordinatorRuntime:
             if record.key is None:
                 continue
             try:
-                if consumer_group.is_consumer_group_record(record.key):
-                    consumer_group.replay(shard.consumer_groups, record.key, record.value)
-                else:
-                    replay(shard.groups, record.key, record.value)
+                replay(shard, record.key, record.value)
             except ValueError:
                 log.warning("%s-%d offset %d: undecodable coordinator record", OFFSETS_TOPIC,
                             shard.partition, record.offset)
@@ -345,6 +327,6 @@ class GroupCoordinatorRuntime:
         while True:
             await asyncio.sleep(interval)
             try:
-                self.classic.expire_offsets()
+                self.offsets.expire_offsets()
             except Exception:  # noqa: BLE001
                 log.exception("offset expiration failed")

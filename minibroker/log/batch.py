@@ -24,6 +24,9 @@ from typing import Iterator, NamedTuple, Sequence
 
 from kafka.codec import gzip_encode
 from kafka.errors import CorruptRecordError, InvalidRecordError
+from kafka.record.default_records import DefaultRecordBatch
+
+from minibroker.protocol.varint import write_varint as _varint
 
 try:  # the C implementation (pure Python costs ~130 ms per MiB), called directly: no wrapper call
     from crc32c import crc32c
@@ -199,14 +202,6 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int
 
 # -- encoding (tests, control batches) ---------------------------------------------------------------
 
-def _varint(value: int, out: bytearray) -> None:
-    value = (value << 1) ^ (value >> 63)          # zigzag
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
 def _nullable_bytes(data: bytes | None, out: bytearray) -> None:
     if data is None:
         _varint(-1, out)
@@ -274,7 +269,6 @@ def record_timestamps(data: bytes | bytearray | memoryview) -> Iterator[tuple[in
     The one place the log reads records (timestamp lookups); uses kafka-python's decoder. The fields
     inside an uncompressed client record are not validated on append (records_check), so a record
     that does not decode ends the walk with the batch's own (base offset, max timestamp)."""
-    from kafka.record.default_records import DefaultRecordBatch
     try:
         for record in DefaultRecordBatch(data):
             yield record.offset, record.timestamp

@@ -1,7 +1,9 @@
 """The bytes a broker's partition logs hold in memory, and a broker-wide cap on them.
 
 `log.memory.max.bytes` (a minibroker extension; -1, the default, means no cap) bounds an
-in-memory broker the way a disk bounds Kafka. Past it, the oldest batches of the partitions
+in-memory broker the way a disk bounds Kafka. It counts what the batches really hold
+(StoredBatch.held: the whole frame an adopted batch keeps alive, plus per-batch objects), not
+their wire size. Past it, the oldest batches of the partitions
 holding the most are deleted, as retention deletes them (the log start offset moves; nothing above
 a partition's high watermark goes), down to an equal share of the cap for each partition that holds
 more than that share (max-min fairness: a partition holding less keeps everything). A round frees
@@ -11,12 +13,19 @@ reused by the next batches, which costs a tenth of touching fresh pages (benchma
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from minibroker.log.heap import HEAP
 
-if TYPE_CHECKING:
-    from minibroker.log.partition_log import PartitionLog
+
+class EvictableLog(Protocol):
+    """What LogMemory needs of a log (PartitionLog is one; it imports this module, not we it)."""
+    topic: str
+    partition: int
+    size_bytes: int
+
+    def evict_to(self, share: int) -> int:
+        """Delete the oldest batches below the high watermark down to `share` bytes; how many."""
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3     # glibc's mallopt parameters
@@ -49,12 +58,12 @@ class LogMemory:
         # A round starts past this: the cap, or, after a round that the high watermarks stopped
         # short of it, a sixteenth of the cap further (not a futile round on every append).
         self._threshold = max_bytes
-        self._logs: dict[int, "PartitionLog"] = {}      # every log sharing this memory, by id
+        self._logs: dict[int, EvictableLog] = {}      # every log sharing this memory, by id
 
-    def register(self, log: "PartitionLog") -> None:
+    def register(self, log: EvictableLog) -> None:
         self._logs[id(log)] = log
 
-    def unregister(self, log: "PartitionLog") -> None:
+    def unregister(self, log: EvictableLog) -> None:
         self._logs.pop(id(log), None)
 
     def stored(self, size: int) -> None:
@@ -76,13 +85,13 @@ class LogMemory:
         return evicted
 
     def _round(self) -> int:
-        logs = sorted(self._logs.values(), key=lambda log: (log.size_bytes, log.topic, log.partition))
+        logs = sorted(self._logs.values(), key=lambda log: (log.held_bytes, log.topic, log.partition))
         room = self.max_bytes - self.max_bytes // 16
         for i, log in enumerate(logs):
             share = room // (len(logs) - i)
-            if log.size_bytes > share:
+            if log.held_bytes > share:
                 break                   # this log and every larger one keep `share` each
-            room -= log.size_bytes
+            room -= log.held_bytes
         else:
             return 0
         return sum(log.evict_to(share) for log in logs[i:])

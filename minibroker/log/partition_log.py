@@ -61,7 +61,7 @@ class UnexpectedAppendOffsetError(Exception):
 
 class StoredBatch:
     __slots__ = ("data", "view", "base_offset", "last_offset", "max_timestamp", "leader_epoch", "size",
-                 "attributes", "producer_id", "producer_epoch", "base_sequence")
+                 "attributes", "producer_id", "producer_epoch", "base_sequence", "held")
 
     def __init__(self, data: bytearray | memoryview, header: BatchHeader, base_offset: int, leader_epoch: int,
                  max_timestamp: int, attributes: int) -> None:
@@ -76,6 +76,11 @@ class StoredBatch:
         self.producer_id = header.producer_id
         self.producer_epoch = header.producer_epoch
         self.base_sequence = header.base_sequence
+        # What keeping this batch really holds (log.memory.max.bytes counts it): a batch adopted
+        # from a request or fetch frame keeps that whole buffer alive, and every batch has its
+        # objects (the fuzzer's 70-byte batches held ~7x their size, so 10 MB became 107 MB).
+        owner = data.obj if isinstance(data, memoryview) else data
+        self.held = max(len(owner), self.size) + BATCH_OVERHEAD
 
     @property
     def timestamp_type(self) -> int:
@@ -84,6 +89,11 @@ class StoredBatch:
     def __repr__(self) -> str:
         return (f"StoredBatch({self.base_offset}..{self.last_offset}, epoch={self.leader_epoch}, "
                 f"size={self.size}, max_ts={self.max_timestamp})")
+
+
+# StoredBatch, its read-only view, the bytearray header, the two list slots and the base offset
+# int, by sys.getsizeof on CPython 3.11.
+BATCH_OVERHEAD = 400
 
 
 def _as_view(records: bytes | bytearray | memoryview) -> memoryview:
@@ -111,6 +121,7 @@ class PartitionLog:
         self.log_start_offset = 0
         self.log_end_offset = 0
         self.size_bytes = 0
+        self.held_bytes = 0             # what the batches really hold (LogMemory counts this)
         self.epochs = LeaderEpochCache()
         self.producers = ProducerStateManager(f"{topic}-{partition}")
         # The broker's log memory (accounting, and its cap evicting our oldest batches), and where
@@ -232,8 +243,9 @@ class PartitionLog:
     def _store(self, batch: StoredBatch) -> None:
         self._bases.append(batch.base_offset)
         self._stored.append(batch)
-        self.memory.stored(batch.size)
+        self.memory.stored(batch.held)
         self.size_bytes += batch.size
+        self.held_bytes += batch.held
         self.log_end_offset = batch.last_offset + 1
 
     # -- reads -----------------------------------------------------------------------------------------
@@ -290,13 +302,15 @@ class PartitionLog:
             i += 1
         removed: set[int] = set()
         if i < len(stored):
-            freed = 0
+            freed = held = 0
             for batch in islice(stored, i, None):
                 freed += batch.size
+                held += batch.held
                 if batch.producer_id >= 0:
                     removed.add(batch.producer_id)
             self.size_bytes -= freed
-            self.memory.released(freed)
+            self.held_bytes -= held
+            self.memory.released(held)
             self.log_end_offset = stored[i].base_offset
             del stored[i:], self._bases[i:]
         self.log_end_offset = min(self.log_end_offset, offset)
@@ -310,8 +324,8 @@ class PartitionLog:
         self._bases.clear()
         self._stored.clear()
         self._head = 0
-        self.memory.released(self.size_bytes)
-        self.size_bytes = 0
+        self.memory.released(self.held_bytes)
+        self.size_bytes = self.held_bytes = 0
         self.log_start_offset = self.log_end_offset = offset
         self.epochs.clear()
         self.producers.clear()
@@ -354,7 +368,7 @@ class PartitionLog:
         """LogMemory's cap: drop the oldest batches below the high watermark while the log holds
         more than `share` bytes. Returns how many."""
         limit = self.high_watermark_of()
-        dropped = self._drop_front(lambda b: self.size_bytes > share and b.last_offset < limit)
+        dropped = self._drop_front(lambda b: self.held_bytes > share and b.last_offset < limit)
         if dropped:
             self._start_at_first_batch()
         return dropped
@@ -376,7 +390,8 @@ class PartitionLog:
                 break
             stored[head] = None         # its memory goes back now, not at the next compaction
             self.size_bytes -= batch.size
-            freed += batch.size
+            self.held_bytes -= batch.held
+            freed += batch.held
             head += 1
         self.memory.released(freed)
         dropped = head - start

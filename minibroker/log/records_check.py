@@ -26,6 +26,8 @@ import zlib
 
 from kafka.errors import CorruptRecordError, InvalidRecordError
 
+from minibroker.protocol.varint import varint_reader
+
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 MIN_RECORD_SIZE = 7                       # length, attributes, ts delta, offset delta, key, value, headers
 # The largest decompressed body accepted for one batch. Producers close a batch near batch.size
@@ -87,20 +89,8 @@ def _bad(why: str) -> InvalidRecordError:
     return InvalidRecordError(f"Found invalid record structure: {why}")
 
 
-def _varint(buf, pos: int, end: int) -> tuple[int, int]:
-    """A zigzag varint of at most 5 bytes (Kafka's ByteUtils.readVarint)."""
-    value = shift = 0
-    while True:
-        if pos >= end:
-            raise _bad("truncated varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-        shift += 7
-        if shift > 28:
-            raise _bad("varint longer than 5 bytes")
+# A zigzag varint of at most 5 bytes (Kafka's ByteUtils.readVarint); a bad one is a bad record.
+_varint = varint_reader(_bad)
 
 
 def _walk(buf, count: int) -> None:

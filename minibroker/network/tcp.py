@@ -24,6 +24,8 @@ Handle = Callable[[Any, memoryview], Coroutine[Any, Any, "list | None"]]
 log = logging.getLogger("minibroker.network")
 
 MAX_IN_FLIGHT = 128
+# Response buffers collected from one read's requests before they are written (see _handle_frames).
+WRITE_EVERY_PARTS = 32
 
 
 class _Completed:
@@ -102,8 +104,18 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         self._paused_reading = False
         self._write_paused = False
         self.tuning: SocketTuning | None = None
+        # A request failed before suspending: the connection closes once the responses queued
+        # ahead of it are written; the frames after it are never executed (a client that retries
+        # them would otherwise apply them twice).
+        self._failed = False
+        # Frames received but not yet handled because the client is not reading its responses
+        # (the transport asked us to pause writing): Kafka mutes such a channel. They stay valid
+        # (FrameReader never rewrites a buffer below its write position).
+        self._deferred: collections.deque = collections.deque()
 
     def connection_made(self, transport) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.last_active = self.loop.time()
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
         self.tuning = SocketTuning(transport)
@@ -126,6 +138,7 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self.closed:
             return
+        self.last_active = self.loop.time()
         try:
             frames = self.reader.buffer_updated(nbytes)
         except ProtocolViolation as e:
@@ -140,6 +153,7 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         """asyncio.Protocol form (tests may drive a connection by hand)."""
         if self.closed:
             return
+        self.last_active = self.loop.time()
         try:
             frames = self.reader.feed(data)
         except ProtocolViolation as e:
@@ -148,12 +162,27 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         if frames:
             self._handle_frames(frames)
 
-    def _handle_frames(self, frames: list) -> None:
+    def _handle_frames(self, frames) -> None:
+        if self._failed:
+            return
+        if self._deferred or self._write_paused:
+            self._deferred.extend(frames)
+            return
         handle = self.handle
         pending = self.pending
         loop = None
         out = None          # responses ready while nothing is queued ahead of them, in order
+        frames = iter(frames)
         for frame in frames:
+            if out is not None and len(out) >= WRITE_EVERY_PARTS:
+                # Written now, so that a client not reading its responses (pause_writing) stops
+                # the handling of the rest of this read rather than piling up responses.
+                self.transport.writelines(out)
+                out = None
+                if self._write_paused:
+                    self._deferred.append(frame)
+                    self._deferred.extend(frames)
+                    break
             coro = handle(self, frame)
             try:
                 first = coro.send(None)
@@ -172,7 +201,8 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
                 raise
             except BaseException as e:  # noqa: BLE001 — reported in order by _flush
                 pending.append(_Completed(None, e))
-                continue
+                self._failed = True
+                break
             if loop is None:
                 loop = asyncio.get_running_loop()
             task = loop.create_task(_resume(coro, first))
@@ -225,7 +255,8 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
     def _update_reading(self) -> None:
         if self.closed or self.transport is None:
             return
-        want_pause = self._write_paused or len(self.pending) >= MAX_IN_FLIGHT
+        want_pause = (self._write_paused or len(self.pending) >= MAX_IN_FLIGHT
+                      or bool(self._deferred))
         if want_pause and not self._paused_reading:
             self.transport.pause_reading()
             self._paused_reading = True
@@ -239,12 +270,64 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        if self._deferred and not self.closed:
+            frames, self._deferred = self._deferred, collections.deque()
+            self._handle_frames(frames)
         self._update_reading()
+
+
+async def close_idle_connections(connections: set, max_idle_ms: int) -> None:
+    """Kafka's connections.max.idle.ms: close a connection that has sent nothing for that long
+    and has no request in flight (a long-poll Fetch is not idle). Runs until cancelled."""
+    loop = asyncio.get_running_loop()
+    idle_s = max_idle_ms / 1000
+    while True:
+        await asyncio.sleep(min(idle_s / 4, 30.0))
+        now = loop.time()
+        for conn in list(connections):
+            if not conn.pending and not conn.closed and now - conn.last_active >= idle_s:
+                conn.close(f"idle for more than connections.max.idle.ms={max_idle_ms}")
+
+
+class AcceptErrorLimiter:
+    """The loop's exception handler while a listener runs: asyncio reports every failed accept
+    past the fd limit ("socket.accept() out of system resource", with a traceback) and retries a
+    second later, per listener; a broker past its fd limit flooded its log that way. Here one
+    line per INTERVAL_S, counting those folded into it; anything else goes to the previous
+    handler (or asyncio's default)."""
+    INTERVAL_S = 10.0
+    MESSAGE = "socket.accept() out of system resource"
+
+    def __init__(self, previous) -> None:
+        self.previous = previous
+        self.last = float("-inf")
+        self.suppressed = 0
+
+    def __call__(self, loop, context: dict) -> None:
+        if context.get("message") != self.MESSAGE:
+            if self.previous is not None:
+                self.previous(loop, context)
+            else:
+                loop.default_exception_handler(context)
+            return
+        now = loop.time()
+        if now - self.last < self.INTERVAL_S:
+            self.suppressed += 1
+            return
+        log.error("cannot accept connections: %r (%d more since the last report); retrying",
+                  context.get("exception"), self.suppressed)
+        self.last, self.suppressed = now, 0
+
+    @classmethod
+    def install(cls, loop) -> None:
+        if not isinstance(loop.get_exception_handler(), cls):
+            loop.set_exception_handler(cls(loop.get_exception_handler()))
 
 
 async def start_listener(handle: Handle, host: str, port: int, *, max_request_bytes: int,
                          connections: set, name: str = "server") -> asyncio.base_events.Server:
     loop = asyncio.get_running_loop()
+    AcceptErrorLimiter.install(loop)
     return await loop.create_server(
         lambda: KafkaServerConnection(handle, max_request_bytes, connections, name), host, port,
         reuse_address=True, backlog=1024)

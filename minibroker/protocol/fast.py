@@ -2,7 +2,7 @@
 
 kafka-python's generic codec copies every `records` field and builds one object per field; for a
 1 MiB batch that is 37-130 µs to decode a Produce and ~170 µs to encode a Fetch response
-(../shared/design/PROTOCOL.md, "Speed"). Here:
+(CONTRACTS.md, "Protocol notes"). Here:
 
 - `decode_produce(body, version)` walks the request with `struct.unpack_from` and returns the record
   sets as memoryview slices of the request frame (no copy). Any inconsistency — a length running past
@@ -10,10 +10,10 @@ kafka-python's generic codec copies every `records` field and builds one object 
   ProtocolViolation, which closes the connection exactly like `dispatch.decode_exact`.
 - `encode_fetch_response(...)` returns the framed response as a list of buffers: small `bytes` prefixes
   and the stored batches' read-only memoryviews, for `transport.writelines()`. The bytes are identical
-  to kafka-python's encoding of the same FetchResponse (tests/test_fast_codec.py checks this).
+  to kafka-python's encoding of the same FetchResponse (tests/protocol/test_fast_codec.py checks this).
 - `decode_fetch_response(body, version)` (v4-12) is the follower's side: the leader's response walked
   like a Produce request, each partition's records a memoryview of the response frame, the v12
-  partition tags diverging_epoch and current_leader decoded (tests/test_fast_fetch_decode.py).
+  partition tags diverging_epoch and current_leader decoded (tests/protocol/test_fast_fetch_decode.py).
 
 Only the fields minibroker reads or writes are modelled; unknown tagged fields are skipped on decode,
 except the KIP-253 topic tag 10000 (`undeleted_partition_count`, int32), which is returned.
@@ -25,6 +25,8 @@ from typing import NamedTuple, Sequence
 
 from minibroker.protocol.framing import ProtocolViolation
 from minibroker.protocol.framing import read_uvarint as _uvarint
+from minibroker.protocol.varint import uvarint_bytes as _uvarint_bytes  # one- and two-byte
+# varints are also decoded inline below: hotter than a call per field on the Produce path
 
 _i16 = struct.Struct(">h").unpack_from
 _i32 = struct.Struct(">i").unpack_from
@@ -216,17 +218,6 @@ class FetchPartition(NamedTuple):
     diverging_epoch: tuple[int, int] | None = None   # (epoch, end_offset), v12 tag 0
     aborted_transactions: Sequence[tuple[int, int]] | None = None   # (producer_id, first_offset)
     preferred_read_replica: int = -1
-
-
-def _uvarint_bytes(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def encode_fetch_response(version: int, correlation_id: int, throttle_time_ms: int, error_code: int,

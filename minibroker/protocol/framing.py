@@ -4,8 +4,11 @@ No sockets here; `network/` feeds bytes in and gets frames out (h11-style).
 """
 from __future__ import annotations
 
+import ctypes
 import struct
 from dataclasses import dataclass
+
+from minibroker.protocol.varint import uvarint_reader
 
 _I32 = struct.Struct(">i")
 API_PREFIX = struct.Struct(">hhi")          # api_key, api_version, correlation_id
@@ -30,9 +33,8 @@ def _uninitialized_bytearray():
     """bytearray(n) without zeroing it: a large frame's buffer is written by the receive anyway,
     and zeroing ~1 MB per produce request cost as much as copying it (benchmarks/README.md)."""
     try:
-        import ctypes
         make = ctypes.pythonapi.PyByteArray_FromStringAndSize
-    except (ImportError, AttributeError):          # not CPython
+    except AttributeError:                          # not CPython
         return bytearray
     make.restype = ctypes.py_object
     make.argtypes = (ctypes.c_char_p, ctypes.c_ssize_t)
@@ -205,21 +207,9 @@ class RequestHeader:
     body_offset: int
 
 
-def read_uvarint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
-    """An unsigned varint at buf[pos:end] (at most 5 bytes); truncation is a protocol violation."""
-    shift = 0
-    value = 0
-    while True:
-        if pos >= end:
-            raise ProtocolViolation("truncated varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 28:
-            raise ProtocolViolation("varint longer than 5 bytes")
+# An unsigned varint at buf[pos:end] (at most 5 bytes): (value, next pos); a truncated or
+# overlong one is a protocol violation.
+read_uvarint = uvarint_reader(ProtocolViolation)
 
 
 def peek_api(frame: memoryview) -> tuple[int, int, int]:

@@ -1,13 +1,16 @@
 """ProduceResponse v3-12, encoded by hand: a single-record acks=all round trip spent a third of its
 broker time building and encoding kafka-python's generic response objects.
 
-The output is byte-identical to kafka-python's `ProduceResponse.encode` (tests/test_fast_codec.py).
+The output is byte-identical to kafka-python's `ProduceResponse.encode` (tests/protocol/test_fast_codec.py).
 Tagged fields Kafka fills only on errors since KIP-951 (v10+: current_leader, node_endpoints) are
 left out, as the generic encoder leaves out their defaults.
 """
 from __future__ import annotations
 
 import struct
+
+from minibroker.protocol.varint import SMALL_UVARINTS as _SMALL
+from minibroker.protocol.varint import uvarint_bytes as _uvarint
 
 _I32 = struct.Struct(">i")
 _HEADER_FLEX = struct.Struct(">iix")        # size, correlation id, empty header tags (v1 header)
@@ -16,7 +19,6 @@ _PART_V3 = struct.Struct(">ihqq")           # index, error_code, base_offset, lo
 _PART_V5 = struct.Struct(">ihqqq")          # ... log_start_offset
 
 
-_SMALL = [bytes((n,)) for n in range(0x80)]
 
 
 class PartitionResult:
@@ -33,17 +35,6 @@ class PartitionResult:
         self.log_append_time_ms = log_append_time_ms
         self.log_start_offset = log_start_offset
         self.error_message = error_message
-
-
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return _SMALL[n]
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _string(s: str | None, flexible: bool) -> bytes:

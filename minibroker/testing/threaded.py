@@ -79,6 +79,25 @@ class ThreadedCluster:
                      configs: dict[str, str] | None = None) -> None:
         self.call(self.cluster.create_topic, name, partitions, replication_factor, configs)
 
+    # What an autoscaling client must survive (Cluster's KIP-878 control API), run on its loop.
+    def _on_loop(self, fn, *args, **kw) -> None:
+        async def run():
+            fn(*args, **kw)
+        self.call(run)
+
+    def set_metadata_propagation_delay(self, broker_id: int, delay_ms: int | None) -> None:
+        self._on_loop(self.cluster.set_metadata_propagation_delay, broker_id, delay_ms)
+
+    def set_controller_mutation_rate(self, rate: float, client_id: str | None = None) -> None:
+        self._on_loop(self.cluster.set_controller_mutation_rate, rate, client_id)
+
+    def fail_create_partitions(self, topic: str, error: Any, times: int = 1,
+                               throttle_time_ms: int = 0) -> None:
+        self._on_loop(self.cluster.fail_create_partitions, topic, error, times, throttle_time_ms)
+
+    def stall_create_partitions(self, delay_ms: int, times: int = 1) -> None:
+        self._on_loop(self.cluster.stall_create_partitions, delay_ms, times)
+
     def leader_of(self, topic: str, partition: int) -> int:
         return self.call(self.cluster.leader_of, topic, partition)
 

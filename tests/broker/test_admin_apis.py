@@ -624,7 +624,7 @@ async def test_describe_log_dirs():
 # ---------------------------------------------------------------------------- a real client
 def _admin_roundtrip(bootstrap: str) -> dict:
     from kafka.admin import (AlterConfigOp, ConfigResource, ConfigResourceType, KafkaAdminClient,
-                             NewPartitions, NewTopic)
+                             NewTopic)
     from kafka.structs import TopicPartition
     topic_k = ConfigResource(ConfigResourceType.TOPIC, "k")
     out = {}
@@ -633,7 +633,7 @@ def _admin_roundtrip(bootstrap: str) -> dict:
         out["create"] = admin.create_topics(
             [NewTopic("k", 2, 2, topic_configs={"retention.ms": "9000"})])
         out["topics"] = sorted(admin.list_topics())
-        out["create_partitions"] = admin.create_partitions({"k": NewPartitions(total_count=3)})
+        out["create_partitions"] = admin.create_partitions({"k": 3})
         out["describe_cluster"] = admin.describe_cluster()
         out["describe_configs"] = admin.describe_configs([topic_k])
         out["alter"] = admin.alter_configs(

@@ -18,13 +18,14 @@ from minibroker.broker.faults import Faults
 from minibroker.broker.metadata_cache import PartitionInfo, TopicInfo
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
-from minibroker.coordinator import groups as G
-from minibroker.coordinator.group.classic import (COMPLETING_REBALANCE, DEAD, EMPTY,
-                                                  PREPARING_REBALANCE, STABLE, JoinResult,
-                                                  SyncResult)
-from minibroker.coordinator.offsets import (OFFSETS_TOPIC, group_metadata_record,
-                                            java_string_hashcode, offset_commit_record,
-                                            partition_for)
+from minibroker.coordinator import offset_manager as OM
+from minibroker.coordinator.group import classic_coordinator as G
+from minibroker.coordinator.group.classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY,
+                                                        PREPARING_REBALANCE, STABLE, JoinResult,
+                                                        SyncResult)
+from minibroker.coordinator.group.classic_group_records import (group_metadata_record,
+                                                                offset_commit_record)
+from minibroker.coordinator.offsets import OFFSETS_TOPIC, java_string_hashcode, partition_for
 from minibroker.ids import IdSource
 from minibroker.protocol.records import decode_coordinator_record
 
@@ -329,28 +330,28 @@ async def test_static_member_replacement_keeps_assignment_and_fences_old_id(brok
 
 
 async def test_commit_and_fetch_offsets(broker):
-    cls = broker.groups.classic
+    offsets = broker.groups.offsets
     m1 = await stable_one(broker)
-    res = await cls.commit_offsets(GROUP, 1, m1, None, -1, [
+    res = await offsets.commit_offsets(GROUP, 1, m1, None, -1, [
         ("t", 0, 10, 3, "meta", -1), ("t", 1, 11, -1, None, -1), ("nope", 0, 1, -1, None, -1),
         ("t", 9, 1, -1, None, -1), ("u", 0, 5, -1, "m" * 5000, -1)])
     assert res == {("t", 0): 0, ("t", 1): 0, ("nope", 0): G.UNKNOWN_TOPIC_OR_PARTITION,
-                   ("t", 9): G.UNKNOWN_TOPIC_OR_PARTITION, ("u", 0): G.OFFSET_METADATA_TOO_LARGE}
-    assert cls.fetch_offsets(GROUP, [("t", [0, 1]), ("u", [0])]) == (0, [
+                   ("t", 9): G.UNKNOWN_TOPIC_OR_PARTITION, ("u", 0): OM.OFFSET_METADATA_TOO_LARGE}
+    assert offsets.fetch_offsets(GROUP, [("t", [0, 1]), ("u", [0])]) == (0, [
         ("t", [(0, 10, 3, "meta", 0), (1, 11, -1, "", 0)]), ("u", [(0, -1, -1, "", 0)])])
-    assert cls.fetch_offsets(GROUP, None) == (0, [("t", [(0, 10, 3, "meta", 0),
+    assert offsets.fetch_offsets(GROUP, None) == (0, [("t", [(0, 10, 3, "meta", 0),
                                                           (1, 11, -1, "", 0)])])
-    assert cls.fetch_offsets("unknown", [("t", [0])]) == (0, [("t", [(0, -1, -1, "", 0)])])
-    assert await cls.commit_offsets(GROUP, 0, m1, None, -1, [("t", 0, 1, -1, None, -1)]) == \
+    assert offsets.fetch_offsets("unknown", [("t", [0])]) == (0, [("t", [(0, -1, -1, "", 0)])])
+    assert await offsets.commit_offsets(GROUP, 0, m1, None, -1, [("t", 0, 1, -1, None, -1)]) == \
         {("t", 0): G.ILLEGAL_GENERATION}
-    assert await cls.commit_offsets(GROUP, 1, "nobody", None, -1, [("t", 0, 1, -1, None, -1)]) \
+    assert await offsets.commit_offsets(GROUP, 1, "nobody", None, -1, [("t", 0, 1, -1, None, -1)]) \
         == {("t", 0): G.UNKNOWN_MEMBER_ID}
-    assert await cls.commit_offsets("unknown", 1, "x", None, -1, [("t", 0, 1, -1, None, -1)]) \
+    assert await offsets.commit_offsets("unknown", 1, "x", None, -1, [("t", 0, 1, -1, None, -1)]) \
         == {("t", 0): G.ILLEGAL_GENERATION}
     # A standalone commit (generation -1) creates an Empty group without protocol type.
-    assert await cls.commit_offsets("solo", -1, "", None, -1, [("t", 0, 7, -1, None, -1)]) == \
+    assert await offsets.commit_offsets("solo", -1, "", None, -1, [("t", 0, 7, -1, None, -1)]) == \
         {("t", 0): 0}
-    assert cls.fetch_offsets("solo", None) == (0, [("t", [(0, 7, -1, "", 0)])])
+    assert offsets.fetch_offsets("solo", None) == (0, [("t", [(0, 7, -1, "", 0)])])
     key, value = log_records(broker)[-1]
     k, v = decode_coordinator_record(key, value)
     assert (k.group, k.topic, k.partition, v.offset) == ("solo", "t", 0, 7)
@@ -358,21 +359,22 @@ async def test_commit_and_fetch_offsets(broker):
 
 async def test_delete_groups_and_offsets(broker):
     cls = broker.groups.classic
+    offsets = broker.groups.offsets
     m1 = await stable_one(broker)
-    await cls.commit_offsets(GROUP, 1, m1, None, -1, [("t", 0, 10, -1, None, -1),
+    await offsets.commit_offsets(GROUP, 1, m1, None, -1, [("t", 0, 10, -1, None, -1),
                                                        ("u", 0, 5, -1, None, -1)])
     assert await cls.delete_groups([GROUP, "unknown", ""]) == [
         (GROUP, G.NON_EMPTY_GROUP), ("unknown", G.GROUP_ID_NOT_FOUND), ("", G.INVALID_GROUP_ID)]
-    assert await cls.delete_offsets(GROUP, [("t", 0), ("u", 0), ("nope", 0)]) == (0, {
+    assert await offsets.delete_offsets(GROUP, [("t", 0), ("u", 0), ("nope", 0)]) == (0, {
         ("t", 0): G.GROUP_SUBSCRIBED_TO_TOPIC, ("u", 0): 0,
         ("nope", 0): G.UNKNOWN_TOPIC_OR_PARTITION})
-    assert await cls.delete_offsets("unknown", [("t", 0)]) == (G.GROUP_ID_NOT_FOUND, {})
-    assert cls.fetch_offsets(GROUP, None) == (0, [("t", [(0, 10, -1, "", 0)])])
+    assert await offsets.delete_offsets("unknown", [("t", 0)]) == (G.GROUP_ID_NOT_FOUND, {})
+    assert offsets.fetch_offsets(GROUP, None) == (0, [("t", [(0, 10, -1, "", 0)])])
     cls.leave_group(GROUP, [(m1, None, None)])
     await asyncio.sleep(0)
     assert await cls.delete_groups([GROUP]) == [(GROUP, 0)]
     assert group(broker) is None
-    assert cls.fetch_offsets(GROUP, None) == (0, [])
+    assert offsets.fetch_offsets(GROUP, None) == (0, [])
     assert await cls.delete_groups([GROUP]) == [(GROUP, G.GROUP_ID_NOT_FOUND)]
     # Tombstones: the offset of t-0 and the group.
     tail = [decode_coordinator_record(k, v) for k, v in log_records(broker)[-2:]]
@@ -383,21 +385,22 @@ async def test_delete_groups_and_offsets(broker):
 async def test_offsets_expire_after_the_group_became_empty():
     b = await make_broker(offsets_retention_minutes=1, offsets_retention_check_interval_ms=10_000)
     cls = b.groups.classic
+    offsets = b.groups.offsets
     try:
         m1 = await stable_one(b)
-        await cls.commit_offsets(GROUP, 1, m1, None, -1, [("t", 0, 10, -1, None, -1),
+        await offsets.commit_offsets(GROUP, 1, m1, None, -1, [("t", 0, 10, -1, None, -1),
                                                            ("u", 0, 3, -1, None, -1)])
         for _ in range(40):                     # 120 s Stable: t is subscribed and kept,
             await asyncio.sleep(3)              # u is not and expires after 60 s
             assert cls.heartbeat(GROUP, m1, None, 1) == 0
-        assert cls.fetch_offsets(GROUP, None)[1] == [("t", [(0, 10, -1, "", 0)])]
-        await cls.commit_offsets("solo", -1, "", None, -1, [("t", 1, 7, -1, None, -1)])
+        assert offsets.fetch_offsets(GROUP, None)[1] == [("t", [(0, 10, -1, "", 0)])]
+        await offsets.commit_offsets("solo", -1, "", None, -1, [("t", 1, 7, -1, None, -1)])
         cls.leave_group(GROUP, [(m1, None, None)])
         await asyncio.sleep(50)
-        assert cls.fetch_offsets(GROUP, None)[1] == [("t", [(0, 10, -1, "", 0)])]
+        assert offsets.fetch_offsets(GROUP, None)[1] == [("t", [(0, 10, -1, "", 0)])]
         await asyncio.sleep(30)                 # > 60 s after the group became Empty
-        assert cls.fetch_offsets(GROUP, None) == (0, [])
-        assert cls.fetch_offsets("solo", None) == (0, [])
+        assert offsets.fetch_offsets(GROUP, None) == (0, [])
+        assert offsets.fetch_offsets("solo", None) == (0, [])
         assert group(b) is None and b.groups.shards[0].groups == {}
     finally:
         await b.groups.stop()
@@ -405,8 +408,9 @@ async def test_offsets_expire_after_the_group_became_empty():
 
 async def test_reload_after_leadership_change_restores_groups_and_offsets(broker):
     cls = broker.groups.classic
+    offsets = broker.groups.offsets
     m1 = await stable_one(broker)
-    await cls.commit_offsets(GROUP, 1, m1, None, -1, [("t", 0, 10, 2, "m", -1)])
+    await offsets.commit_offsets(GROUP, 1, m1, None, -1, [("t", 0, 10, 2, "m", -1)])
     # Another broker took over, then we lead again with a new epoch: unload, then replay.
     broker.replica_manager.apply_partition_state(OFFSETS_TOPIC, uuid.UUID(int=2), 0, 2, 1, 1,
                                                  [1, 2], [1, 2], 1, {})
@@ -420,7 +424,7 @@ async def test_reload_after_leadership_change_restores_groups_and_offsets(broker
     assert (g.state, g.generation_id, g.leader_id, g.protocol_name) == (STABLE, 1, m1, "range")
     assert g.members[m1].assignment == b"a1"
     assert cls.heartbeat(GROUP, m1, None, 1) == 0
-    assert cls.fetch_offsets(GROUP, None) == (0, [("t", [(0, 10, 2, "m", 0)])])
+    assert offsets.fetch_offsets(GROUP, None) == (0, [("t", [(0, 10, 2, "m", 0)])])
     # The loaded member must heartbeat within its session timeout like any other.
     await asyncio.sleep(11)
     g = group(broker)
@@ -431,7 +435,7 @@ Errors_LOAD = 14   # COORDINATOR_LOAD_IN_PROGRESS
 
 
 def test_offset_commit_record_format():
-    from minibroker.coordinator.group.classic import OffsetAndMetadata
+    from minibroker.coordinator.group.classic_group import OffsetAndMetadata
     key, value = offset_commit_record("g", "t", 1, OffsetAndMetadata(5, 2, "m", 100))
     assert key == b"\x00\x01" + b"\x00\x01g" + b"\x00\x01t" + b"\x00\x00\x00\x01"
     assert value[:2] == b"\x00\x03"                      # OffsetCommitValue v3

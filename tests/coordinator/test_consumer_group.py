@@ -20,7 +20,8 @@ from minibroker.broker.faults import Faults
 from minibroker.broker.metadata_cache import BrokerInfo, PartitionInfo, TopicInfo
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
-from minibroker.coordinator.group import consumer as C
+from minibroker.coordinator.group import consumer_group as C
+from minibroker.coordinator.group import consumer_group_records as R
 from minibroker.coordinator.offsets import OFFSETS_TOPIC
 from minibroker.ids import IdSource
 from minibroker.protocol.messages import ConsumerGroupHeartbeatRequest
@@ -127,12 +128,12 @@ async def test_first_member_gets_everything_with_exact_records(broker):
     h = g.metadata_hash
     assert h != 0 and (g.group_epoch, g.assignment_epoch, g.state) == (1, 1, C.STABLE)
     m = g.members["m1"]
-    expected = [C.member_metadata_record(GROUP, dataclasses.replace(
+    expected = [R.member_metadata_record(GROUP, dataclasses.replace(
                     m, member_epoch=0, previous_member_epoch=0, assigned_partitions={})),
-                C.group_epoch_record(GROUP, 1, h),
-                C.target_member_record(GROUP, "m1", {T: frozenset({0, 1})}),
-                C.target_metadata_record(GROUP, 1),
-                C.current_assignment_record(GROUP, m)]
+                R.group_epoch_record(GROUP, 1, h),
+                R.target_member_record(GROUP, "m1", {T: frozenset({0, 1})}),
+                R.target_metadata_record(GROUP, 1),
+                R.current_assignment_record(GROUP, m)]
     assert log_records(broker) == [decode_coordinator_record(k, v) for k, v in expected]
     # A plain heartbeat changes nothing and sends no assignment.
     n = len(log_records(broker))
@@ -343,7 +344,7 @@ async def test_deprecated_partition_metadata_is_tombstoned_on_upgrade(broker):
     await hb(broker, "m1", 0)
     shard = broker.groups.shards[0]
     V = ConsumerGroupPartitionMetadataValue
-    old = [C.group_epoch_record(GROUP, 1, 0),
+    old = [R.group_epoch_record(GROUP, 1, 0),
            (encode_coordinator_key(ConsumerGroupPartitionMetadataKey(group_id=GROUP)),
             encode_coordinator_value(V(topics=[V.TopicMetadata(
                 topic_id=T, topic_name="t", num_partitions=2, partition_metadata=[])]), 0))]
@@ -358,7 +359,7 @@ async def test_deprecated_partition_metadata_is_tombstoned_on_upgrade(broker):
     assert g.group_epoch == 2 and g.metadata_hash != 0 and not g.has_partition_metadata_record
     tail = log_records(broker)[-4:]
     assert tail[0] == (ConsumerGroupPartitionMetadataKey(group_id=GROUP), None)
-    assert decode_coordinator_record(*C.group_epoch_record(GROUP, 2, g.metadata_hash)) in tail
+    assert decode_coordinator_record(*R.group_epoch_record(GROUP, 2, g.metadata_hash)) in tail
     r = await hb(broker, "m1", 2)
     assert (r.member_epoch, group(broker).group_epoch) == (2, 2)
 
@@ -366,13 +367,14 @@ async def test_deprecated_partition_metadata_is_tombstoned_on_upgrade(broker):
 async def test_offset_commit_checks_the_member_epoch(broker):
     await hb(broker, "m1", 0)
     cls = broker.groups.classic
-    ok = await cls.commit_offsets(GROUP, 1, "m1", None, -1, [("t", 0, 5, -1, "", -1)])
+    offsets = broker.groups.offsets
+    ok = await offsets.commit_offsets(GROUP, 1, "m1", None, -1, [("t", 0, 5, -1, "", -1)])
     assert ok == {("t", 0): 0}
-    stale = await cls.commit_offsets(GROUP, 7, "m1", None, -1, [("t", 0, 6, -1, "", -1)])
+    stale = await offsets.commit_offsets(GROUP, 7, "m1", None, -1, [("t", 0, 6, -1, "", -1)])
     assert stale == {("t", 0): C.STALE_MEMBER_EPOCH}
-    unknown = await cls.commit_offsets(GROUP, 1, "zz", None, -1, [("t", 0, 6, -1, "", -1)])
+    unknown = await offsets.commit_offsets(GROUP, 1, "zz", None, -1, [("t", 0, 6, -1, "", -1)])
     assert unknown == {("t", 0): C.UNKNOWN_MEMBER_ID}
-    code, topics = cls.fetch_offsets(GROUP, None)
+    code, topics = offsets.fetch_offsets(GROUP, None)
     assert (code, [(t, [p[:2] for p in ps]) for t, ps in topics]) == (0, [("t", [(0, 5)])])
     # ListGroups / DescribeGroups know it is a consumer group.
     assert broker.groups.consumer.list_groups(None, None) == [(GROUP, "consumer", "Stable",

@@ -27,7 +27,7 @@ INVALID_GROUP_ID = Errors.InvalidGroupIdError.errno
 
 
 def commit(b, member: str, epoch: int, *offsets):
-    return b.groups.classic.commit_offsets(GROUP, epoch, member, None, -1,
+    return b.groups.offsets.commit_offsets(GROUP, epoch, member, None, -1,
                                            [(t, p, o, -1, "", -1) for t, p, o in offsets])
 
 
@@ -43,9 +43,10 @@ async def test_delete_consumer_group_only_when_empty_with_tombstones(broker):
     assert (await hb(broker, "m1", 0)).member_epoch == 1
     assert await commit(broker, "m1", 1, ("t", 0, 5), ("u", 0, 3)) == {("t", 0): 0, ("u", 0): 0}
     cls = broker.groups.classic
+    offsets = broker.groups.offsets
     assert await cls.delete_groups([GROUP, "nope", ""]) == [
         (GROUP, NON_EMPTY_GROUP), ("nope", GROUP_ID_NOT_FOUND), ("", INVALID_GROUP_ID)]
-    assert cls.fetch_offsets(GROUP, None)[1] == [("t", [(0, 5, -1, "", 0)]),
+    assert offsets.fetch_offsets(GROUP, None)[1] == [("t", [(0, 5, -1, "", 0)]),
                                                  ("u", [(0, 3, -1, "", 0)])]
     assert (await hb(broker, "m1", -1)).error_code == 0          # leaves: the group is Empty
     assert group(broker).state == "Empty"
@@ -54,7 +55,7 @@ async def test_delete_consumer_group_only_when_empty_with_tombstones(broker):
     assert await cls.delete_groups([GROUP]) == [(GROUP, 0)]
     shard = broker.groups.shards[0]
     assert GROUP not in shard.consumer_groups and GROUP not in shard.groups
-    assert cls.fetch_offsets(GROUP, None) == (0, [])
+    assert offsets.fetch_offsets(GROUP, None) == (0, [])
     assert shows(broker) == ((0, []), [], "Dead", GROUP_ID_NOT_FOUND)
     # Offsets first, then the group's records (Kafka's GroupCoordinatorShard.deleteGroups).
     assert log_records(broker)[n:] == [
@@ -77,8 +78,8 @@ async def test_delete_consumer_group_only_when_empty_with_tombstones(broker):
 async def test_delete_consumer_group_also_tombstones_an_old_classic_record(broker):
     """A group id once used by a classic group (its Empty GroupMetadata record in the log), now
     a consumer group: deleting it must not leave the classic group to reappear on replay."""
-    from minibroker.coordinator.group.classic import ClassicGroup
-    from minibroker.coordinator.offsets import group_metadata_record
+    from minibroker.coordinator.group.classic_group import ClassicGroup
+    from minibroker.coordinator.group.classic_group_records import group_metadata_record
     shard = broker.groups.shards[0]
     old = ClassicGroup(GROUP, "Empty", 0)
     old.generation_id, old.protocol_type = 3, "consumer"
@@ -102,7 +103,7 @@ async def test_deleted_consumer_group_stays_deleted_after_coordinator_failover()
         r = await heartbeat(c, coord, "m1", 0, owned={}, rebalance_timeout_ms=30_000,
                             subscribed_topic_names=["t"])
         assert (r.error_code, r.member_epoch) == (0, 1)
-        codes = await c.brokers[coord].groups.classic.commit_offsets(
+        codes = await c.brokers[coord].groups.offsets.commit_offsets(
             WIRE_GROUP, 1, "m1", None, -1, [("t", 0, 7, -1, "", -1), ("t", 1, 9, -1, "", -1)])
         assert codes == {("t", 0): 0, ("t", 1): 0}
         b = c.brokers[coord]

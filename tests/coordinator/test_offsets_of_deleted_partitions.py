@@ -31,13 +31,13 @@ def topic_t(n: int) -> TopicInfo:
 
 
 def offsets(b, group: str) -> dict:
-    code, topics = b.groups.classic.fetch_offsets(group, None)
+    code, topics = b.groups.offsets.fetch_offsets(group, None)
     assert code == 0
     return {(t, p): o for t, parts in topics for p, o, *_ in parts}
 
 
 def commit(b, group: str, generation: int, member: str, *tpo):
-    return b.groups.classic.commit_offsets(group, generation, member, None, -1,
+    return b.groups.offsets.commit_offsets(group, generation, member, None, -1,
                                            [(t, p, o, -1, "", -1) for t, p, o in tpo])
 
 
@@ -77,7 +77,7 @@ async def test_offsets_of_a_removed_partition_are_tombstoned_and_not_inherited(b
     broker.metadata.put_topic(topic_t(2))               # re-created at the same index
     await asyncio.sleep(0)
     assert offsets(broker, GROUP) == {("t", 0): 10, ("u", 0): 5}
-    assert broker.groups.classic.fetch_offsets(GROUP, [("t", [1])]) == \
+    assert broker.groups.offsets.fetch_offsets(GROUP, [("t", [1])]) == \
         (0, [("t", [(1, -1, -1, "", 0)])])
 
 

@@ -71,7 +71,7 @@ async def test_interest_positions_and_committed_floor(broker):
     cgp(broker, m1, 2, (0, False, 10))
     assert cgp(broker, m2, 2, (0, True, -1)) == (0, [(T, [(0, False, 40)])])
     # A committed offset above the reports is the floor.
-    codes = await broker.groups.classic.commit_offsets(GROUP, 2, m1, None, -1,
+    codes = await broker.groups.offsets.commit_offsets(GROUP, 2, m1, None, -1,
                                                        [(T, 0, 55, -1, "", -1)])
     assert codes == {(T, 0): 0}
     assert cgp(broker, m2, 2, (0, True, -1)) == (0, [(T, [(0, False, 55)])])

@@ -9,7 +9,8 @@ import kafka.errors as Errors
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from minibroker.cluster import Cluster
-from minibroker.coordinator.group import consumer as C
+from minibroker.coordinator.group import consumer_group as C
+from minibroker.coordinator.group import consumer_group_records as R
 from minibroker.network.client import KafkaClientConnection
 from minibroker.protocol.messages import (ConsumerGroupHeartbeatRequest,
                                           ConsumerGroupPositionRequest,
@@ -52,7 +53,7 @@ async def test_member_epoch_identity_and_owned_partitions(broker):
     assert cgp(broker, "m1", 2, (1, True, -1)) == (0, [("t", [(1, False, 40)])])
     assert cgp(broker, "m2", 2) == (0, [("t", [(1, True, -1)])])
     # The committed offset (kept in the group's offset holder) is the floor.
-    codes = await broker.groups.classic.commit_offsets(GROUP, 2, "m2", None, -1,
+    codes = await broker.groups.offsets.commit_offsets(GROUP, 2, "m2", None, -1,
                                                        [("t", 1, 55, -1, "", -1)])
     assert codes == {("t", 1): 0}
     assert cgp(broker, "m1", 2, (1, True, -1)) == (0, [("t", [(1, False, 55)])])

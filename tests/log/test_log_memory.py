@@ -8,10 +8,10 @@ from log_helpers import FixedClock, client_batch
 
 from minibroker.log.config import LogConfig
 from minibroker.log.memory import LogMemory
-from minibroker.log.partition_log import PartitionLog
+from minibroker.log.partition_log import BATCH_OVERHEAD, PartitionLog
 
 VALUE = b"x" * 1000
-SIZE = len(client_batch([VALUE]))
+SIZE = len(client_batch([VALUE])) + BATCH_OVERHEAD     # what one stored batch holds
 
 
 def _logs(memory: LogMemory, n: int) -> list[PartitionLog]:
@@ -35,7 +35,7 @@ def test_the_largest_logs_give_way_down_to_a_fair_share():
     # small (2) and mid (10) hold less than a fair share of the room: big gets the other 18
     assert [small.batch_count, mid.batch_count, big.batch_count] == [2, 10, 18]
     assert evicted == 12 and big.log_start_offset == 12 and mid.log_start_offset == 0
-    assert memory.used == small.size_bytes + mid.size_bytes + big.size_bytes <= memory.max_bytes
+    assert memory.used == small.held_bytes + mid.held_bytes + big.held_bytes <= memory.max_bytes
 
 
 def test_under_the_cap_nothing_goes():
@@ -71,10 +71,10 @@ def test_accounting_follows_truncation_retention_delete_records_and_removal():
     b.delete_records_before(2)
     a.config = LogConfig(retention_ms=-1, retention_bytes=0)
     a.apply_retention(0)
-    assert memory.used == a.size_bytes + b.size_bytes
+    assert memory.used == a.held_bytes + b.held_bytes
     b.truncate_fully_and_start_at(7)
     memory.unregister(b)
-    assert memory.used == a.size_bytes == 0
+    assert memory.used == a.held_bytes == 0
     memory.max_bytes = 0                    # an unregistered log is not looked at
     assert memory.maybe_evict() == 0
 
@@ -83,4 +83,23 @@ def test_uncapped_memory_only_counts():
     memory = LogMemory()
     (a,) = _logs(memory, 1)
     _fill(a, 3)
-    assert memory.maybe_evict() == 0 and memory.used == a.size_bytes and a.log_start_offset == 0
+    assert memory.maybe_evict() == 0 and memory.used == a.held_bytes and a.log_start_offset == 0
+
+
+def test_what_is_counted_is_what_is_held():
+    """Issue 25: with a 10 MB cap a fuzzed broker held 107 MB. Tiny batches count their objects,
+    and a batch kept inside a larger received frame (adopted) counts that whole frame."""
+    memory = LogMemory()
+    (a, b) = _logs(memory, 2)
+    tiny = client_batch([b"x"])
+    for _ in range(1000):
+        a.append_as_leader(tiny, 0)
+    assert memory.used == 1000 * (len(tiny) + BATCH_OVERHEAD)
+    assert BATCH_OVERHEAD >= 300
+    frame = bytearray(1 << 20)
+    frame[:len(tiny)] = tiny
+    b.append_as_leader(memoryview(frame)[:len(tiny)], 0, adopt=True)
+    assert memory.used - 1000 * (len(tiny) + BATCH_OVERHEAD) == (1 << 20) + BATCH_OVERHEAD
+    b.truncate_fully_and_start_at(0)
+    a.delete_records_before(1000)
+    assert memory.used == 0

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from log_helpers import client_batch, new_log
 
 from minibroker.log.batch import parse_batches, patch_batch
+from minibroker.log.partition_log import BATCH_OVERHEAD
 
 ops = st.lists(st.one_of(
     st.tuples(st.just("append"), st.lists(st.integers(1, 4), min_size=1, max_size=3), st.integers(0, 2)),
@@ -65,7 +66,8 @@ def test_random_operations_keep_log_consistent(operations):
             elif not model:
                 lso = max(lso, leo)
         assert (log.log_start_offset, log.log_end_offset) == (lso, leo)
-        assert log.size_bytes == sum(len(s) for _, s in model) == log.memory.used
+        assert log.size_bytes == sum(len(s) for _, s in model)
+        assert log.held_bytes == sum(len(s) + BATCH_OVERHEAD for _, s in model) == log.memory.used
         got = log.read(lso, 1 << 30).records
         assert [bytes(v) for v in got] == expected_bytes(model)
         headers = parse_batches(b"".join(got))                       # CRCs still valid

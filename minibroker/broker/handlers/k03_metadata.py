@@ -27,10 +27,11 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBufferPool
 
 from minibroker.broker.dispatch import RawResponse, RequestContext, handles
-from minibroker.broker.handlers.k19_create_topics import topic_has_leaders, wait_for_metadata
+from minibroker.broker.metadata_wait import topic_has_leaders, wait_for_metadata
 from minibroker.protocol.framing import frame_parts, response_header
 from minibroker.broker.topic_names import invalid_reason
 from minibroker.protocol.messages import MetadataResponseKip253 as MetadataResponse
+from minibroker.protocol.varint import uvarint_bytes as _uvarint
 
 _Broker = MetadataResponse.MetadataResponseBroker
 _Topic = MetadataResponse.MetadataResponseTopic
@@ -92,15 +93,6 @@ def _splice(skeleton, version: int, entries: list[bytes]) -> bytes:
     else:
         count, empty = len(entries).to_bytes(4, "big"), 4
     return b"".join([raw[:at], count, *entries, raw[at + empty:]])
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 _MAX_CACHED_RESPONSES = 1024

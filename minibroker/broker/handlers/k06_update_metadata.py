@@ -2,8 +2,16 @@
 
 Sent only by the controller; the broker's metadata cache is exactly what these requests said.
 A partition whose leader is -2 (LeaderDuringDelete) belongs to a deleted topic.
+
+Propagation delay (our extension, for clients that must survive stale metadata): with
+`minibroker.metadata.propagation.delay.ms` (or Cluster.set_metadata_propagation_delay at run time)
+above 0, the request is acknowledged at once and applied that much later, requests in arrival
+order; meanwhile this broker answers Metadata from the older state while others may be current.
+LeaderAndIsr is not delayed: a broker enforces a new partition count before clients learn it.
 """
 from __future__ import annotations
+
+import asyncio
 
 from kafka.protocol.api_key import ApiKey
 
@@ -25,6 +33,26 @@ async def handle_update_metadata(ctx: RequestContext, req: UpdateMetadataRequest
     err = broker.replica_manager.check_controller_epoch(req.controller_epoch)
     if err:
         return UpdateMetadataResponse(error_code=err)
+    delay_ms = broker.faults.update_metadata_delay_ms.get(
+        broker.node_id, broker.config.minibroker_metadata_propagation_delay_ms)
+    pending = broker.pending_metadata
+    if delay_ms <= 0 and (pending is None or pending.done()):
+        _apply(broker, req)
+    else:
+        loop = asyncio.get_running_loop()
+        broker.pending_metadata = loop.create_task(
+            _apply_later(broker, req, pending, loop.time() + max(delay_ms, 0) / 1000))
+    return UpdateMetadataResponse(error_code=0)
+
+
+async def _apply_later(broker, req: UpdateMetadataRequest, before, due: float) -> None:
+    if before is not None:
+        await asyncio.gather(before, return_exceptions=True)
+    await asyncio.sleep(max(0.0, due - asyncio.get_running_loop().time()))
+    _apply(broker, req)
+
+
+def _apply(broker, req: UpdateMetadataRequest) -> None:
     cache = broker.metadata
     cache.controller_id = req.controller_id
     cache.controller_epoch = req.controller_epoch
@@ -47,4 +75,3 @@ async def handle_update_metadata(ctx: RequestContext, req: UpdateMetadataRequest
             undeleted_partition_count=t.undeleted_partition_count,
             configs={c.name: c.value for c in t.configs or ()}))
     broker.replica_manager.on_metadata_update([t.topic_name for t in req.topic_states])
-    return UpdateMetadataResponse(error_code=0)

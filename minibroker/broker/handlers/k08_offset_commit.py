@@ -30,7 +30,7 @@ async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest):
                             p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata,
                             p.commit_timestamp if v == 1 else -1))
     retention = req.retention_time_ms if 2 <= v <= 4 else -1
-    results = await ctx.broker.groups.classic.commit_offsets(
+    results = await ctx.broker.groups.offsets.commit_offsets(
         req.group_id, req.generation_id_or_member_epoch if v >= 1 else -1,
         req.member_id if v >= 1 else "", req.group_instance_id if v >= 7 else None,
         retention, offsets)

@@ -24,7 +24,7 @@ _Part = _Topic.OffsetFetchResponsePartition
 
 def _fetch(ctx: RequestContext, group_id: str, topics):
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    code, found = ctx.broker.groups.classic.fetch_offsets(group_id, wanted)
+    code, found = ctx.broker.groups.offsets.fetch_offsets(group_id, wanted)
     if code and wanted is not None and ctx.api_version < 2:
         # v0/1 have no top-level error: put it on every partition.
         found = [(t, [(p, -1, -1, "", code) for p in ps]) for t, ps in wanted]

@@ -10,45 +10,28 @@ A name given twice in one request is not created and answered once with INVALID_
 replication_factor -1. After the controller committed, we wait until this broker's metadata cache
 shows a leader for every partition, as Kafka's DelayedCreatePartitions does, bounded by timeout_ms
 (<= 0: no wait); a topic not visible by then is answered with REQUEST_TIMED_OUT.
+KIP-599 (broker/controller_quota.py): the partitions created count against the client's
+controller mutation quota; v6+ topics met while it is in debt answer THROTTLING_QUOTA_EXCEEDED.
 Not implemented: create topic policies, topic-name collisions between '.' and '_'.
 """
 from __future__ import annotations
 
 import uuid
-from typing import Callable
 
 from kafka.errors import (InvalidPartitionsError, InvalidReplicationFactorError,
-                          InvalidRequestError, RequestTimedOutError)
+                          InvalidRequestError, RequestTimedOutError,
+                          ThrottlingQuotaExceededError)
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
 from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.metadata_wait import topic_has_leaders, wait_for_metadata
 from minibroker.log import config as log_config
 
 _Result = CreateTopicsResponse.CreatableTopicResult
 _Config = _Result.CreatableTopicConfigs
 _ZERO_UUID = uuid.UUID(int=0)
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
-POLL_S = 0.005
-
-
-async def wait_for_metadata(ctx: RequestContext, ready: Callable[[], bool],
-                            timeout_ms: int) -> bool:
-    """Poll this broker's metadata cache until `ready()`, at most timeout_ms; False on timeout."""
-    if ready():
-        return True
-    deadline = ctx.clock.monotonic() + timeout_ms / 1000
-    while ctx.clock.monotonic() < deadline and ctx.broker.running:
-        await ctx.clock.sleep(POLL_S)
-        if ready():
-            return True
-    return ready()
-
-
-def topic_has_leaders(ctx: RequestContext, name: str, partitions: int) -> bool:
-    t = ctx.broker.metadata.topics.get(name)
-    return (t is not None and len(t.partitions) >= partitions
-            and all(p.leader >= 0 for p in t.partitions.values()))
 
 
 def _error(name: str, code: int, message: str | None) -> _Result:
@@ -78,6 +61,9 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest):
         counts[t.name] = counts.get(t.name, 0) + 1
     results: list[_Result | None] = []
     specs, pending = [], []         # pending: (index in results, name, configs)
+    quota, client_id = ctx.broker.controller_mutation_quota, ctx.header.client_id or ""
+    strict, refused_ms = ctx.api_version >= 6, 0
+    limited = quota.limited(client_id) and not req.validate_only
     answered: set[str] = set()
     for t in req.topics:
         if counts[t.name] > 1:
@@ -102,6 +88,21 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest):
         specs.append((t.name, t.num_partitions, t.replication_factor, assignments, configs))
         pending.append((len(results), t.name, configs))
         results.append(None)
+    if specs and limited:
+        # Kafka validates first: only topics that would be created count, in request order.
+        checked = await ctx.broker.controller.create_topics(specs, validate_only=True)
+        kept = []
+        for spec, (i, name, configs), res in zip(specs, pending, checked):
+            throttle = 0 if res.error_code else quota.try_record(
+                client_id, max(res.partitions, 0), ctx.clock.now_ms(), strict)
+            if res.error_code or throttle:
+                refused_ms = max(refused_ms, throttle)
+                results[i] = _error(name, res.error_code, res.message) if res.error_code else \
+                    _error(name, ThrottlingQuotaExceededError.errno,
+                           "The throttling quota has been exceeded.")
+            else:
+                kept.append((spec, (i, name, configs)))
+        specs, pending = [s for s, _ in kept], [p for _, p in kept]
     if specs:
         items = await ctx.broker.controller.create_topics(specs, validate_only=req.validate_only)
         for (i, name, configs), res in zip(pending, items):
@@ -122,4 +123,6 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest):
             for i, name, count in created:
                 if not topic_has_leaders(ctx, name, count):
                     results[i] = _error(name, RequestTimedOutError.errno, None)
-    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+    throttle_ms = quota.response_throttle_ms(client_id, ctx.clock.now_ms(), strict, refused_ms) \
+        if limited else 0
+    return CreateTopicsResponse(throttle_time_ms=throttle_ms, topics=results)

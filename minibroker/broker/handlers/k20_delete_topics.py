@@ -6,18 +6,21 @@ Duplicates in one request are answered once with INVALID_REQUEST ("Duplicate top
 "Duplicate topic id.", as Kafka's ControllerApis). After the controller committed, we wait until
 the topic is gone from this broker's metadata cache, bounded by timeout_ms (<= 0: no wait); a topic
 still visible by then is answered with REQUEST_TIMED_OUT.
+KIP-599 (broker/controller_quota.py): the partitions deleted count against the client's
+controller mutation quota; v5+ topics met while it is in debt answer THROTTLING_QUOTA_EXCEEDED.
 Not implemented: delete.topic.enable=false (TOPIC_DELETION_DISABLED).
 """
 from __future__ import annotations
 
 import uuid
 
-from kafka.errors import InvalidRequestError, RequestTimedOutError, UnknownTopicIdError
+from kafka.errors import (InvalidRequestError, RequestTimedOutError,
+                          ThrottlingQuotaExceededError, UnknownTopicIdError)
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
 
 from minibroker.broker.dispatch import RequestContext, handles
-from minibroker.broker.handlers.k19_create_topics import wait_for_metadata
+from minibroker.broker.metadata_wait import wait_for_metadata
 
 _Result = DeleteTopicsResponse.DeletableTopicResult
 _ZERO_UUID = uuid.UUID(int=0)
@@ -45,6 +48,9 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest):
     results: list[_Result | None] = []
     answered: set = set()
     to_delete: list[tuple[int, str, uuid.UUID | None]] = []    # (result index, name, id)
+    quota, client_id = ctx.broker.controller_mutation_quota, ctx.header.client_id or ""
+    strict, refused_ms, limited = ctx.api_version >= 5, 0, quota.limited(client_id)
+    recorded: dict[str, int] = {}
     for (name, topic_id), key in zip(wanted, keys):
         if name is None and topic_id is None:
             results.append(_result(None, None, InvalidRequestError.errno,
@@ -67,6 +73,15 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest):
                                        "This server does not host this topic ID."))
                 continue
             name = info.name
+        if limited and name in cache.topics:
+            n = len(cache.topics[name].partitions)
+            throttle = quota.try_record(client_id, n, ctx.clock.now_ms(), strict)
+            if throttle:
+                refused_ms = max(refused_ms, throttle)
+                results.append(_result(name, topic_id, ThrottlingQuotaExceededError.errno,
+                                       "The throttling quota has been exceeded."))
+                continue
+            recorded[name] = n
         to_delete.append((len(results), name, topic_id))
         results.append(None)
     if to_delete:
@@ -75,6 +90,8 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest):
         for (i, name, topic_id), res in zip(to_delete, items):
             topic_id = topic_id or res.topic_id
             results[i] = _result(name, topic_id, res.error_code, res.message)
+            if res.error_code:
+                quota.refund(client_id, recorded.get(name, 0))
             if res.error_code == 0:
                 deleted.append((i, name, topic_id))
 
@@ -88,4 +105,6 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest):
             for i, name, topic_id in deleted:
                 if not gone(name, topic_id):
                     results[i] = _result(name, topic_id, RequestTimedOutError.errno)
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+    throttle_ms = quota.response_throttle_ms(client_id, ctx.clock.now_ms(), strict, refused_ms) \
+        if limited else 0
+    return DeleteTopicsResponse(throttle_time_ms=throttle_ms, responses=results)

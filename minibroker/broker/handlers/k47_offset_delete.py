@@ -19,7 +19,7 @@ _Part = _Topic.OffsetDeleteResponsePartition
 @handles(ApiKey.OffsetDelete, OffsetDeleteRequest, versions=(0, 0))
 async def handle_offset_delete(ctx: RequestContext, req: OffsetDeleteRequest):
     wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    code, results = await ctx.broker.groups.classic.delete_offsets(req.group_id, wanted)
+    code, results = await ctx.broker.groups.offsets.delete_offsets(req.group_id, wanted)
     topics = [] if code else [
         _Topic(name=t.name, partitions=[
             _Part(partition_index=p.partition_index, error_code=results[(t.name, p.partition_index)])

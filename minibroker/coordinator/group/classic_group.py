@@ -9,7 +9,7 @@ Valid transitions (Kafka's GroupState.validPreviousStates):
     Dead                <- Stable, PreparingRebalance, CompletingRebalance, Empty, Dead
 
 This module is data and pure decisions only; the protocol (join/sync/heartbeat/...) lives in
-minibroker.coordinator.groups, which mutates these objects in plain synchronous code. Members keep
+minibroker.coordinator.group.classic_coordinator, which mutates these objects in plain synchronous code. Members keep
 their insertion order (Python dicts), which is the order JoinGroup responses list them in.
 """
 from __future__ import annotations
@@ -263,7 +263,9 @@ class ClassicGroup:
     def _protocol_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for m in self.members.values():
-            for name in m.protocols():
+            # A name listed twice by one member counts once, as Kafka's member.protocols() is a
+            # set (its first entry's metadata is the one used).
+            for name in dict.fromkeys(m.protocols()):
                 counts[name] = counts.get(name, 0) + 1
         return counts
 

@@ -1,5 +1,5 @@
 """The classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
-ListGroups, DeleteGroups, OffsetCommit, OffsetFetch, OffsetDelete — Kafka's GroupCoordinator.
+ListGroups, DeleteGroups — Kafka's GroupCoordinator.
 
 Every method is a plain `def` that validates, changes state and arms timers, then returns either a
 value or a future the handler awaits (a rebalance barrier, or a write reaching the high
@@ -16,36 +16,31 @@ Decisions (Kafka's behaviour unless said):
   and Kafka would only find out at the leader's SyncGroup (failing every member with
   UNKNOWN_SERVER_ERROR). INVALID_REQUEST is fatal for every client, which is what we want.
 - A group record that cannot be appended maps like Kafka's GroupMetadataManager: NOT_LEADER →
-  NOT_COORDINATOR, not enough replicas → COORDINATOR_NOT_AVAILABLE, timeout → REBALANCE_IN_PROGRESS
-  (group) / REQUEST_TIMED_OUT (offsets), too large → UNKNOWN_SERVER_ERROR (group) /
-  INVALID_COMMIT_OFFSET_SIZE (offsets).
-- Offsets become visible to OffsetFetch once their records reached the high watermark (they are
-  replayed from the records then); deletions (OffsetDelete, DeleteGroups, retention, deleted
-  partitions) apply at once and write tombstones, as Kafka's cleanupGroupMetadata does. A
-  commit still waiting for the high watermark when its partition is deleted is not applied
-  (Kafka's pendingOffsetCommits).
-- DeleteGroups and deleted partitions cover KIP-848 consumer groups too: their offsets live here,
-  in an Empty holder group of shard.groups.
-- OffsetCommit with generation >= 0 for an unknown group: ILLEGAL_GENERATION (Kafka 3.x classic
-  coordinator); generation < 0: a standalone (Empty, no protocol type) group is created.
+  NOT_COORDINATOR, not enough replicas → COORDINATOR_NOT_AVAILABLE, timeout → REBALANCE_IN_PROGRESS,
+  too large → UNKNOWN_SERVER_ERROR.
+- What a group stores changes through replay (minibroker.coordinator.replay) of the records
+  written: the leader's SyncGroup record (assignments, Stable) once stored, the Empty generation,
+  group tombstones. The rebalance in between (members joining, the generation being formed) is
+  in memory only, as in Kafka.
+- DeleteGroups covers KIP-848 consumer groups too: their offsets live in an Empty holder group of
+  shard.groups. Committed offsets: minibroker.coordinator.offset_manager.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 import kafka.errors as Errors
 
-from minibroker.coordinator.group.classic import (
+from minibroker.coordinator.context import CoordinatorContext
+from minibroker.coordinator.group.classic_group import (
     COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
     ClassicGroup, ClassicGroupMember, JoinResult, OffsetAndMetadata, SyncResult)
-from minibroker.coordinator.offsets import (empty_generation_record, group_metadata_record,
-                                            group_tombstone, offset_commit_record,
-                                            offset_tombstone, replay)
+from minibroker.coordinator.group.classic_group_records import (
+    empty_generation_record, group_metadata_record, group_tombstone, offset_tombstone)
+from minibroker.coordinator.replay import replay
+from minibroker.coordinator.shard import Shard
 
-if TYPE_CHECKING:
-    from minibroker.coordinator.runtime import GroupCoordinatorRuntime, Shard
 
 log = logging.getLogger("minibroker.coordinator")
 
@@ -65,15 +60,13 @@ GROUP_ID_NOT_FOUND = Errors.GroupIdNotFoundError.errno
 NON_EMPTY_GROUP = Errors.NonEmptyGroupError.errno
 GROUP_SUBSCRIBED_TO_TOPIC = Errors.GroupSubscribedToTopicError.errno
 UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
-OFFSET_METADATA_TOO_LARGE = Errors.OffsetMetadataTooLargeError.errno
 INVALID_REQUEST = Errors.InvalidRequestError.errno
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000      # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
-OFFSET_METADATA_MAX_BYTES = 4096                # offset.metadata.max.bytes
 
 
 class ClassicGroupCoordinator:
-    def __init__(self, rt: "GroupCoordinatorRuntime") -> None:
+    def __init__(self, rt: CoordinatorContext) -> None:
         self.rt = rt
         self.config = rt.config
 
@@ -136,7 +129,7 @@ class ClassicGroupCoordinator:
             self._do_current_member_join(shard, group, fut, *args)
         if group.is_(PREPARING_REBALANCE):
             self._try_complete_join(shard, group)
-        self._maybe_forget(shard, group)
+        self.maybe_forget(shard, group)
         return fut
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
@@ -384,7 +377,7 @@ class ClassicGroupCoordinator:
             # The next generation is Empty: stored, and applied through replay.
             self.rt.append(shard, self._apply(shard, [empty_generation_record(group, self.now_ms)]),
                            None)
-            self._maybe_forget(shard, group)
+            self.maybe_forget(shard, group)
             return
         group.init_next_generation(self.now_ms)
         for m in list(group.members.values()):
@@ -432,7 +425,7 @@ class ClassicGroupCoordinator:
         del group.pending_members[member_id]
         if group.is_(PREPARING_REBALANCE):
             self._try_complete_join(shard, group)
-        self._maybe_forget(shard, group)
+        self.maybe_forget(shard, group)
 
     def _complete_and_schedule_heartbeat(self, shard, group, member,
                                          timeout_ms: int | None = None) -> None:
@@ -464,7 +457,7 @@ class ClassicGroupCoordinator:
     def _is_current(self, shard, group) -> bool:
         return self.rt.is_active(shard) and shard.groups.get(group.group_id) is group
 
-    def _maybe_forget(self, shard, group) -> None:
+    def maybe_forget(self, shard, group) -> None:
         """Drop a group that holds nothing (created by a join that failed, all members gone
         before a first generation): Kafka keeps it until the next expiration run."""
         if (group.is_(EMPTY) and not group.members and not group.pending_members
@@ -614,7 +607,7 @@ class ClassicGroupCoordinator:
             self._remove_member_and_update_group(shard, group, group.members[member_id],
                                                  reason or f"{member_id} left")
             codes.append(NONE)
-        self._maybe_forget(shard, group)
+        self.maybe_forget(shard, group)
         return NONE, codes
 
     # ================================================================== DescribeGroups / ListGroups
@@ -719,228 +712,36 @@ class ClassicGroupCoordinator:
         finish()
         return fut
 
-    # ================================================================== OffsetCommit
-    def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
-                       group_instance_id: str | None, retention_time_ms: int,
-                       offsets: list[tuple[str, int, int, int, str | None, int]]) -> asyncio.Future:
-        """offsets: (topic, partition, offset, leader_epoch, metadata, commit_timestamp or -1).
-        A future of {(topic, partition): error}."""
-        keys = [(t, p) for t, p, *_ in offsets]
-
-        def all_(code):
-            return self._done({k: code for k in keys})
-        shard, code = self.rt.shard_for(group_id)
-        if code:
-            return all_(code)
-        code = self.rt.consumer.validate_offset_commit(shard, group_id, member_id, generation_id)
-        if code is not None:            # a KIP-848 group: offsets kept in its offset holder
-            if code:
-                return all_(code)
-            generation_id, member_id, group_instance_id = -1, "", None
-        group = shard.groups.get(group_id)
-        if group is None:
-            if generation_id >= 0:
-                return all_(ILLEGAL_GENERATION)
-            group = shard.groups[group_id] = ClassicGroup(group_id, EMPTY, self.now_ms)
-        if group.is_(DEAD):
-            return all_(COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return all_(FENCED_INSTANCE_ID)
-        if not (generation_id < 0 and group.is_(EMPTY)):
-            if group.is_(COMPLETING_REBALANCE):
-                return all_(REBALANCE_IN_PROGRESS)
-            if member_id not in group.members:
-                return all_(UNKNOWN_MEMBER_ID)
-            if generation_id != group.generation_id:
-                return all_(ILLEGAL_GENERATION)
-            self._complete_and_schedule_heartbeat(shard, group, group.members[member_id])
-        now = self.now_ms
-        result: dict[tuple[str, int], int] = {}
-        records = []
-        pending: list[tuple[str, str, int]] = []
-        for topic, partition, offset, leader_epoch, metadata, commit_ts in offsets:
-            if self.rt.metadata.partition(topic, partition) is None:
-                result[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            metadata = metadata or ""
-            if len(metadata.encode()) > OFFSET_METADATA_MAX_BYTES:
-                result[(topic, partition)] = OFFSET_METADATA_TOO_LARGE
-                continue
-            ts = commit_ts if commit_ts is not None and commit_ts >= 0 else now
-            expire = ts + retention_time_ms if retention_time_ms is not None and \
-                retention_time_ms >= 0 else -1
-            om = OffsetAndMetadata(offset, leader_epoch, metadata, ts, expire)
-            records.append(offset_commit_record(group_id, topic, partition, om))
-            pending.append((group_id, topic, partition))
-            result[(topic, partition)] = NONE
-        if not records:
-            self._maybe_forget(shard, group)
-            return self._done(result)
-
-        # Until replayed, each record is a pending commit a partition deletion may cancel.
-        token = object()
-        for key in pending:
-            shard.pending_offset_commits.setdefault(key, set()).add(token)
-
-        def committed(code: int) -> None:
-            # A record whose token is gone: its partition was deleted meanwhile.
-            live = [record for key, record in zip(pending, records)
-                    if token in shard.pending_offset_commits.get(key, ())]
-            for key in sorted(set(pending)):
-                tokens = shard.pending_offset_commits.get(key)
-                if tokens is not None:
-                    tokens.discard(token)
-                    if not tokens:
-                        del shard.pending_offset_commits[key]
-            if code == NONE and self.rt.is_active(shard):
-                for key, value in live:
-                    replay(shard.groups, key, value)
-        write = self.rt.append(shard, records, committed)
-        fut = asyncio.get_running_loop().create_future()
-
-        def finish(w: asyncio.Future) -> None:
-            code = self._offset_write_error(w.result())
-            fut.set_result({k: (code if v == NONE else v) for k, v in result.items()})
-        write.add_done_callback(finish)
-        return fut
-
-    # ================================================================== OffsetFetch
-    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
-                      ) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
-        """(error, [(topic, [(partition, offset, leader_epoch, metadata, error)])]);
-        topics None: every committed offset of the group."""
-        shard, code = self.rt.shard_for(group_id)
-        if code:
-            return code, []
-        group = shard.groups.get(group_id)
-        offsets = group.offsets if group is not None and not group.is_(DEAD) else {}
-        out: list = []
-        if topics is None:
-            by_topic: dict[str, list] = {}
-            for (t, p) in sorted(offsets):
-                om = offsets[(t, p)]
-                by_topic.setdefault(t, []).append((p, om.offset, om.leader_epoch, om.metadata,
-                                                   NONE))
-            return NONE, list(by_topic.items())
-        for topic, partitions in topics:
-            parts = []
-            for p in partitions:
-                om = offsets.get((topic, p))
-                parts.append((p, -1, -1, "", NONE) if om is None else
-                             (p, om.offset, om.leader_epoch, om.metadata, NONE))
-            out.append((topic, parts))
-        return NONE, out
-
-    # ================================================================== OffsetDelete
-    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> asyncio.Future:
-        """A future of (error, {(topic, partition): error})."""
-        if not group_id:
-            return self._done((INVALID_GROUP_ID, {}))
-        shard, code = self.rt.shard_for(group_id)
-        if code:
-            return self._done((code, {}))
-        group = shard.groups.get(group_id)
-        if group is None or group.is_(DEAD):
-            return self._done((GROUP_ID_NOT_FOUND, {}))
-        if not group.is_(EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            return self._done((NON_EMPTY_GROUP, {}))
-        result: dict[tuple[str, int], int] = {}
-        removed: list[tuple[str, int]] = []
-        for topic, partition in partitions:
-            if self.rt.metadata.partition(topic, partition) is None:
-                result[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
-            elif not group.is_(EMPTY) and group.is_subscribed_to(topic):
-                result[(topic, partition)] = GROUP_SUBSCRIBED_TO_TOPIC
-            else:
-                result[(topic, partition)] = NONE
-                if (topic, partition) in group.offsets and (topic, partition) not in removed:
-                    removed.append((topic, partition))
-        records = self._remove_offsets(shard, group_id, group, removed)
-        if not records:
-            return self._done((NONE, result))
-        fut = asyncio.get_running_loop().create_future()
-        write = self.rt.append(shard, records, None)
-        write.add_done_callback(lambda w: fut.set_result(
-            (self._offset_write_error(w.result()), result)))
-        return fut
-
-    def _remove_offsets(self, shard, group_id: str, group, keys: list[tuple[str, int]]) -> list:
-        """Tombstones for the group's offsets of `keys`, and Kafka's cleanupGroupMetadata: an
-        Empty group left without offsets gets a group tombstone. Applied through replay;
-        returns the records to append."""
-        records = [offset_tombstone(group_id, t, p) for t, p in keys]
-        if (group is not None and group.is_(EMPTY) and not group.pending_members
-                and not group.offsets.keys() - set(keys)):
-            records.append(group_tombstone(group_id))
-        return self._apply(shard, records)
-
     @staticmethod
     def _apply(shard, records: list) -> list:
         """Replay records (about to be appended) into the shard's groups; returns them."""
         for key, value in records:
-            replay(shard.groups, key, value)
+            replay(shard, key, value)
         return records
 
-    # ================================================================== retention
-    def expire_offsets(self) -> int:
-        """Offsets past offsets.retention.minutes (Kafka 2.1+ rules); returns how many."""
-        now = self.now_ms
-        retention_ms = self.config.offsets_retention_minutes * 60_000
-        expired_count = 0
-        for shard in self.rt.shards_in_order():
-            if shard.loading:
-                continue
-            records = []
-            for gid in sorted(shard.groups):
-                group = shard.groups[gid]
-                expired = self._expired_offsets(group, now, retention_ms)
-                expired_count += len(expired)
-                records += self._remove_offsets(shard, gid, group, expired)
-            if records:
-                self.rt.append(shard, records, None)
-        return expired_count
-
-    # ================================================================== deleted partitions
-    def on_partitions_deleted(self, shard, partitions: list[tuple[str, int]]) -> list:
-        """Kafka's onPartitionsDeleted for one loaded shard (offsets of every group, KIP-848
-        groups' holders included): tombstones for committed and pending commits of these
-        partitions, the pending ones are then not applied; an Empty group left without offsets
-        is removed (cleanupGroupMetadata). Returns the records to append."""
-        gone = set(partitions)
-        by_group: dict[str, set[tuple[str, int]]] = {}
-        for key in sorted(k for k in shard.pending_offset_commits if k[1:] in gone):
-            del shard.pending_offset_commits[key]
-            by_group.setdefault(key[0], set()).add(key[1:])
-        for gid in sorted(shard.groups):
-            hit = gone & shard.groups[gid].offsets.keys()
-            if hit:
-                by_group.setdefault(gid, set()).update(hit)
-        records = []
-        for gid in sorted(by_group):
-            records += self._remove_offsets(shard, gid, shard.groups.get(gid),
-                                            sorted(by_group[gid]))
-        return records
-
-    @staticmethod
-    def _expired_offsets(group: ClassicGroup, now: int, retention_ms: int) -> list:
-        def is_expired(om: OffsetAndMetadata, base: int) -> bool:
-            if om.expire_timestamp != -1:
-                return now >= om.expire_timestamp
-            return now - base >= retention_ms
-
-        if group.is_(EMPTY):
-            if group.protocol_type is None:
-                return [k for k, om in sorted(group.offsets.items())
-                        if is_expired(om, om.commit_timestamp)]
-            return [k for k, om in sorted(group.offsets.items())
-                    if is_expired(om, group.current_state_timestamp
-                                  if group.current_state_timestamp >= 0 else om.commit_timestamp)]
-        if group.is_(STABLE) and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
-            subscribed = group.subscribed_topics()
-            if subscribed is not None:
-                return [k for k, om in sorted(group.offsets.items())
-                        if k[0] not in subscribed and is_expired(om, om.commit_timestamp)]
-        return []
+    # ================================================================== OffsetCommit (validation)
+    def validate_offset_commit(self, shard, group_id: str, generation_id: int, member_id: str,
+                               group_instance_id: str | None) -> tuple[ClassicGroup | None, int]:
+        """(group, 0) when a classic member (or a standalone committer: generation < 0 on an Empty
+        or new group) may commit offsets, which counts as its heartbeat; else (None, error)."""
+        group = shard.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                return None, ILLEGAL_GENERATION
+            group = shard.groups[group_id] = ClassicGroup(group_id, EMPTY, self.now_ms)
+        if group.is_(DEAD):
+            return None, COORDINATOR_NOT_AVAILABLE
+        if group.is_static_member_fenced(group_instance_id, member_id):
+            return None, FENCED_INSTANCE_ID
+        if not (generation_id < 0 and group.is_(EMPTY)):
+            if group.is_(COMPLETING_REBALANCE):
+                return None, REBALANCE_IN_PROGRESS
+            if member_id not in group.members:
+                return None, UNKNOWN_MEMBER_ID
+            if generation_id != group.generation_id:
+                return None, ILLEGAL_GENERATION
+            self._complete_and_schedule_heartbeat(shard, group, group.members[member_id])
+        return group, NONE
 
     # ================================================================== loading / unloading
     def on_loaded(self, shard) -> None:
@@ -965,12 +766,8 @@ class ClassicGroupCoordinator:
     def _group_write_error(code: int) -> int:
         return _GROUP_WRITE_ERRORS.get(code, code)
 
-    @staticmethod
-    def _offset_write_error(code: int) -> int:
-        return _OFFSET_WRITE_ERRORS.get(code, code)
 
-
-_COMMON_WRITE_ERRORS = {
+COMMON_WRITE_ERRORS = {
     Errors.UnknownTopicOrPartitionError.errno: COORDINATOR_NOT_AVAILABLE,
     Errors.NotEnoughReplicasError.errno: COORDINATOR_NOT_AVAILABLE,
     Errors.NotEnoughReplicasAfterAppendError.errno: COORDINATOR_NOT_AVAILABLE,
@@ -978,17 +775,11 @@ _COMMON_WRITE_ERRORS = {
     Errors.KafkaStorageError.errno: NOT_COORDINATOR,
 }
 _GROUP_WRITE_ERRORS = {
-    **_COMMON_WRITE_ERRORS,
+    **COMMON_WRITE_ERRORS,
     Errors.RequestTimedOutError.errno: REBALANCE_IN_PROGRESS,
     Errors.MessageSizeTooLargeError.errno: Errors.UnknownError.errno,
     Errors.RecordListTooLargeError.errno: Errors.UnknownError.errno,
 }
-_OFFSET_WRITE_ERRORS = {
-    **_COMMON_WRITE_ERRORS,
-    Errors.MessageSizeTooLargeError.errno: Errors.InvalidCommitOffsetSizeError.errno,
-    Errors.RecordListTooLargeError.errno: Errors.InvalidCommitOffsetSizeError.errno,
-}
-
 
 def _snake(state: str) -> str:
     out = []

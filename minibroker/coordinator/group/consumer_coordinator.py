@@ -1,5 +1,8 @@
 """KIP-848 consumer groups (ConsumerGroupHeartbeat, ConsumerGroupDescribe) with KIP-1101 hashes.
 
+The group model is minibroker.coordinator.group.consumer_group, its records and `replay`
+minibroker.coordinator.group.consumer_group_records.
+
 Kafka's GroupMetadataManager.consumerGroupHeartbeat / ConsumerGroup / CurrentAssignmentBuilder,
 on one broker's coordinator runtime (minibroker.coordinator.runtime):
 
@@ -45,60 +48,32 @@ import asyncio
 import dataclasses
 import logging
 import re
-import uuid
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
 
 import kafka.errors as Errors
 
-from minibroker.coordinator.group.assignors import (ASSIGNORS, DEFAULT_ASSIGNOR, MemberSpec,
-                                                    TopicDescription, assign)
+from minibroker.coordinator.context import CoordinatorContext
+from minibroker.coordinator.group.assignors import ASSIGNORS, MemberSpec, TopicDescription, assign
+from minibroker.coordinator.group.consumer_group import (
+    CONSUMER_GROUP_TYPE, COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, FENCED_MEMBER_EPOCH,
+    GROUP_CONSUMER_MAX_SIZE, GROUP_ID_NOT_FOUND, GROUP_MAX_SIZE_REACHED,
+    INVALID_REGULAR_EXPRESSION, INVALID_REQUEST, LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH, MEMBER_STABLE, NONE, NON_EMPTY_GROUP, NOT_COORDINATOR,
+    STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, UNRELEASED_INSTANCE_ID, UNREVOKED_PARTITIONS,
+    UNSUPPORTED_ASSIGNOR, Assignment, ConsumerGroup, ConsumerGroupMember, reconcile)
+from minibroker.coordinator.group.consumer_group_records import (
+    Record, assignment_of, topic_partitions_of, current_assignment_record,
+    current_assignment_tombstone, group_epoch_record, group_epoch_tombstone,
+    member_metadata_record, member_metadata_tombstone, partition_metadata_tombstone,
+    target_member_record, target_member_tombstone, target_metadata_record,
+    target_metadata_tombstone)
 from minibroker.coordinator.group.metadata_hash import TopicHashCache, compute_group_metadata_hash
+from minibroker.coordinator.replay import replay
 from minibroker.protocol.messages import (ConsumerGroupDescribeResponse,
                                           ConsumerGroupHeartbeatResponse)
-from minibroker.protocol.records import (
-    ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue,
-    ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue, ConsumerGroupMetadataKey,
-    ConsumerGroupMetadataValue, ConsumerGroupPartitionMetadataKey,
-    ConsumerGroupPartitionMetadataValue, ConsumerGroupTargetAssignmentMemberKey,
-    ConsumerGroupTargetAssignmentMemberValue, ConsumerGroupTargetAssignmentMetadataKey,
-    ConsumerGroupTargetAssignmentMetadataValue, decode_coordinator_record, encode_coordinator_key,
-    encode_coordinator_value)
 
-if TYPE_CHECKING:
-    from minibroker.coordinator.runtime import GroupCoordinatorRuntime, Shard
 
 log = logging.getLogger("minibroker.coordinator")
 
-# Member states (ConsumerGroupCurrentMemberAssignmentValue.State).
-MEMBER_STABLE = 0
-UNREVOKED_PARTITIONS = 1
-UNRELEASED_PARTITIONS = 2
-UNKNOWN = 3
-# Group states as ConsumerGroupDescribe / ListGroups spell them.
-EMPTY, ASSIGNING, RECONCILING, STABLE, DEAD = "Empty", "Assigning", "Reconciling", "Stable", "Dead"
-CONSUMER_GROUP_TYPE = "consumer"
-
-GROUP_CONSUMER_MAX_SIZE = 2**31 - 1     # group.consumer.max.size's default (not configurable here)
-LEAVE_GROUP_MEMBER_EPOCH = -1
-LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
-
-NONE = 0
-INVALID_REQUEST = Errors.InvalidRequestError.errno
-GROUP_ID_NOT_FOUND = Errors.GroupIdNotFoundError.errno
-NON_EMPTY_GROUP = Errors.NonEmptyGroupError.errno
-UNKNOWN_MEMBER_ID = Errors.UnknownMemberIdError.errno
-FENCED_MEMBER_EPOCH = Errors.FencedMemberEpochError.errno
-FENCED_INSTANCE_ID = Errors.FencedInstanceIdError.errno
-UNRELEASED_INSTANCE_ID = Errors.UnreleasedInstanceIdError.errno
-UNSUPPORTED_ASSIGNOR = Errors.UnsupportedAssignorError.errno
-STALE_MEMBER_EPOCH = Errors.StaleMemberEpochError.errno
-GROUP_MAX_SIZE_REACHED = Errors.GroupMaxSizeReachedError.errno
-NOT_COORDINATOR = Errors.NotCoordinatorError.errno
-COORDINATOR_NOT_AVAILABLE = Errors.CoordinatorNotAvailableError.errno
-INVALID_REGULAR_EXPRESSION = 128        # Kafka's INVALID_REGULAR_EXPRESSION; not in kafka-python
-
-# Kafka's GroupCoordinatorService.handleOperationException for failed writes.
 _WRITE_ERRORS = {
     Errors.NotLeaderForPartitionError.errno: NOT_COORDINATOR,
     Errors.KafkaStorageError.errno: NOT_COORDINATOR,
@@ -107,10 +82,6 @@ _WRITE_ERRORS = {
     Errors.NotEnoughReplicasAfterAppendError.errno: COORDINATOR_NOT_AVAILABLE,
     Errors.RequestTimedOutError.errno: COORDINATOR_NOT_AVAILABLE,
 }
-
-Assignment = dict[uuid.UUID, frozenset[int]]
-Record = tuple[bytes, "bytes | None"]
-_CONSUMER_RECORD_TYPES = frozenset(range(3, 9))
 
 
 class GroupError(Exception):
@@ -122,316 +93,9 @@ class GroupError(Exception):
         self.message = message
 
 
-# ---------------------------------------------------------------------------------- model
-@dataclass(frozen=True)
-class ConsumerGroupMember:
-    member_id: str
-    instance_id: str | None = None
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    subscribed_topic_names: tuple[str, ...] = ()
-    subscribed_topic_regex: str | None = None
-    rebalance_timeout_ms: int = -1
-    server_assignor: str | None = None
-    member_epoch: int = 0
-    previous_member_epoch: int = 0
-    state: int = MEMBER_STABLE
-    assigned_partitions: Assignment = field(default_factory=dict)
-    partitions_pending_revocation: Assignment = field(default_factory=dict)
-
-    def metadata(self) -> tuple:
-        return (self.instance_id, self.rack_id, self.client_id, self.client_host,
-                self.subscribed_topic_names, self.subscribed_topic_regex,
-                self.rebalance_timeout_ms, self.server_assignor)
-
-    def assignment(self) -> tuple:
-        return (self.member_epoch, self.previous_member_epoch, self.state,
-                self.assigned_partitions, self.partitions_pending_revocation)
-
-    def subscription(self) -> tuple:
-        return (self.subscribed_topic_names, self.subscribed_topic_regex)
-
-
-class ConsumerGroup:
-    def __init__(self, group_id: str) -> None:
-        self.group_id = group_id
-        self.group_epoch = 0
-        self.metadata_hash = 0
-        self.assignment_epoch = 0
-        self.members: dict[str, ConsumerGroupMember] = {}
-        self.static_members: dict[str, str] = {}             # instance id -> member id
-        self.target_assignment: dict[str, Assignment] = {}
-        # (topic id, partition) -> (member id, member epoch) of its current owner.
-        self.owners: dict[tuple[uuid.UUID, int], tuple[str, int]] = {}
-        self.has_partition_metadata_record = False
-        # Runtime only (not records): timers and the resolved subscription.
-        self.timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
-        self.subscribed_topics: frozenset[str] = frozenset()
-
-    def __repr__(self) -> str:
-        return (f"ConsumerGroup({self.group_id}, epoch={self.group_epoch}, "
-                f"assignment_epoch={self.assignment_epoch}, hash={self.metadata_hash}, "
-                f"members={sorted(self.members)})")
-
-    @property
-    def state(self) -> str:
-        if not self.members:
-            return EMPTY
-        if self.group_epoch != self.assignment_epoch:
-            return ASSIGNING
-        for m in self.members.values():
-            if m.member_epoch != self.assignment_epoch or m.state != MEMBER_STABLE:
-                return RECONCILING
-        return STABLE
-
-    def preferred_assignor(self) -> str:
-        counts: dict[str, int] = {}
-        for m in self.members.values():
-            if m.server_assignor:
-                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
-        if not counts:
-            return DEFAULT_ASSIGNOR
-        return min(counts, key=lambda a: (-counts[a], a))
-
-    # -------------------------------------------------------------- applied only by replay
-    def update_member(self, new: ConsumerGroupMember) -> None:
-        old = self.members.get(new.member_id)
-        if old is not None:
-            self._drop_owners(old)
-            if old.instance_id and self.static_members.get(old.instance_id) == old.member_id:
-                del self.static_members[old.instance_id]
-        self.members[new.member_id] = new
-        if new.instance_id:
-            self.static_members[new.instance_id] = new.member_id
-        for a in (new.assigned_partitions, new.partitions_pending_revocation):
-            for tid, parts in a.items():
-                for p in parts:
-                    self.owners[(tid, p)] = (new.member_id, new.member_epoch)
-
-    def remove_member(self, member_id: str) -> None:
-        old = self.members.pop(member_id, None)
-        if old is None:
-            return
-        self._drop_owners(old)
-        if old.instance_id and self.static_members.get(old.instance_id) == member_id:
-            del self.static_members[old.instance_id]
-
-    def _drop_owners(self, m: ConsumerGroupMember) -> None:
-        for a in (m.assigned_partitions, m.partitions_pending_revocation):
-            for tid, parts in a.items():
-                for p in parts:
-                    if self.owners.get((tid, p), (None,))[0] == m.member_id:
-                        del self.owners[(tid, p)]
-
-    def cancel_timers(self) -> None:
-        for t in self.timers.values():
-            t.cancel()
-        self.timers.clear()
-
-
-# ---------------------------------------------------------------------------------- records
-def _tps(cls, a: Assignment) -> list:
-    return [cls(topic_id=tid, partitions=sorted(a[tid])) for tid in sorted(a)]
-
-
-def _assignment(tps) -> Assignment:
-    return {tp.topic_id: frozenset(tp.partitions) for tp in tps or () if tp.partitions}
-
-
-def member_metadata_record(group_id: str, m: ConsumerGroupMember) -> Record:
-    return (encode_coordinator_key(ConsumerGroupMemberMetadataKey(group_id=group_id,
-                                                                  member_id=m.member_id)),
-            encode_coordinator_value(ConsumerGroupMemberMetadataValue(
-                instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
-                client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
-                subscribed_topic_regex=m.subscribed_topic_regex,
-                rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=m.server_assignor,
-                classic_member_metadata=None), 0))
-
-
-def member_metadata_tombstone(group_id: str, member_id: str) -> Record:
-    return encode_coordinator_key(ConsumerGroupMemberMetadataKey(group_id=group_id,
-                                                                 member_id=member_id)), None
-
-
-def group_epoch_record(group_id: str, epoch: int, metadata_hash: int) -> Record:
-    return (encode_coordinator_key(ConsumerGroupMetadataKey(group_id=group_id)),
-            encode_coordinator_value(ConsumerGroupMetadataValue(epoch=epoch,
-                                                                metadata_hash=metadata_hash), 0))
-
-
-def group_epoch_tombstone(group_id: str) -> Record:
-    return encode_coordinator_key(ConsumerGroupMetadataKey(group_id=group_id)), None
-
-
-def partition_metadata_tombstone(group_id: str) -> Record:
-    return encode_coordinator_key(ConsumerGroupPartitionMetadataKey(group_id=group_id)), None
-
-
-def target_member_record(group_id: str, member_id: str, a: Assignment) -> Record:
-    V = ConsumerGroupTargetAssignmentMemberValue
-    return (encode_coordinator_key(ConsumerGroupTargetAssignmentMemberKey(group_id=group_id,
-                                                                          member_id=member_id)),
-            encode_coordinator_value(V(topic_partitions=_tps(V.TopicPartition, a)), 0))
-
-
-def target_member_tombstone(group_id: str, member_id: str) -> Record:
-    return encode_coordinator_key(ConsumerGroupTargetAssignmentMemberKey(
-        group_id=group_id, member_id=member_id)), None
-
-
-def target_metadata_record(group_id: str, assignment_epoch: int) -> Record:
-    return (encode_coordinator_key(ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id)),
-            encode_coordinator_value(ConsumerGroupTargetAssignmentMetadataValue(
-                assignment_epoch=assignment_epoch), 0))
-
-
-def target_metadata_tombstone(group_id: str) -> Record:
-    return encode_coordinator_key(ConsumerGroupTargetAssignmentMetadataKey(group_id=group_id)), \
-        None
-
-
-def current_assignment_record(group_id: str, m: ConsumerGroupMember) -> Record:
-    V = ConsumerGroupCurrentMemberAssignmentValue
-    return (encode_coordinator_key(ConsumerGroupCurrentMemberAssignmentKey(
-                group_id=group_id, member_id=m.member_id)),
-            encode_coordinator_value(V(
-                member_epoch=m.member_epoch, previous_member_epoch=m.previous_member_epoch,
-                state=m.state, assigned_partitions=_tps(V.TopicPartitions, m.assigned_partitions),
-                partitions_pending_revocation=_tps(V.TopicPartitions,
-                                                   m.partitions_pending_revocation)), 0))
-
-
-def current_assignment_tombstone(group_id: str, member_id: str) -> Record:
-    return encode_coordinator_key(ConsumerGroupCurrentMemberAssignmentKey(
-        group_id=group_id, member_id=member_id)), None
-
-
-def is_consumer_group_record(key: bytes) -> bool:
-    return len(key) >= 2 and int.from_bytes(key[:2], "big", signed=True) in _CONSUMER_RECORD_TYPES
-
-
-def replay(groups: dict[str, ConsumerGroup], key: bytes, value: bytes | None) -> None:
-    """Apply one KIP-848 coordinator record to the consumer groups of one partition."""
-    k, v = decode_coordinator_record(key, value)
-    gid = k.group_id
-    group = groups.get(gid)
-    if isinstance(k, ConsumerGroupMetadataKey):
-        if v is None:
-            if group is not None:
-                group.cancel_timers()
-                del groups[gid]
-            return
-        group = group or groups.setdefault(gid, ConsumerGroup(gid))
-        group.group_epoch = v.epoch
-        group.metadata_hash = v.metadata_hash or 0
-        return
-    if isinstance(k, ConsumerGroupPartitionMetadataKey):
-        if v is not None:
-            groups.setdefault(gid, ConsumerGroup(gid)).has_partition_metadata_record = True
-        elif group is not None:
-            group.has_partition_metadata_record = False
-        return
-    if v is None and group is None:
-        return
-    group = group or groups.setdefault(gid, ConsumerGroup(gid))
-    if isinstance(k, ConsumerGroupTargetAssignmentMetadataKey):
-        group.assignment_epoch = v.assignment_epoch if v is not None else 0
-        return
-    if isinstance(k, ConsumerGroupTargetAssignmentMemberKey):
-        if v is None:
-            group.target_assignment.pop(k.member_id, None)
-        else:
-            group.target_assignment[k.member_id] = _assignment(v.topic_partitions)
-        return
-    old = group.members.get(k.member_id) or ConsumerGroupMember(k.member_id)
-    if isinstance(k, ConsumerGroupMemberMetadataKey):
-        if v is None:
-            group.remove_member(k.member_id)
-            return
-        group.update_member(dataclasses.replace(
-            old, instance_id=v.instance_id, rack_id=v.rack_id, client_id=v.client_id,
-            client_host=v.client_host, subscribed_topic_names=tuple(v.subscribed_topic_names),
-            subscribed_topic_regex=v.subscribed_topic_regex,
-            rebalance_timeout_ms=v.rebalance_timeout_ms, server_assignor=v.server_assignor))
-    elif isinstance(k, ConsumerGroupCurrentMemberAssignmentKey):
-        if v is None:
-            if k.member_id in group.members:
-                group.update_member(dataclasses.replace(
-                    old, member_epoch=LEAVE_GROUP_MEMBER_EPOCH,
-                    previous_member_epoch=LEAVE_GROUP_MEMBER_EPOCH, state=MEMBER_STABLE,
-                    assigned_partitions={}, partitions_pending_revocation={}))
-            return
-        group.update_member(dataclasses.replace(
-            old, member_epoch=v.member_epoch, previous_member_epoch=v.previous_member_epoch,
-            state=v.state, assigned_partitions=_assignment(v.assigned_partitions),
-            partitions_pending_revocation=_assignment(v.partitions_pending_revocation)))
-
-
-# ---------------------------------------------------------------------------------- reconciliation
-def _owns_any(owned: Assignment | None, revoking: Assignment) -> bool:
-    """Kafka's ownsRevokedPartitions: unknown owned partitions (null) count as still owned."""
-    if owned is None:
-        return any(revoking.values())
-    return any(owned.get(tid, frozenset()) & parts for tid, parts in revoking.items())
-
-
-def reconcile(member: ConsumerGroupMember, target_epoch: int, target: Assignment,
-              owned: Assignment | None,
-              owner_of: Callable[[uuid.UUID, int], str | None]) -> ConsumerGroupMember:
-    """Kafka's CurrentAssignmentBuilder: the member's next state towards its target assignment.
-    `owned`: the partitions the heartbeat says it owns (None: not sent); `owner_of`: the member id
-    currently owning a partition (assigned or pending revocation), None if free."""
-    if member.state == UNREVOKED_PARTITIONS:
-        if _owns_any(owned, member.partitions_pending_revocation):
-            return member
-        return _next(member, min(member.member_epoch + 1, target_epoch),
-                     member.assigned_partitions, target_epoch, target, owned, owner_of)
-    if member.state in (MEMBER_STABLE, UNRELEASED_PARTITIONS):
-        if member.member_epoch != target_epoch or member.state == UNRELEASED_PARTITIONS:
-            return _next(member, member.member_epoch, member.assigned_partitions, target_epoch,
-                         target, owned, owner_of)
-        return member
-    # UNKNOWN: the member is in an unexpected state; it gets fenced by its next bad epoch.
-    return member
-
-
-def _next(member, member_epoch, current: Assignment, target_epoch, target, owned, owner_of):
-    new_assigned: dict[uuid.UUID, frozenset[int]] = {}
-    revoking: dict[uuid.UUID, frozenset[int]] = {}
-    unreleased = False
-    for tid in sorted(set(current) | set(target)):
-        cur = current.get(tid, frozenset())
-        tgt = target.get(tid, frozenset())
-        keep = set(cur & tgt)
-        for p in sorted(tgt - cur):
-            o = owner_of(tid, p)
-            if o is None or o == member.member_id:
-                keep.add(p)
-            else:
-                unreleased = True
-        if keep:
-            new_assigned[tid] = frozenset(keep)
-        if cur - tgt:
-            revoking[tid] = frozenset(cur - tgt)
-    if revoking and _owns_any(owned, revoking):
-        # Revoke first: the member stays in its epoch, keeping only the partitions it retains.
-        return dataclasses.replace(
-            member, state=UNREVOKED_PARTITIONS, member_epoch=member_epoch,
-            previous_member_epoch=member.member_epoch,
-            assigned_partitions={t: frozenset(cur & target.get(t, frozenset()))
-                                 for t, cur in current.items() if cur & target.get(t, frozenset())},
-            partitions_pending_revocation=revoking)
-    return dataclasses.replace(
-        member, state=UNRELEASED_PARTITIONS if unreleased else MEMBER_STABLE,
-        member_epoch=target_epoch, previous_member_epoch=member.member_epoch,
-        assigned_partitions=new_assigned, partitions_pending_revocation={})
-
-
 # ---------------------------------------------------------------------------------- coordinator
 class ConsumerGroupCoordinator:
-    def __init__(self, rt: "GroupCoordinatorRuntime") -> None:
+    def __init__(self, rt: CoordinatorContext) -> None:
         self.rt = rt
         self.config = rt.config
         self.metadata = rt.metadata
@@ -645,7 +309,7 @@ class ConsumerGroupCoordinator:
     def _join_or_update(self, shard, req, api_version, client_id, client_host):
         gid = req.group_id
         group = self._group_for_heartbeat(shard, gid, create=req.member_epoch == 0)
-        owned = None if req.topic_partitions is None else _assignment(req.topic_partitions)
+        owned = None if req.topic_partitions is None else assignment_of(req.topic_partitions)
         records: list[Record] = []
         replaced: ConsumerGroupMember | None = None
         member_id = req.member_id
@@ -757,7 +421,7 @@ class ConsumerGroupCoordinator:
             records.append(current_assignment_record(gid, reconciled))
 
         for key, value in records:
-            replay(shard.consumer_groups, key, value)
+            replay(shard, key, value)
         group = shard.consumer_groups[gid]
         if replaced is not None:
             self._cancel(group, "session", replaced.member_id)
@@ -786,7 +450,7 @@ class ConsumerGroupCoordinator:
     @staticmethod
     def _response_assignment(m: ConsumerGroupMember):
         A = ConsumerGroupHeartbeatResponse.Assignment
-        return A(topic_partitions=_tps(A.TopicPartitions, m.assigned_partitions))
+        return A(topic_partitions=topic_partitions_of(A.TopicPartitions, m.assigned_partitions))
 
     def _compute_target(self, group, members_after, subscribed, previous_target):
         topics = self._topic_descriptions(subscribed)
@@ -828,7 +492,7 @@ class ConsumerGroupCoordinator:
             left = dataclasses.replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
             records = [current_assignment_record(gid, left)]
             for key, value in records:
-                replay(shard.consumer_groups, key, value)
+                replay(shard, key, value)
             self._cancel(group, "rebalance", member.member_id)
             return response, records
         return response, self._remove(shard, group, member.member_id, "left")
@@ -844,7 +508,7 @@ class ConsumerGroupCoordinator:
                                           self._group_hash(subscribed)))
         log.info("group %s: member %s %s, epoch %d", gid, member_id, why, group.group_epoch + 1)
         for key, value in records:
-            replay(shard.consumer_groups, key, value)
+            replay(shard, key, value)
         self._cancel(group, "session", member_id)
         self._cancel(group, "rebalance", member_id)
         self._set_subscribed(group, subscribed)
@@ -983,7 +647,7 @@ class ConsumerGroupCoordinator:
         records += [partition_metadata_tombstone(group_id), group_epoch_tombstone(group_id)]
         self._set_subscribed(group, frozenset())
         for key, value in records:
-            replay(shard.consumer_groups, key, value)
+            replay(shard, key, value)
         return records
 
     # ================================================================== loading

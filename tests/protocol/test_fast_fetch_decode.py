@@ -6,7 +6,7 @@ same fields, with records as zero-copy views of the body, for every version the 
 else. KafkaClientConnection's raw responses are views of its receive buffer, and the replica fetcher
 keeps no view of a response once it has handled it (the FrameReader reuses buffers only then).
 
-`python3 tests/test_fast_fetch_decode.py` prints a micro-benchmark (generic vs hand-rolled decode).
+`python3 tests/protocol/test_fast_fetch_decode.py` prints a micro-benchmark (generic vs hand-rolled decode).
 """
 from __future__ import annotations
 
