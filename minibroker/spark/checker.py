@@ -23,6 +23,9 @@ import argparse
 import sys
 from dataclasses import dataclass, field
 
+import numpy as np
+import pandas as pd
+
 __all__ = ["Report", "check_pandas", "check_spark", "generate_history"]
 
 
@@ -50,7 +53,6 @@ class Report:
 # ---------------------------------------------------------------------------- pandas
 def _sorted_unique(x):
     """np.unique by sorting (numpy's hash-based unique was 10x slower on 5M int64 here)."""
-    import numpy as np
     x = np.sort(x)
     return x[np.r_[True, x[1:] != x[:-1]]] if len(x) else x
 
@@ -58,8 +60,6 @@ def _sorted_unique(x):
 def check_pandas(produced, delivered, order_by=("order",), max_examples: int = 5) -> Report:
     """Vectorised: keys factorised to ints, (key, seq) packed into one int64, sorts and one
     running maximum whose value bands reset it at every key."""
-    import numpy as np
-    import pandas as pd
 
     nd = len(delivered)
     if order_by:
@@ -138,9 +138,6 @@ def generate_history(rows: int, keys: int = 1000, losses: int = 0, duplicates: i
                      swaps: int = 0, seed: int = 0):
     """(produced, delivered) pandas frames of `rows` records over `keys` keys, delivered in order
     except for exactly the given numbers of lost, duplicated and swapped (adjacent seqs) records."""
-    import numpy as np
-    import pandas as pd
-
     rng = np.random.default_rng(seed)
     i = np.arange(rows, dtype=np.int64)
     key, seq = i % keys, i // keys
@@ -173,7 +170,6 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     order_by = tuple(c.strip() for c in a.order_by.split(",") if c.strip())
     if a.backend == "pandas":
-        import pandas as pd
         r = check_pandas(pd.read_parquet(a.produced), pd.read_parquet(a.delivered), order_by)
     else:
         from minibroker.spark.session import local_session

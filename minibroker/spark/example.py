@@ -16,6 +16,11 @@ from __future__ import annotations
 
 import argparse
 
+from pyspark.sql import SparkSession
+
+from minibroker.spark import register
+from minibroker.spark.session import local_session
+
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m minibroker.spark.example")
@@ -30,12 +35,8 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
 
     if a.master.startswith("local"):
-        from minibroker.spark.session import local_session
         spark = local_session(a.master, "minibroker-example")
     else:                                   # a real cluster: its own addresses, not loopback
-        from pyspark.sql import SparkSession
-
-        from minibroker.spark import register
         spark = SparkSession.builder.master(a.master).appName("minibroker-example").getOrCreate()
         register(spark)
     kafka = {"kafka.bootstrap.servers": a.bootstrap}

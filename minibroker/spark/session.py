@@ -14,6 +14,10 @@ import os
 import sys
 from typing import Any
 
+from pyspark.sql import SparkSession
+
+from minibroker.spark import register
+
 LOOPBACK = "127.0.0.1"
 
 
@@ -46,8 +50,6 @@ def _environment(settings: dict[str, str]):
 def local_session(master: str = "local[2]", app_name: str = "minibroker", *,
                   conf: dict[str, Any] | None = None, shuffle_partitions: int = 4):
     """getOrCreate a SparkSession on `master` bound to loopback, with minibroker registered."""
-    from pyspark.sql import SparkSession
-
     env = _settings()
 
     b = (SparkSession.builder.master(master).appName(app_name)
@@ -69,6 +71,5 @@ def local_session(master: str = "local[2]", app_name: str = "minibroker", *,
     with _environment(env):
         spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    from minibroker.spark import register
     register(spark)
     return spark

@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
 
@@ -64,7 +66,6 @@ def check_schema(schema, default_topic: str | None) -> None:
 def _bytes_list(col) -> list:
     if col is None:
         return []
-    import pyarrow as pa
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         col = col.cast(pa.binary())
     return col.to_pylist()

@@ -16,10 +16,14 @@ import time
 from dataclasses import dataclass
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
+from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxRows, ReadMinRows,
+                                              SupportsTriggerAvailableNow)
 
 from minibroker.client import TopicPartition
 from minibroker.spark import _kafka
+from minibroker.spark.arrow import to_record_batch
+from minibroker.spark.planner import batch_ranges, latest_offsets, plan_end
+from minibroker.spark.sink import KafkaBatchWriter, KafkaStreamWriter, parse_sink
 from minibroker.spark.options import (EARLIEST, LATEST, Spec, SourceOptions, from_json_offsets,
                                       parse, to_json_offsets)
 
@@ -109,7 +113,6 @@ def split_ranges(ranges: dict[TopicPartition, tuple[int, int]], max_records: int
 
 
 def read_partition(opts: SourceOptions, part: KafkaInputPartition):
-    from minibroker.spark.arrow import to_record_batch
     for cols in _kafka.fetch_range(opts.bootstrap, part.topic, part.partition, part.start, part.end,
                                    fail_on_data_loss=opts.fail_on_data_loss,
                                    with_headers=opts.include_headers,
@@ -162,11 +165,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json_offsets(_kafka.run_with_admin(o.bootstrap, go))
 
     def prepareForTriggerAvailableNow(self) -> None:
-        from minibroker.spark.planner import latest_offsets
         self._target = latest_offsets(self.opts)
 
     def latestOffset(self, start: dict, limit=None) -> dict:
-        from minibroker.spark.planner import plan_end
         if self._last_batch_at is None:
             self._last_batch_at = time.monotonic()
         end, new_rows = plan_end(self.opts, from_json_offsets(start), limit, self._target,
@@ -176,7 +177,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json_offsets(end)
 
     def getDefaultReadLimit(self):
-        from pyspark.sql.streaming.datasource import ReadMaxRows, ReadMinRows
         if self.opts.max_offsets_per_trigger:
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
         if self.opts.min_offsets_per_trigger:
@@ -187,7 +187,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return None
 
     def partitions(self, start: dict, end: dict):
-        from minibroker.spark.planner import batch_ranges
         ranges = batch_ranges(self.opts, from_json_offsets(start), from_json_offsets(end))
         return split_ranges(ranges, self.opts.max_records_per_partition, self.opts.min_partitions)
 
@@ -220,9 +219,7 @@ class MinibrokerDataSource(DataSource):
         return KafkaStreamReader(parse(self.options, streaming=True))
 
     def writer(self, schema, overwrite: bool):
-        from minibroker.spark.sink import KafkaBatchWriter, parse_sink
         return KafkaBatchWriter(parse_sink(self.options), schema)
 
     def streamWriter(self, schema, overwrite: bool):
-        from minibroker.spark.sink import KafkaStreamWriter, parse_sink
         return KafkaStreamWriter(parse_sink(self.options), schema)
