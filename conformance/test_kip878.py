@@ -415,3 +415,26 @@ def test_ordered_delivery_through_the_app_with_three_instances_and_a_restart():
     assert states == ["RUNNING"] * 3
     assert report.violations == 0 and report.losses == 0, f"{report.summary()} {report.examples}"
     assert report.records > 400 and report.keys == 24
+
+
+async def over_partitioned_scenario() -> dict:
+    async with Cluster(brokers=1, group_initial_rebalance_delay_ms=0) as cluster:
+        await cluster.create_topic("input", 4)
+        await cluster.create_topic("output", 4)
+        await cluster.create_topic(REPARTITION, 8)          # wider than its source: a user error
+        app = KafkaStreams(topology(), cluster.bootstrap, config())
+        await app.start()
+        await until(lambda: app.state == "ERROR", 30, "the app to fail")
+        admin = Admin(cluster.bootstrap)
+        out = dict(error=app.error, widths=await widths(admin, *INTERNAL),
+                   attempts=app.autoscaler.attempts)
+        await app.close()
+        await admin.close()
+        return out
+
+
+def test_an_over_partitioned_internal_topic_is_an_error():
+    from minibroker.client.streams import AssignmentError
+    r = run(over_partitioned_scenario())
+    assert isinstance(r["error"], AssignmentError) and REPARTITION in str(r["error"]), r
+    assert r["widths"] == {REPARTITION: 8, CHANGELOG: 4} and r["attempts"] == 0

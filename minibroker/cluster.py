@@ -121,8 +121,8 @@ class Cluster:
                 await b.start()
             await self.start_controller()
             for b in self.brokers.values():
-                b.broker_epoch = await self.controller.register_broker(b.node_id, b.host, b.port,
-                                                                       b.rack)
+                b.broker_epoch = await self.controller.register_broker(
+                    b.node_id, b.host, b.port, b.rack, b.control_port)
         except BaseException:
             await self.stop()                # close the listeners already open (a port taken)
             raise
@@ -152,7 +152,11 @@ class Cluster:
 
     async def start_controller(self) -> None:
         self.controller_epoch += 1
-        ctl = Controller(self, self.metadata_log, self.controller_epoch)
+        ctl = Controller(self.metadata_log, self.controller_epoch,
+                         controller_id=self.controller_node_id, config=self.config,
+                         clock=self.clock, ids=self.ids,
+                         fault_enabled=lambda site: site in self.faults.enabled_sites,
+                         on_halt=self.controller_halted)
         for b in self.brokers.values():
             b.metadata.cluster_id = self.cluster_id
         await ctl.start()
@@ -189,7 +193,7 @@ class Cluster:
         b = self.brokers[broker_id]
         await b.start()
         b.broker_epoch = await (await self.active_controller()).register_broker(
-            b.node_id, b.host, b.port, b.rack)
+            b.node_id, b.host, b.port, b.rack, b.control_port)
 
     async def restart_broker(self, broker_id: int, rack: str | None = None) -> None:
         await self.stop_broker(broker_id)

@@ -15,4 +15,4 @@ def test_table_rows_are_the_apiversions_answer():
     rows = [line.split(" | ") for line in api_table.markdown().splitlines()
             if line[:3].strip("| ").isdigit()]
     assert [(int(r[0].strip("| ")), *map(int, r[2].split("-"))) for r in rows] == \
-        supported_versions()
+        supported_versions(control_plane=True)

@@ -12,7 +12,7 @@ import sys
 from kafka.protocol.api_key import ApiKey
 
 import minibroker.broker.handlers  # noqa: F401 — registers every handler
-from minibroker.broker.dispatch import HANDLERS
+from minibroker.broker.dispatch import HANDLERS, INTER_BROKER_KEYS
 
 START = "<!-- api-table:start (python -m minibroker.broker.api_table --write) -->"
 END = "<!-- api-table:end -->"
@@ -27,7 +27,8 @@ def markdown() -> str:
     lines = [START, "", "| key | API | versions | |", "| --- | --- | --- | --- |"]
     kafka_keys = {int(k): k.name for k in ApiKey}
     for key, h in sorted(HANDLERS.items()):
-        note = EXTENSIONS.get(key, "inter-broker" if key in (4, 5, 6) else "")
+        note = EXTENSIONS.get(key, "inter-broker: control-plane listener only (KIP-291)"
+                              if key in INTER_BROKER_KEYS else "")
         name = kafka_keys.get(key, h.name)
         lines.append(f"| {key} | {name} | {h.versions[0]}-{h.versions[1]} | {note} |")
     missing = [k for k in sorted(ApiKey, key=int) if int(k) not in HANDLERS]

@@ -18,6 +18,7 @@ from minibroker.broker.coordinator_log import ReplicaManagerPartitionWriter
 from minibroker.broker.fetch_session import FetchSessionCache
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.stats import BrokerStats
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
 from minibroker.coordinator.offsets import OFFSETS_TOPIC
@@ -43,6 +44,7 @@ class Broker:
         self.port = port
         self.rack = rack
         self.metadata = MetadataCache()
+        self.stats = BrokerStats()
         self.pending_metadata: asyncio.Task | None = None   # a delayed UpdateMetadata (k06)
         self.controller_mutation_quota = ControllerMutationQuota(
             config.controller_mutation_rate, config.controller_quota_window_num,
@@ -52,7 +54,8 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
                                                 ids.rng)
         self.replica_manager = ReplicaManager(node_id, config, clock, self.metadata,
-                                              controller_channel, self.log_defaults)
+                                              controller_channel, self.log_defaults,
+                                              stats=self.stats)
         self.groups = GroupCoordinatorRuntime(
             node_id, config, clock, ids, self.metadata,
             ReplicaManagerPartitionWriter(self.replica_manager, OFFSETS_TOPIC),
@@ -60,7 +63,12 @@ class Broker:
         self.connections: set = set()
         # What a listener calls per request frame: network/ knows no broker, only this.
         self.handle = handler_for(self)
+        # The control-plane listener (KIP-291's control.plane.listener.name): the controller's
+        # LeaderAndIsr, StopReplica and UpdateMetadata arrive here only; Metadata never lists it.
+        self.control_handle = handler_for(self, control_plane=True)
+        self.control_port = 0
         self._server: asyncio.base_events.Server | None = None
+        self._control_server: asyncio.base_events.Server | None = None
         self._idle_reaper: asyncio.Task | None = None
         self.running = False
         # Bumped on each start, sent in registration so the controller can fence stale ones.
@@ -75,6 +83,11 @@ class Broker:
                 max_request_bytes=self.config.socket_request_max_bytes,
                 name=f"broker {self.node_id}")
             self.port = self._server.sockets[0].getsockname()[1]
+            self._control_server = await start_listener(
+                self.control_handle, self.host, self.control_port, connections=self.connections,
+                max_request_bytes=self.config.socket_request_max_bytes,
+                name=f"broker {self.node_id} control plane")
+            self.control_port = self._control_server.sockets[0].getsockname()[1]
             if self.config.connections_max_idle_ms > 0:
                 self._idle_reaper = asyncio.get_running_loop().create_task(
                     close_idle_connections(self.connections, self.config.connections_max_idle_ms))
@@ -92,13 +105,19 @@ class Broker:
             self._idle_reaper = None
         if self._server is not None:
             self._server.close()
+        if self._control_server is not None:
+            self._control_server.close()
         for conn in list(self.connections):
-            conn.close("broker stopping")
+            conn.close("broker stopping", logging.DEBUG)
         await self.replica_manager.stop()
         await self.groups.stop()
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
+        if self._control_server is not None:
+            await self._control_server.wait_closed()
+            self._control_server = None
+        log.info("broker %d stopped", self.node_id)
 
     async def next_producer_id(self) -> int:
         """From a block of ids the controller allocated to this broker (ProducerIdsRecord)."""

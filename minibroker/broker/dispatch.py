@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from kafka.errors import KafkaError, UnsupportedVersionError
+from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from minibroker.protocol.nulls import first_null
@@ -39,6 +40,14 @@ class Handler:
 HANDLERS: dict[int, Handler] = {}
 
 
+def _api_name(api_key: int, request_class: Any) -> str:
+    """Kafka's name of the API (ApiKeys), else the request class's (our own keys)."""
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return request_class.__name__.removesuffix("Request")
+
+
 def handles(api_key: int, request_class: Any, versions: tuple[int, int], raw: bool = False):
     """Register a handler. raw=True: it receives the undecoded body (a memoryview of the frame) and
     must reject malformed input with ProtocolViolation itself (hand-rolled hot-path decoders)."""
@@ -51,15 +60,23 @@ def handles(api_key: int, request_class: Any, versions: tuple[int, int], raw: bo
         if int(api_key) == 18:
             flexible = list(range(3, hi + 1))     # ApiVersions v3+ (its header stays v0 in responses)
         HANDLERS[int(api_key)] = Handler(int(api_key), request_class, (lo, hi), fn,
-                                         request_class.__name__.removesuffix("Request"), raw,
+                                         _api_name(int(api_key), request_class), raw,
                                          flexible[0] if flexible else 1 << 15)
         return fn
     return register
 
 
-def supported_versions() -> list[tuple[int, int, int]]:
-    """(api_key, min, max) for every registered API, sorted by key — the ApiVersions table."""
-    return [(k, h.versions[0], h.versions[1]) for k, h in sorted(HANDLERS.items())]
+# Sent only by the controller (KIP-291): served on each broker's control-plane listener, which
+# Metadata never advertises, and neither served nor listed by ApiVersions on client listeners (as
+# in Kafka 4). From any client they deleted acknowledged data or redirected every client.
+INTER_BROKER_KEYS = frozenset({4, 5, 6})      # LeaderAndIsr, StopReplica, UpdateMetadata
+
+
+def supported_versions(control_plane: bool = False) -> list[tuple[int, int, int]]:
+    """(api_key, min, max) for every API served on a client listener (or, control_plane=True, on
+    the control-plane one), sorted by key — the ApiVersions table."""
+    return [(k, h.versions[0], h.versions[1]) for k, h in sorted(HANDLERS.items())
+            if control_plane or k not in INTER_BROKER_KEYS]
 
 
 class RawResponse:
@@ -79,6 +96,7 @@ class RequestContext:
     api_version: int
     conn: Any
     frame: memoryview
+    control_plane: bool = False
 
     @property
     def clock(self):
@@ -118,10 +136,10 @@ def encode_response(resp: Any, version: int, correlation_id: int) -> list:
     return frame_parts([response_header(correlation_id, flexible_hdr), body])
 
 
-def api_versions_response(error_code: int) -> ApiVersionsResponse:
-    """ApiVersions' answer: every registered API's version range (k18 serves it)."""
+def api_versions_response(error_code: int, control_plane: bool = False) -> ApiVersionsResponse:
+    """ApiVersions' answer: the version range of every API this listener serves (k18)."""
     keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-            for k, lo, hi in supported_versions()]
+            for k, lo, hi in supported_versions(control_plane)]
     return ApiVersionsResponse(error_code=error_code, api_keys=keys, throttle_time_ms=0)
 
 
@@ -130,14 +148,19 @@ def unsupported_version_response(correlation_id: int) -> list:
     return encode_response(api_versions_response(UnsupportedVersionError.errno), 0, correlation_id)
 
 
-async def dispatch(broker: Any, conn: Any, frame: memoryview) -> list | None:
-    """Handle one request frame; returns the framed response buffers, or None for no response."""
+async def dispatch(broker: Any, conn: Any, frame: memoryview,
+                   control_plane: bool = False) -> list | None:
+    """Handle one request frame; returns the framed response buffers, or None for no response.
+    control_plane: the frame came to the broker's control-plane listener."""
     if len(frame) < 8:
         raise ProtocolViolation(f"request of {len(frame)} bytes is shorter than a header")
     api_key, api_version, corr = API_PREFIX.unpack_from(frame, 0)
     handler = HANDLERS.get(api_key)
     if handler is None:
         raise ProtocolViolation(f"unknown api key {api_key}")
+    if api_key in INTER_BROKER_KEYS and not control_plane:
+        raise ProtocolViolation(f"{handler.name} (key {api_key}) is served on the control-plane "
+                                "listener only")
     lo, hi = handler.versions
     if not lo <= api_version <= hi:
         if api_key == 18:  # ApiVersions: answer v0 with the error and our ranges (KIP-511)
@@ -145,8 +168,10 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview) -> list | None:
         raise ProtocolViolation(f"unsupported version {api_version} of {handler.name} "
                                 f"(supported {lo}-{hi})")
     cls = handler.request_class
+    started = broker.clock.monotonic()
     header = parse_request_header(frame, api_version >= handler.flexible_from)
-    ctx = RequestContext(broker, header, api_version, conn, frame)
+    client_id = header.client_id
+    ctx = RequestContext(broker, header, api_version, conn, frame, control_plane)
     faults = broker.faults
     if handler.raw:
         req = frame[header.body_offset:]
@@ -175,14 +200,24 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview) -> list | None:
                 raise
             raise ProtocolViolation(f"{handler.name} v{api_version}: null {where}, which is not "
                                     "nullable") from None
+    if resp is not None and type(resp) is not RawResponse:
+        resp = encode_response(resp, api_version, corr)
+    elapsed = broker.clock.monotonic() - started
+    broker.stats.request_done(api_key, elapsed)
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("broker %d: %s v%d from client %s, correlation id %d: %.1f ms", broker.node_id,
+                  handler.name, api_version, client_id, corr, elapsed * 1000)
     if resp is None:
         return None
     if type(resp) is RawResponse:
         return resp.parts
-    return encode_response(resp, api_version, corr)
+    return resp
 
 
-def handler_for(broker: Any) -> Callable[[Any, memoryview], Awaitable[list | None]]:
+def handler_for(broker: Any, control_plane: bool = False
+                ) -> Callable[[Any, memoryview], Awaitable[list | None]]:
     """The `handle(conn, frame)` a listener calls per request frame (a C-level partial: no extra
     Python frame per request)."""
+    if control_plane:
+        return functools.partial(dispatch, broker, control_plane=True)
     return functools.partial(dispatch, broker)

@@ -6,7 +6,8 @@ the log as a view of the response frame, which the log copies once when it store
 Truncation uses the leader's DivergingEpoch answer (KIP-320 / Kafka 2.7+ fetch-based truncation):
 we send last_fetched_epoch, and the leader tells us where our log diverged from its own.
 A fetcher is given what it uses (its node id, the config, the metadata cache for the leader's
-address, and a hook run after each append: the log memory cap), not the replica manager.
+address, and a hook run after each append with its size: the log memory cap and the replication
+byte counter), not the replica manager.
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ _Part = _Topic.FetchPartition
 
 class ReplicaFetcher:
     def __init__(self, node_id: int, leader_id: int, config: ClusterConfig,
-                 metadata: MetadataCache, on_appended: Callable[[], object]) -> None:
+                 metadata: MetadataCache, on_appended: Callable[[int], object]) -> None:
         self.node_id = node_id
         self.config = config
         self.metadata = metadata
@@ -187,7 +188,7 @@ class ReplicaFetcher:
                 return self._truncate_on_divergence(p, div.epoch, div.end_offset)
             if pd.records:      # a view of the response frame: kept if the frame is large, else copied
                 p.log.append_as_follower(pd.records, adopt=handed_over(pd.records))
-                self.on_appended()
+                self.on_appended(len(pd.records))
             if pd.log_start_offset > p.log.log_start_offset:
                 p.log.delete_records_before(min(pd.log_start_offset, p.log.log_end_offset))
             p.update_follower_hw(pd.high_watermark)

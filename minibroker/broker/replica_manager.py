@@ -30,6 +30,7 @@ from minibroker.broker.fetcher import ReplicaFetcher
 from minibroker.broker.first_fetch import WAKE, FirstFetches
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.partition import Partition
+from minibroker.broker.stats import BrokerStats
 from minibroker.broker.topic_names import INTERNAL_TOPICS
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
@@ -79,11 +80,14 @@ def _wake(fut) -> None:
 class ReplicaManager:
     def __init__(self, node_id: int, config: ClusterConfig, clock: Clock,
                  metadata: MetadataCache, controller: AlterPartitionSender,
-                 log_defaults: dict,
-                 log_factory: Callable[[str, int, LogConfig], PartitionLog] | None = None) -> None:
+                 log_defaults: LogConfig,
+                 log_factory: Callable[[str, int, LogConfig], PartitionLog] | None = None,
+                 stats: BrokerStats | None = None) -> None:
         """log_factory(topic, partition, config): a hosted partition's new log; by default an
         in-memory PartitionLog counted in (and capped by) this broker's log memory."""
         self.node_id = node_id
+        # Counters the metrics exporter reads (bytes in/out, ISR changes): plain integers.
+        self.stats = stats if stats is not None else BrokerStats()
         self.config = config
         self.clock = clock
         self.metadata = metadata
@@ -268,6 +272,9 @@ class ReplicaManager:
                     out.append(PartitionResult(pd.index, e.errno, error_message=str(e)))
                     continue
                 p.maybe_increment_high_watermark()
+                ts = self.stats.topics[td.name]
+                ts.bytes_in += len(records)
+                ts.messages_in += res.last_offset - res.base_offset + 1
                 if plog.size_bytes > plog.config.retention_bytes >= 0:
                     # An in-memory log is bounded by retention.bytes now, not at the next periodic
                     # check (log.retention.check.interval.ms): memory freed here is reused by the
@@ -335,6 +342,7 @@ class ReplicaManager:
         deadline = loop.time() + max_wait_ms / 1000
         while True:
             results: dict[str, list] = {}
+            sizes: dict[str, int] = {}      # bytes returned per topic, for the broker's counters
             total = 0
             errors = False
             remaining = max_bytes
@@ -369,6 +377,7 @@ class ReplicaManager:
                         records = r.records
                         total += r.size
                         remaining -= r.size
+                        sizes[topic] = sizes.get(topic, 0) + r.size
                 else:
                     waiters.append(p)
                 out.append(FetchPartition(fp.partition, 0, p.high_watermark, p.last_stable_offset(),
@@ -378,6 +387,8 @@ class ReplicaManager:
             # the (virtual) clock: treat it as elapsed.
             if total >= min_bytes or errors or timeout <= 1e-6 or not waiters \
                     or not self.running:
+                if total:
+                    self._count_bytes_out(follower, sizes)
                 return results
             # One future for every partition waited on: the first append / HW move resolves it and
             # this task resumes in the next loop pass (no asyncio.wait hop); a timer ends the wait.
@@ -396,7 +407,17 @@ class ReplicaManager:
                 if follower:
                     self.first_fetches.done_waiting(replica_id, fut)
             if woken_by is WAKE:
+                if total:
+                    self._count_bytes_out(follower, sizes)
                 return results      # we lead a new partition of this follower: let it fetch that too
+
+    def _count_bytes_out(self, follower: bool, sizes: dict[str, int]) -> None:
+        """Kafka's BytesOut (consumers, per topic) and ReplicationBytesOut (followers)."""
+        if follower:
+            self.stats.replication_bytes_out += sum(sizes.values())
+            return
+        for topic, n in sizes.items():
+            self.stats.topics[topic].bytes_out += n
 
     @staticmethod
     def _diverging(p: Partition, last_fetched_epoch: int, fetch_offset: int):
@@ -552,9 +573,13 @@ class ReplicaManager:
         f = self.fetchers.get(leader)
         if f is None:
             f = self.fetchers[leader] = ReplicaFetcher(self.node_id, leader, self.config,
-                                                       self.metadata, self.log_memory.maybe_evict)
+                                                       self.metadata, self._on_follower_append)
             f.start()
         f.add(p)
+
+    def _on_follower_append(self, nbytes: int) -> None:
+        self.stats.replication_bytes_in += nbytes
+        self.log_memory.maybe_evict()
 
     def _remove_from_fetcher(self, p: Partition) -> None:
         for f in self.fetchers.values():
@@ -569,15 +594,31 @@ class ReplicaManager:
         asyncio.get_running_loop().create_task(self._alter_partition(p, new_isr))
 
     async def _alter_partition(self, p: Partition, new_isr: tuple[int, ...]) -> None:
+        before = p.isr
         try:
-            await self.controller.alter_partition(
+            code = await self.controller.alter_partition(
                 self.node_id, p.topic, p.partition, p.leader_epoch, p.partition_epoch, new_isr)
+            if code == 0:
+                self._isr_changed(p, before, new_isr)
         except Exception:  # noqa: BLE001 — the next check retries
             log.exception("broker %d: AlterPartition %s-%d failed", self.node_id, p.topic,
                           p.partition)
         finally:
             p.isr_change_in_flight = False
             p.pending_isr = ()
+
+    def _isr_changed(self, p: Partition, before: tuple, after: tuple) -> None:
+        """Kafka's IsrShrinksPerSec / IsrExpandsPerSec and its INFO line for each change."""
+        if tuple(after) == tuple(before):
+            return
+        if len(after) < len(before):
+            self.stats.isr_shrinks += 1
+            what = "Shrinking"
+        else:
+            self.stats.isr_expands += 1
+            what = "Expanding"
+        log.info("broker %d: [Partition %s-%d] %s ISR from %s to %s", self.node_id, p.topic,
+                 p.partition, what, ",".join(map(str, before)), ",".join(map(str, after)))
 
     async def _isr_shrink_loop(self) -> None:
         lag_ms = self.config.replica_lag_time_max_ms

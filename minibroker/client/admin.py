@@ -24,6 +24,7 @@ from kafka.protocol.admin import (CreatePartitionsRequest, CreateTopicsRequest,
                                   DescribeClusterRequest, DescribeConfigsRequest,
                                   DescribeGroupsRequest, IncrementalAlterConfigsRequest,
                                   ListGroupsRequest)
+from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from minibroker.client.connection_pool import ConnectionPool
@@ -33,6 +34,8 @@ from minibroker.client.metadata import ClusterMetadata
 from minibroker.client.records import TopicPartition
 from minibroker.protocol.errors import for_code
 from minibroker.protocol.messages import (AssignPartitionsRequest, AssignPartitionsResponse,
+                                          ConsumerGroupDescribeRequest,
+                                          ConsumerGroupDescribeResponse,
                                           PartitionAssignmentStatusRequest,
                                           PartitionAssignmentStatusResponse)
 
@@ -315,6 +318,79 @@ class Admin:
             out[group] = dict(state=g.group_state, protocol_type=g.protocol_type,
                               protocol=g.protocol_data, members=members)
         return out
+
+    async def list_groups_typed(self) -> dict[str, tuple[str, str, str]]:
+        """{group id: (protocol type, state, group type "classic" | "consumer")} (ListGroups v5)."""
+        await self.metadata.fetch_all()
+        out: dict[str, tuple[str, str, str]] = {}
+        for node in sorted(self.metadata.brokers):
+            resp = await self.pool.request(node, ListGroupsRequest(states_filter=[],
+                                                                   types_filter=[]), lo=5)
+            if resp.error_code:
+                raise _err(resp.error_code, f"list groups on {node}")
+            for g in resp.groups:
+                out[g.group_id] = (g.protocol_type, g.group_state, g.group_type)
+        return dict(sorted(out.items()))
+
+    async def describe_consumer_groups(self, groups: Iterable[str]) -> dict[str, dict]:
+        """KIP-848 groups (ConsumerGroupDescribe): state, epochs and each member's current
+        assignment as {topic: [partitions]}."""
+        out = {}
+        for group in groups:
+            node = await self._coordinator(group)
+            resp = await self.pool.request(node, ConsumerGroupDescribeRequest(
+                group_ids=[group], include_authorized_operations=False),
+                response_class=ConsumerGroupDescribeResponse)
+            g = resp.groups[0]
+            if g.error_code:
+                raise _err(g.error_code, f"describe group {group}", g.error_message)
+            out[group] = dict(state=g.group_state, group_epoch=g.group_epoch,
+                              assignment_epoch=g.assignment_epoch, assignor=g.assignor_name,
+                              members=[dict(member_id=m.member_id, client_id=m.client_id,
+                                            client_host=m.client_host,
+                                            subscription=list(m.subscribed_topic_names),
+                                            assignment={tp.topic_name: list(tp.partitions)
+                                                        for tp in m.assignment.topic_partitions})
+                                       for m in g.members])
+        return out
+
+    async def list_group_offsets(self, group: str) -> dict[TopicPartition, int]:
+        """Every committed offset of `group` (OffsetFetch, topics null)."""
+        node = await self._coordinator(group)
+        conn = await self.pool.get(node)
+        version = self.pool.version(conn, OffsetFetchRequest, lo=2)
+        if version >= 8:
+            G = OffsetFetchRequest.OffsetFetchRequestGroup
+            req = OffsetFetchRequest(groups=[G(group_id=group, member_id=None, member_epoch=-1,
+                                               topics=None)], require_stable=False)
+        else:
+            req = OffsetFetchRequest(group_id=group, topics=None, require_stable=False)
+        resp = await conn.request(req, version, timeout=self.pool.request_timeout)
+        code, topics = (resp.groups[0].error_code, resp.groups[0].topics) if version >= 8 \
+            else (resp.error_code, resp.topics)
+        if code:
+            raise _err(code, f"fetch offsets of group {group}")
+        return {TopicPartition(t.name, p.partition_index): p.committed_offset
+                for t in topics for p in t.partitions if p.committed_offset >= 0}
+
+    async def alter_group_offsets(self, group: str, offsets: dict[TopicPartition, int]) -> None:
+        """Commit `offsets` for `group` from outside it (generation -1, no member): the group
+        must be empty, as for Kafka's AdminClient.alterConsumerGroupOffsets."""
+        node = await self._coordinator(group)
+        T = OffsetCommitRequest.OffsetCommitRequestTopic
+        topics: dict[str, list] = collections.defaultdict(list)
+        for tp, off in sorted(offsets.items()):
+            topics[tp.topic].append(T.OffsetCommitRequestPartition(
+                partition_index=tp.partition, committed_offset=off, committed_leader_epoch=-1,
+                commit_timestamp=-1, committed_metadata=""))
+        resp = await self.pool.request(node, OffsetCommitRequest(
+            group_id=group, generation_id_or_member_epoch=-1, member_id="",
+            group_instance_id=None, retention_time_ms=-1,
+            topics=[T(name=n, partitions=ps) for n, ps in topics.items()]), lo=2, hi=9)
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise _err(p.error_code, f"commit offset of {t.name}-{p.partition_index}")
 
     async def delete_groups(self, groups: Iterable[str], raise_on_error: bool = True) -> dict:
         out = {}

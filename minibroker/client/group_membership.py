@@ -11,7 +11,6 @@ partition states, the subscription, the listeners, the ordering barrier).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 
 import kafka.errors as Errors
@@ -22,6 +21,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 from minibroker.client.group_protocol import (ASSIGNORS, decode_assignment, decode_subscription,
                                               encode_assignment, encode_subscription, split_assign)
 from minibroker.client.kip253 import marked_for_deletion
+from minibroker.client.listeners import call_listener
 from minibroker.client.partition_state import PartitionState
 from minibroker.client.records import TopicPartition
 
@@ -97,15 +97,7 @@ class GroupMembership:
         return self._coordinator
 
     async def _call_listener(self, name: str, tps: set[TopicPartition]) -> None:
-        fn = getattr(self._listener, name, None)
-        if fn is None:
-            return
-        try:
-            res = fn(sorted(tps))
-            if inspect.isawaitable(res):
-                await res
-        except Exception:  # noqa: BLE001 - a listener's failure must not break the loop
-            log.exception("rebalance listener %s failed", name)
+        await call_listener(self._listener, name, tps)
 
     async def _revoke(self) -> None:
         if not self._parts:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import inspect
 import logging
 from typing import Any, Mapping, Protocol
 
@@ -34,6 +33,7 @@ import kafka.errors as Errors
 from minibroker.client.connection_pool import ConnectionPool
 from minibroker.client.kip253 import (epoch_end_offset, kip253_counts, marked_for_deletion,
                                       partition_leader_epochs)
+from minibroker.client.listeners import call_listener
 from minibroker.client.list_offsets import EARLIEST, LATEST, list_offsets
 from minibroker.client.metadata import ClusterMetadata
 from minibroker.client.records import TopicPartition
@@ -116,15 +116,8 @@ class OrderingBarrier:
 
     # ------------------------------------------------------------------ listener
     async def call_key_listener(self, name: str, tps) -> None:
-        fn = getattr(self.key_listener, name, None)
-        if fn is None or not tps:
-            return
-        try:
-            res = fn(sorted(tps))
-            if inspect.isawaitable(res):
-                await res
-        except Exception:  # noqa: BLE001 - a listener's failure must not break the loop
-            log.exception("partition key listener %s failed", name)
+        if tps:
+            await call_listener(self.key_listener, name, tps)
 
     # ------------------------------------------------------------------ part 8
     def group_position(self, tp: TopicPartition,

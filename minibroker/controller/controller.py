@@ -16,7 +16,10 @@ from typing import Any, Callable
 
 from kafka.errors import RequestTimedOutError
 
+from minibroker.clock import Clock
+from minibroker.config import ClusterConfig
 from minibroker.controller import brokers, partition_count, partitions, reassignment, topics
+from minibroker.controller.changelog import log_changes
 from minibroker.controller.delta import MetadataDelta
 from minibroker.controller.image import MetadataImage, PartitionRegistration
 from minibroker.controller.log_bounds import log_bounds
@@ -25,6 +28,7 @@ from minibroker.controller.partition_removal import removal_loop
 from minibroker.controller.propagator import Propagator
 from minibroker.controller.reassignment_progress import progress
 from minibroker.controller.result import ControllerHalted, ItemResult, Result
+from minibroker.ids import IdSource
 from minibroker.protocol import records as R
 
 log = logging.getLogger("minibroker.controller")
@@ -36,14 +40,20 @@ YIELD_EVERY_RECORDS = 200
 
 
 class Controller:
-    def __init__(self, cluster: Any, metadata_log: MetadataLog, controller_epoch: int) -> None:
-        self.cluster = cluster
-        self.config = cluster.config
-        self.ids = cluster.ids
-        self.clock = cluster.clock
+    def __init__(self, metadata_log: MetadataLog, controller_epoch: int, *, controller_id: int,
+                 config: ClusterConfig, clock: Clock, ids: IdSource,
+                 fault_enabled: Callable[[str], bool],
+                 on_halt: Callable[["Controller"], None]) -> None:
+        """fault_enabled(site): whether a named fault site is on; on_halt(self): this controller
+        stopped itself at one (the cluster elects the next)."""
+        self.config = config
+        self.ids = ids
+        self.clock = clock
         self.log = metadata_log
         self.controller_epoch = controller_epoch
-        self.controller_id = cluster.controller_node_id
+        self.controller_id = controller_id
+        self._fault_enabled = fault_enabled
+        self._on_halt = on_halt
         self.image = MetadataImage()
         self.propagator = Propagator(self.controller_id, controller_epoch)
         self._lock = asyncio.Lock()
@@ -113,22 +123,23 @@ class Controller:
                 delta.replay(record, self.log.append(record))
                 if n % YIELD_EVERY_RECORDS == 0:
                     await asyncio.sleep(0)      # others are served; the image changes at the end
-            if site and i < len(steps) and f"{site}.step{i}" in self.cluster.faults.enabled_sites:
+            if site and i < len(steps) and self._fault_enabled(f"{site}.step{i}"):
                 self.image = delta.apply()
                 self.running = False
-                self.cluster.controller_halted(self)
+                self._on_halt(self)
                 raise ControllerHalted(f"{site}.step{i}")
         self.image = delta.apply()
+        log_changes(old, self.image)
         if propagate:
             await self.propagator.propagate(old, self.image, delta)
         return self.image
 
     # ------------------------------------------------------------------ brokers
     async def register_broker(self, broker_id: int, host: str, port: int,
-                              rack: str | None) -> int:
+                              rack: str | None, control_port: int = -1) -> int:
         async with self._lock:
             return await self._write(brokers.register_broker(self.image, broker_id, host, port,
-                                                             rack))
+                                                             rack, control_port))
 
     async def fence_broker(self, broker_id: int) -> None:
         async with self._lock:

@@ -9,8 +9,9 @@ import dataclasses
 import uuid
 from types import MappingProxyType
 
-from minibroker.controller.image import (BrokerRegistration, MetadataImage, PartitionRegistration,
-                                         Reassignment, TopicImage)
+from minibroker.controller.image import (CONTROL_PLANE_LISTENER, BrokerRegistration,
+                                         MetadataImage, PartitionRegistration, Reassignment,
+                                         TopicImage)
 
 NO_LEADER_CHANGE = -2
 
@@ -64,8 +65,10 @@ class MetadataDelta:
 
     def _replay_RegisterBrokerRecord(self, r) -> None:
         ep = r.end_points[0]
+        control = [e.port for e in r.end_points[1:] if e.name == CONTROL_PLANE_LISTENER]
         self.brokers[r.broker_id] = BrokerRegistration(r.broker_id, r.broker_epoch, ep.host,
-                                                       ep.port, r.rack, r.fenced)
+                                                       ep.port, r.rack, r.fenced,
+                                                       control[0] if control else -1)
         self.changed_brokers.add(r.broker_id)
 
     def _replay_FenceBrokerRecord(self, r) -> None:

@@ -12,6 +12,9 @@ from typing import Mapping
 EMPTY: Mapping = MappingProxyType({})
 
 
+CONTROL_PLANE_LISTENER = "CONTROLLER"      # control.plane.listener.name (KIP-291)
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
     broker_id: int
@@ -20,6 +23,7 @@ class BrokerRegistration:
     port: int
     rack: str | None
     fenced: bool
+    control_port: int = -1      # the control-plane listener (KIP-291); -1: none registered
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,12 @@ _STopic = StopReplicaRequest.StopReplicaTopicState
 _SPart = _STopic.StopReplicaPartitionState
 
 
+def _control_port(b: BrokerRegistration) -> int:
+    """The controller talks to a broker on its control-plane listener (KIP-291), which alone
+    serves LeaderAndIsr, StopReplica and UpdateMetadata."""
+    return b.control_port if b.control_port > 0 else b.port
+
+
 def _epochs(cls, pairs):
     return [cls(partition_index=k, leader_epoch=v) for k, v in pairs]
 
@@ -186,7 +192,7 @@ class Propagator:
         common = dict(controller_id=self.controller_id, is_k_raft_controller=False,
                       controller_epoch=self.controller_epoch, broker_epoch=b.broker_epoch)
         try:
-            conn = await self._conn(broker_id, b.host, b.port)
+            conn = await self._conn(broker_id, b.host, _control_port(b))
             for chunk in _chunks(lai_topics or []):
                 await conn.request(LeaderAndIsrRequest(
                     request_type=0, topic_states=chunk, live_leaders=[], **common),
@@ -210,7 +216,7 @@ class Propagator:
                 c.close()
 
     async def connection(self, b: BrokerRegistration) -> KafkaClientConnection:
-        return await self._conn(b.broker_id, b.host, b.port)
+        return await self._conn(b.broker_id, b.host, _control_port(b))
 
     async def _conn(self, broker_id: int, host: str, port: int) -> KafkaClientConnection:
         c = self._conns.get(broker_id)

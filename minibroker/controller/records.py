@@ -9,6 +9,7 @@ import uuid
 from typing import Iterable
 
 from minibroker.controller.delta import NO_LEADER_CHANGE
+from minibroker.controller.image import CONTROL_PLANE_LISTENER
 from minibroker.protocol import records as R
 
 TOPIC = 2                                   # ConfigRecord.resource_type (Kafka's ConfigResource)
@@ -18,11 +19,15 @@ Epochs = Iterable[tuple[int, int]]          # (partition, leader epoch) pairs (K
 
 # ---------------------------------------------------------------------- brokers
 def register_broker(broker_id: int, broker_epoch: int, host: str, port: int,
-                    rack: str | None) -> R.RegisterBrokerRecord:
-    return R.RegisterBrokerRecord(
-        broker_id=broker_id, broker_epoch=broker_epoch, rack=rack, fenced=True,
-        end_points=[R.RegisterBrokerRecord.BrokerEndpoint(
-            name="PLAINTEXT", host=host, port=port, security_protocol=0)])
+                    rack: str | None, control_port: int = -1) -> R.RegisterBrokerRecord:
+    """The client listener first; the control-plane listener (KIP-291), if any, second."""
+    ep = R.RegisterBrokerRecord.BrokerEndpoint
+    end_points = [ep(name="PLAINTEXT", host=host, port=port, security_protocol=0)]
+    if control_port > 0:
+        end_points.append(ep(name=CONTROL_PLANE_LISTENER, host=host, port=control_port,
+                             security_protocol=0))
+    return R.RegisterBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch, rack=rack,
+                                  fenced=True, end_points=end_points)
 
 
 def unfence_broker(broker_id: int, broker_epoch: int) -> R.UnfenceBrokerRecord:

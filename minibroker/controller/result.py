@@ -6,6 +6,7 @@ MetadataDelta and only then answers with the response.
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -29,12 +30,12 @@ class Result(Generic[T]):
         return self.steps or (self.records,)
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class ItemResult:
     """One topic's answer to CreateTopics, DeleteTopics, CreatePartitions or AlterConfigs."""
     error_code: int = 0
     message: str | None = None
-    topic_id: object = None
+    topic_id: uuid.UUID | None = None
     partitions: int = -1
     replication_factor: int = -1
 

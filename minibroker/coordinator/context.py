@@ -18,6 +18,13 @@ if TYPE_CHECKING:
 Record = tuple[bytes, "bytes | None"]
 
 
+def completed(value) -> asyncio.Future:
+    """A future already holding `value` (an answer that needs no write)."""
+    fut = asyncio.get_running_loop().create_future()
+    fut.set_result(value)
+    return fut
+
+
 class ClassicGroupHooks(Protocol):
     """The classic coordinator's part in committing offsets."""
 

@@ -23,7 +23,7 @@ import asyncio
 
 import kafka.errors as Errors
 
-from minibroker.coordinator.context import CoordinatorContext
+from minibroker.coordinator.context import CoordinatorContext, completed
 from minibroker.coordinator.group.classic_coordinator import (
     COMMON_WRITE_ERRORS, GROUP_ID_NOT_FOUND, GROUP_SUBSCRIBED_TO_TOPIC, INVALID_GROUP_ID,
     NON_EMPTY_GROUP, NONE, UNKNOWN_TOPIC_OR_PARTITION)
@@ -32,7 +32,7 @@ from minibroker.coordinator.group.classic_group import (
 from minibroker.coordinator.group.classic_group_records import (group_tombstone,
                                                                 offset_commit_record,
                                                                 offset_tombstone)
-from minibroker.coordinator.replay import replay
+from minibroker.coordinator.replay import replay, replay_all
 
 
 OFFSET_METADATA_TOO_LARGE = Errors.OffsetMetadataTooLargeError.errno
@@ -48,19 +48,6 @@ class OffsetMetadataManager:
     def now_ms(self) -> int:
         return self.rt.clock.now_ms()
 
-    @staticmethod
-    def _done(value) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
-        fut.set_result(value)
-        return fut
-
-    @staticmethod
-    def _apply(shard, records: list) -> list:
-        """Replay records (about to be appended) into the shard's groups; returns them."""
-        for key, value in records:
-            replay(shard, key, value)
-        return records
-
     # ================================================================== OffsetCommit
     def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
                        group_instance_id: str | None, retention_time_ms: int,
@@ -70,7 +57,7 @@ class OffsetMetadataManager:
         keys = [(t, p) for t, p, *_ in offsets]
 
         def all_(code):
-            return self._done({k: code for k in keys})
+            return completed({k: code for k in keys})
         shard, code = self.rt.shard_for(group_id)
         if code:
             return all_(code)
@@ -104,7 +91,7 @@ class OffsetMetadataManager:
             result[(topic, partition)] = NONE
         if not records:
             self.rt.classic.maybe_forget(shard, group)
-            return self._done(result)
+            return completed(result)
 
         # Until replayed, each record is a pending commit a partition deletion may cancel.
         token = object()
@@ -164,15 +151,15 @@ class OffsetMetadataManager:
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> asyncio.Future:
         """A future of (error, {(topic, partition): error})."""
         if not group_id:
-            return self._done((INVALID_GROUP_ID, {}))
+            return completed((INVALID_GROUP_ID, {}))
         shard, code = self.rt.shard_for(group_id)
         if code:
-            return self._done((code, {}))
+            return completed((code, {}))
         group = shard.groups.get(group_id)
         if group is None or group.is_(DEAD):
-            return self._done((GROUP_ID_NOT_FOUND, {}))
+            return completed((GROUP_ID_NOT_FOUND, {}))
         if not group.is_(EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            return self._done((NON_EMPTY_GROUP, {}))
+            return completed((NON_EMPTY_GROUP, {}))
         result: dict[tuple[str, int], int] = {}
         removed: list[tuple[str, int]] = []
         for topic, partition in partitions:
@@ -186,7 +173,7 @@ class OffsetMetadataManager:
                     removed.append((topic, partition))
         records = self.remove_offsets(shard, group_id, group, removed)
         if not records:
-            return self._done((NONE, result))
+            return completed((NONE, result))
         fut = asyncio.get_running_loop().create_future()
         write = self.rt.append(shard, records, None)
         write.add_done_callback(lambda w: fut.set_result(
@@ -201,7 +188,7 @@ class OffsetMetadataManager:
         if (group is not None and group.is_(EMPTY) and not group.pending_members
                 and not group.offsets.keys() - set(keys)):
             records.append(group_tombstone(group_id))
-        return self._apply(shard, records)
+        return replay_all(shard, records)
 
     # ================================================================== retention
     def expire_offsets(self) -> int:

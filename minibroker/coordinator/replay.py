@@ -11,6 +11,13 @@ from minibroker.coordinator.group import classic_group_records, consumer_group_r
 from minibroker.coordinator.shard import Shard
 
 
+def replay_all(shard: Shard, records: list[tuple[bytes, bytes | None]]) -> list:
+    """Replay records a coordinator is about to append; returns them."""
+    for key, value in records:
+        replay(shard, key, value)
+    return records
+
+
 def replay(shard: Shard, key: bytes, value: bytes | None) -> None:
     """Apply one record (value None: a tombstone); ValueError when it does not decode."""
     if consumer_group_records.is_consumer_group_record(key):

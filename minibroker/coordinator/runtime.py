@@ -290,8 +290,9 @@ class GroupCoordinatorRuntime:
             shard.deleted_while_loading.clear()
         self.classic.on_loaded(shard)
         self.consumer.on_loaded(shard)
-        log.info("broker %d: loaded %s-%d (%d groups)", self.node_id, OFFSETS_TOPIC,
-                 shard.partition, len(shard.groups))
+        # INFO only when there was something to load: a new cluster has 50 empty partitions.
+        log.log(logging.INFO if shard.groups else logging.DEBUG, "broker %d: loaded %s-%d "
+                "(%d groups)", self.node_id, OFFSETS_TOPIC, shard.partition, len(shard.groups))
 
     @staticmethod
     def _replay_batch(shard: Shard, view: memoryview) -> int:

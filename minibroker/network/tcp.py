@@ -125,9 +125,10 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         self.closed = True
         self.connections.discard(self)
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str, level: int = logging.WARNING) -> None:
+        """A WARNING by default: bad input or a failure; a broker stopping closes at DEBUG."""
         if not self.closed:
-            log.warning("%s: closing connection from %s: %s", self.name, self.peer, reason)
+            log.log(level, "%s: closing connection from %s: %s", self.name, self.peer, reason)
             self.closed = True
             if self.transport is not None:
                 self.transport.close()

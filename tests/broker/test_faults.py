@@ -20,7 +20,8 @@ async def test_queued_errors_answer_list_offsets_then_the_handler_again():
     b = await memory_broker()
     try:
         client = memory.connect(b.handle)
-        assert (await client.request(lead_request(T, 1), 7)).error_code == 0
+        control = memory.connect(b.control_handle)     # the controller's listener (KIP-291)
+        assert (await control.request(lead_request(T, 1), 7)).error_code == 0
         b.faults.push_request_errors(ApiKey.ListOffsets, [NotLeaderForPartitionError])
         first = await client.request(list_offsets_request(T, 0, -1), LIST_OFFSETS_VERSION)
         second = await client.request(list_offsets_request(T, 0, -1), LIST_OFFSETS_VERSION)
@@ -37,7 +38,8 @@ async def test_queued_errors_reach_group_and_metadata_apis_and_produce():
     b = await memory_broker()
     try:
         client = memory.connect(b.handle)
-        assert (await client.request(lead_request(T, 1), 7)).error_code == 0
+        control = memory.connect(b.control_handle)     # the controller's listener (KIP-291)
+        assert (await control.request(lead_request(T, 1), 7)).error_code == 0
         b.faults.push_request_errors(ApiKey.Heartbeat, [RebalanceInProgressError.errno])
         hb = await client.request(HeartbeatRequest(group_id="g", generation_id=1, member_id="m",
                                                    group_instance_id=None), 4)

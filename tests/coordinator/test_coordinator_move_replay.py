@@ -193,3 +193,63 @@ async def test_replayed_groups_equal_the_live_ones_after_coordinator_moves():
         await c.stop_broker(moved)
         last = await coordinator(c, not_=moved)
         assert views(c, last) == live
+
+
+# ---------------------------------------------------------------------------------- one broker
+async def test_replaying_the_log_after_each_step_gives_the_live_classic_groups():
+    """Driven directly on one broker's coordinator: after each step that stores something, the
+    partition's log replayed into a fresh shard gives exactly the live groups (what they store)."""
+    from minibroker.coordinator.replay import replay_all
+    from minibroker.coordinator.shard import Shard
+    from test_classic_group import GROUP, expected_ids, join, log_records, make_broker, sync
+
+    b = await make_broker()
+    offsets = b.groups.offsets
+
+    def check() -> None:
+        fresh = Shard(0, 0)
+        replay_all(fresh, log_records(b))
+        live = b.groups.shards[0].groups
+        assert {g: classic_view(fresh.groups[g]) for g in sorted(fresh.groups)} == \
+            {g: classic_view(live[g]) for g in sorted(live)}
+
+    try:
+        m1, = expected_ids("c1")
+        await join(b)
+        assert (await join(b, m1)).generation_id == 1
+        await sync(b, m1, 1, [(m1, b"a1")])
+        check()                                                   # Stable, one member
+        assert await offsets.commit_offsets(GROUP, 1, m1, None, -1, [
+            ("t", 0, 10, 3, "m", -1), ("t", 1, 11, -1, None, -1)]) == {("t", 0): 0, ("t", 1): 0}
+        check()                                                   # + offsets
+        _, s1 = expected_ids("c1", "i1")
+        static = join(b, instance="i1", client_id="c2", protocols=(("roundrobin", b"x"),
+                                                                    ("range", b"y")))
+        await asyncio.sleep(0)
+        r1 = await join(b, m1)
+        rs = await static
+        assert r1.generation_id == rs.generation_id == 2 and rs.member_id == s1
+        await asyncio.gather(sync(b, m1, 2, [(m1, b"a2"), (s1, b"s2")]),
+                             sync(b, s1, 2, instance="i1"))
+        check()                                                   # Stable, dynamic + static
+        _, _, s2 = expected_ids("c1", "i1", "i1")
+        assert (await join(b, instance="i1", client_id="c2", protocols=(
+            ("roundrobin", b"x"), ("range", b"y")))).member_id == s2
+        check()                                                   # the static member replaced
+        assert await offsets.delete_offsets(GROUP, [("t", 1)]) == (0, {("t", 1): SUBSCRIBED})
+        assert b.groups.classic.leave_group(GROUP, [(m1, None, None), ("", "i1", None)]) == \
+            (0, [0, 0])
+        check()                                                   # Empty generation 3
+        assert (await offsets.delete_offsets(GROUP, [("t", 1)]))[0] == 0
+        check()                                                   # an offset tombstone
+        assert await offsets.commit_offsets("solo", -1, "", None, -1,
+                                            [("t", 0, 7, -1, None, -1)]) == {("t", 0): 0}
+        check()                                                   # a standalone committer
+        assert await b.groups.classic.delete_groups([GROUP, "solo"]) == [(GROUP, 0), ("solo", 0)]
+        assert b.groups.shards[0].groups == {}
+        check()                                                   # both deleted
+    finally:
+        await b.groups.stop()
+
+
+SUBSCRIBED = Errors.GroupSubscribedToTopicError.errno

@@ -34,7 +34,8 @@ async def test_produce_then_fetch_without_sockets_and_answers_in_request_order()
     b = await memory_broker()
     try:
         client = memory.connect(b.handle, connections=b.connections)
-        lai = await client.request(lead_request(T, 1), 7)
+        control = memory.connect(b.control_handle)     # the controller's listener (KIP-291)
+        lai = await control.request(lead_request(T, 1), 7)
         assert lai.error_code == 0 and lai.topics[0].partition_errors[0].error_code == 0
         resp = await client.request(produce_request(T, 0, batch([b"a"], 1000), acks=1),
                                     PRODUCE_VERSION)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kafka.protocol.api_key import ApiKey
 
+from minibroker.broker.control_requests import check_control_request
 from minibroker.broker.dispatch import RequestContext, handles
 from minibroker.protocol.messages import LeaderAndIsrRequest, LeaderAndIsrResponse
 
@@ -17,7 +18,7 @@ _Err = _Topic.LeaderAndIsrPartitionError
 @handles(ApiKey.LeaderAndIsr, LeaderAndIsrRequest, versions=(7, 7))
 async def handle_leader_and_isr(ctx: RequestContext, req: LeaderAndIsrRequest):
     rm = ctx.broker.replica_manager
-    err = rm.check_controller_epoch(req.controller_epoch)
+    err = check_control_request(ctx.broker, req)
     if err:
         return LeaderAndIsrResponse(error_code=err, topics=[])
     topics = []

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from kafka.protocol.api_key import ApiKey
 
+from minibroker.broker.control_requests import check_control_request
 from minibroker.broker.dispatch import RequestContext, handles
 from minibroker.protocol.messages import StopReplicaRequest, StopReplicaResponse
 
@@ -12,7 +13,7 @@ _Err = StopReplicaResponse.StopReplicaPartitionError
 @handles(ApiKey.StopReplica, StopReplicaRequest, versions=(4, 4))
 async def handle_stop_replica(ctx: RequestContext, req: StopReplicaRequest):
     rm = ctx.broker.replica_manager
-    err = rm.check_controller_epoch(req.controller_epoch)
+    err = check_control_request(ctx.broker, req)
     if err:
         return StopReplicaResponse(error_code=err, partition_errors=[])
     errs = []

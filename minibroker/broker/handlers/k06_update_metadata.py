@@ -15,6 +15,7 @@ import asyncio
 
 from kafka.protocol.api_key import ApiKey
 
+from minibroker.broker.control_requests import check_control_request
 from minibroker.broker.dispatch import RequestContext, handles
 from minibroker.broker.metadata_cache import BrokerInfo, PartitionInfo, TopicInfo
 from minibroker.broker.topic_names import INTERNAL_TOPICS
@@ -30,7 +31,7 @@ def _pairs(entries):
 @handles(ApiKey.UpdateMetadata, UpdateMetadataRequest, versions=(8, 8))
 async def handle_update_metadata(ctx: RequestContext, req: UpdateMetadataRequest):
     broker = ctx.broker
-    err = broker.replica_manager.check_controller_epoch(req.controller_epoch)
+    err = check_control_request(ctx.broker, req)
     if err:
         return UpdateMetadataResponse(error_code=err)
     delay_ms = broker.faults.update_metadata_delay_ms.get(

@@ -14,10 +14,10 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
 from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.replica_manager import DEBUGGING_REPLICA_ID
 
 _Topic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 _Part = _Topic.EpochEndOffset
-DEBUGGING_REPLICA_ID = -2
 
 
 @handles(ApiKey.OffsetForLeaderEpoch, OffsetForLeaderEpochRequest, versions=(2, 4))

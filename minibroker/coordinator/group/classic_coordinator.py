@@ -38,7 +38,8 @@ from minibroker.coordinator.group.classic_group import (
     ClassicGroup, ClassicGroupMember, JoinResult, OffsetAndMetadata, SyncResult)
 from minibroker.coordinator.group.classic_group_records import (
     empty_generation_record, group_metadata_record, group_tombstone, offset_tombstone)
-from minibroker.coordinator.replay import replay
+from minibroker.coordinator.offsets import OFFSETS_TOPIC
+from minibroker.coordinator.replay import replay_all
 from minibroker.coordinator.shard import Shard
 
 
@@ -73,12 +74,6 @@ class ClassicGroupCoordinator:
     @property
     def now_ms(self) -> int:
         return self.rt.clock.now_ms()
-
-    @staticmethod
-    def _done(value) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
-        fut.set_result(value)
-        return fut
 
     # ================================================================== JoinGroup
     def join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
@@ -141,14 +136,22 @@ class ClassicGroupCoordinator:
             return (m is not None and m.is_awaiting_join) or group.num_awaiting_join < max_size
         return member_id in group.members or len(group.members) < max_size
 
+    @staticmethod
+    def _refused_join(group: ClassicGroup, protocol_type: str,
+                      protocols: list[tuple[str, bytes]]) -> int:
+        """Why any join is refused: a dead group, or protocols the group cannot use."""
+        if group.is_(DEAD):
+            return COORDINATOR_NOT_AVAILABLE
+        if not group.supports_protocols(protocol_type, protocols):
+            return INCONSISTENT_GROUP_PROTOCOL
+        return NONE
+
     def _do_new_member_join(self, shard, group, fut, flags, member_id,
                             group_instance_id, client_id, client_host, rebalance_timeout_ms,
                             session_timeout_ms, protocol_type, protocols, reason) -> None:
-        if group.is_(DEAD):
-            fut.set_result(JoinResult(COORDINATOR_NOT_AVAILABLE, member_id))
-            return
-        if not group.supports_protocols(protocol_type, protocols):
-            fut.set_result(JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id))
+        code = self._refused_join(group, protocol_type, protocols)
+        if code:
+            fut.set_result(JoinResult(code, member_id))
             return
         require_known_member_id, supports_skip = flags
         new_id = self.rt.ids.member_id(group_instance_id or client_id)
@@ -222,11 +225,9 @@ class ClassicGroupCoordinator:
     def _do_current_member_join(self, shard, group, fut, member_id, group_instance_id, client_id,
                                 client_host, rebalance_timeout_ms, session_timeout_ms,
                                 protocol_type, protocols, reason) -> None:
-        if group.is_(DEAD):
-            fut.set_result(JoinResult(COORDINATOR_NOT_AVAILABLE, member_id))
-            return
-        if not group.supports_protocols(protocol_type, protocols):
-            fut.set_result(JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id))
+        code = self._refused_join(group, protocol_type, protocols)
+        if code:
+            fut.set_result(JoinResult(code, member_id))
             return
         if member_id in group.pending_members:
             self._add_member_and_rebalance(shard, group, fut, member_id, group_instance_id,
@@ -314,7 +315,10 @@ class ClassicGroupCoordinator:
             self._prepare_rebalance(shard, group, reason)
 
     def _prepare_rebalance(self, shard, group, reason: str) -> None:
-        log.debug("group %s: preparing rebalance: %s", group.group_id, reason)
+        # Kafka's INFO line for every rebalance (joins, leaves, expirations, metadata changes).
+        log.info("Preparing to rebalance group %s in state PreparingRebalance with old generation "
+                 "%d (%s-%d) (reason: %s)", group.group_id, group.generation_id, OFFSETS_TOPIC,
+                 shard.partition, reason)
         if group.is_(COMPLETING_REBALANCE):
             self._reset_and_propagate_assignment_error(shard, group, REBALANCE_IN_PROGRESS)
         if group.sync_timer is not None:
@@ -375,7 +379,7 @@ class ClassicGroupCoordinator:
             return
         if not group.members:
             # The next generation is Empty: stored, and applied through replay.
-            self.rt.append(shard, self._apply(shard, [empty_generation_record(group, self.now_ms)]),
+            self.rt.append(shard, replay_all(shard, [empty_generation_record(group, self.now_ms)]),
                            None)
             self.maybe_forget(shard, group)
             return
@@ -527,8 +531,11 @@ class ClassicGroupCoordinator:
                 else:
                     # The stored record (assignments, Stable) applies through replay; in memory
                     # the group became Stable now (the record keeps CompletingRebalance's time).
-                    self._apply(shard, [record])
+                    replay_all(shard, [record])
                     group.current_state_timestamp = self.now_ms
+                    log.info("Stabilized group %s generation %d (%s-%d) with %d members",
+                             group.group_id, group.generation_id, OFFSETS_TOPIC, shard.partition,
+                             len(group.members))
                     for m in group.members.values():
                         if m.is_awaiting_sync:
                             m.complete_sync(SyncResult(NONE, group.protocol_type,
@@ -686,7 +693,7 @@ class ClassicGroupCoordinator:
                 # A consumer group's holder has a classic record only if the id was classic once.
                 if not is_consumer or group.generation_id > 0:
                     records.append(group_tombstone(gid))
-                self._apply(shard, records)
+                replay_all(shard, records)
                 if shard.groups.get(gid) is group:      # nothing stored to tombstone
                     group.cancel_timers()
                     group.state = DEAD
@@ -711,13 +718,6 @@ class ClassicGroupCoordinator:
             f.add_done_callback(finish)
         finish()
         return fut
-
-    @staticmethod
-    def _apply(shard, records: list) -> list:
-        """Replay records (about to be appended) into the shard's groups; returns them."""
-        for key, value in records:
-            replay(shard, key, value)
-        return records
 
     # ================================================================== OffsetCommit (validation)
     def validate_offset_commit(self, shard, group_id: str, generation_id: int, member_id: str,

@@ -9,8 +9,11 @@ Valid transitions (Kafka's GroupState.validPreviousStates):
     Dead                <- Stable, PreparingRebalance, CompletingRebalance, Empty, Dead
 
 This module is data and pure decisions only; the protocol (join/sync/heartbeat/...) lives in
-minibroker.coordinator.group.classic_coordinator, which mutates these objects in plain synchronous code. Members keep
-their insertion order (Python dicts), which is the order JoinGroup responses list them in.
+minibroker.coordinator.group.classic_coordinator, which drives a rebalance on these objects in
+plain synchronous code; what a group stores (generation, protocol, leader, members' metadata and
+assignments, offsets) changes through minibroker.coordinator.group.classic_group_records.replay.
+Members keep their insertion order (Python dicts), which is the order JoinGroup responses list
+them in.
 """
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ import re
 
 import kafka.errors as Errors
 
-from minibroker.coordinator.context import CoordinatorContext
+from minibroker.coordinator.context import CoordinatorContext, completed
 from minibroker.coordinator.group.assignors import ASSIGNORS, MemberSpec, TopicDescription, assign
 from minibroker.coordinator.group.consumer_group import (
     CONSUMER_GROUP_TYPE, COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, FENCED_MEMBER_EPOCH,
@@ -67,7 +67,7 @@ from minibroker.coordinator.group.consumer_group_records import (
     target_member_record, target_member_tombstone, target_metadata_record,
     target_metadata_tombstone)
 from minibroker.coordinator.group.metadata_hash import TopicHashCache, compute_group_metadata_hash
-from minibroker.coordinator.replay import replay
+from minibroker.coordinator.replay import replay_all
 from minibroker.protocol.messages import (ConsumerGroupDescribeResponse,
                                           ConsumerGroupHeartbeatResponse)
 
@@ -197,7 +197,7 @@ class ConsumerGroupCoordinator:
                 response, records = self._join_or_update(shard, req, api_version, client_id,
                                                          client_host)
         except GroupError as e:
-            return self._done(ConsumerGroupHeartbeatResponse(
+            return completed(ConsumerGroupHeartbeatResponse(
                 throttle_time_ms=0, error_code=e.code, error_message=e.message, member_id=None,
                 member_epoch=0, heartbeat_interval_ms=0, assignment=None))
         return self._write(shard, records, response)
@@ -220,12 +220,6 @@ class ConsumerGroupCoordinator:
             else:
                 fut.set_result(response)
         write.add_done_callback(finish)
-        return fut
-
-    @staticmethod
-    def _done(value) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
-        fut.set_result(value)
         return fut
 
     @staticmethod
@@ -420,8 +414,7 @@ class ConsumerGroupCoordinator:
                 before.assignment():
             records.append(current_assignment_record(gid, reconciled))
 
-        for key, value in records:
-            replay(shard, key, value)
+        replay_all(shard, records)
         group = shard.consumer_groups[gid]
         if replaced is not None:
             self._cancel(group, "session", replaced.member_id)
@@ -491,8 +484,7 @@ class ConsumerGroupCoordinator:
             # Temporarily gone: keep its assignment for the instance id; its session still runs.
             left = dataclasses.replace(member, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
             records = [current_assignment_record(gid, left)]
-            for key, value in records:
-                replay(shard, key, value)
+            replay_all(shard, records)
             self._cancel(group, "rebalance", member.member_id)
             return response, records
         return response, self._remove(shard, group, member.member_id, "left")
@@ -507,8 +499,7 @@ class ConsumerGroupCoordinator:
         records.append(group_epoch_record(gid, group.group_epoch + 1,
                                           self._group_hash(subscribed)))
         log.info("group %s: member %s %s, epoch %d", gid, member_id, why, group.group_epoch + 1)
-        for key, value in records:
-            replay(shard, key, value)
+        replay_all(shard, records)
         self._cancel(group, "session", member_id)
         self._cancel(group, "rebalance", member_id)
         self._set_subscribed(group, subscribed)
@@ -646,8 +637,7 @@ class ConsumerGroupCoordinator:
         records += [member_metadata_tombstone(group_id, m) for m in members]
         records += [partition_metadata_tombstone(group_id), group_epoch_tombstone(group_id)]
         self._set_subscribed(group, frozenset())
-        for key, value in records:
-            replay(shard, key, value)
+        replay_all(shard, records)
         return records
 
     # ================================================================== loading

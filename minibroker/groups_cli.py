@@ -1,0 +1,201 @@
+"""`minibroker consumer-groups` — kafka-consumer-groups.sh's flags and output, over the wire.
+
+    minibroker consumer-groups --bootstrap-server 127.0.0.1:9092 --list
+    minibroker consumer-groups --bootstrap-server ... --describe --group g
+    minibroker consumer-groups --bootstrap-server ... --reset-offsets --group g \\
+        --topic t[:0,1] | --all-topics  --to-earliest | --to-latest | --to-offset N | --shift-by N \\
+        --dry-run | --execute
+    minibroker consumer-groups --bootstrap-server ... --delete --group g
+
+Classic groups are described with DescribeGroups, KIP-848 groups with ConsumerGroupDescribe;
+lag is the log end offset (the high watermark) minus the committed offset. As in Kafka, offsets
+are reset only while the group has no members (Empty or Dead), and --execute is needed to
+write them (without it the tool prints the plan, like --dry-run).
+"""
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from minibroker.cli_common import bootstrap_servers, connect_any
+from minibroker.client.admin import Admin
+from minibroker.client.records import TopicPartition
+
+_INACTIVE = ("empty", "dead")
+
+
+def add_groups_parser(sub) -> None:
+    g = sub.add_parser("consumer-groups", description=__doc__,
+                       help="list, describe, reset offsets of and delete consumer groups")
+    g.add_argument("--bootstrap-server", required=True, type=bootstrap_servers,
+                   metavar="HOST:PORT[,HOST:PORT...]", help="brokers to talk to")
+    action = g.add_mutually_exclusive_group(required=True)
+    action.add_argument("--list", action="store_true", help="list every group")
+    action.add_argument("--describe", action="store_true",
+                        help="committed offsets, log end offsets, lag and members of --group")
+    action.add_argument("--reset-offsets", action="store_true",
+                        help="reset the committed offsets of an inactive --group")
+    action.add_argument("--delete", action="store_true", help="delete an empty --group")
+    g.add_argument("--group", action="append", default=[], help="group id (repeat for several)")
+    g.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P...]",
+                   help="--reset-offsets: a topic, or some of its partitions")
+    g.add_argument("--all-topics", action="store_true",
+                   help="--reset-offsets: every topic the group has offsets for")
+    to = g.add_mutually_exclusive_group()
+    to.add_argument("--to-earliest", action="store_true", help="to the log start offset")
+    to.add_argument("--to-latest", action="store_true", help="to the log end offset")
+    to.add_argument("--to-offset", type=int, help="to this offset (kept within the log)")
+    to.add_argument("--shift-by", type=int, help="committed offset + N (kept within the log)")
+    run = g.add_mutually_exclusive_group()
+    run.add_argument("--dry-run", action="store_true", help="print the new offsets only (default)")
+    run.add_argument("--execute", action="store_true", help="commit the new offsets")
+    g.set_defaults(func=lambda args: asyncio.run(_main(args)))
+
+
+async def _main(args) -> None:
+    if not args.list and not args.group:
+        sys.exit("Error: --group is required with --describe, --reset-offsets and --delete")
+    (await connect_any(args.bootstrap_server, "minibroker-consumer-groups")).close()  # one clear error
+    async with Admin(args.bootstrap_server, client_id="minibroker-consumer-groups") as admin:
+        if args.list:
+            for group in await admin.list_groups_typed():
+                print(group)
+        elif args.describe:
+            groups = await admin.list_groups_typed()
+            for group in args.group:
+                await _describe(admin, group, groups.get(group))
+        elif args.reset_offsets:
+            groups = await admin.list_groups_typed()
+            for group in args.group:
+                await _reset(admin, args, group, groups.get(group))
+        else:
+            await _delete(admin, args.group)
+
+
+async def _members(admin: Admin, group: str, kind: tuple | None) -> tuple[str, list[dict]]:
+    """(state, members) of a classic or a KIP-848 group; ("Dead", []) when unknown."""
+    if kind is None:
+        return "Dead", []
+    if kind[2] == "consumer":
+        d = (await admin.describe_consumer_groups([group]))[group]
+    else:
+        d = (await admin.describe_groups([group]))[group]
+    return d["state"], d["members"]
+
+
+def _table(rows: list[tuple], headers: tuple, widths: list[int | None]) -> str:
+    """Kafka's layout: each column left-aligned to max(its fixed width, longest value)."""
+    cols = []
+    for i, w in enumerate(widths):
+        cols.append(max([15] + [len(str(r[i])) for r in [headers] + rows]) if w is None else w)
+    lines = []
+    for r in [headers] + rows:
+        cells = [f"{str(v):<{cols[i]}}" for i, v in enumerate(r[:-1])] + [str(r[-1])]
+        lines.append(" ".join(cells))
+    return "\n" + "\n".join(lines)
+
+
+async def _describe(admin: Admin, group: str, kind: tuple | None) -> None:
+    state, members = await _members(admin, group, kind)
+    if kind is None:
+        print(f"Error: Consumer group '{group}' does not exist.", file=sys.stderr)
+        sys.exit(1)
+    committed = await admin.list_group_offsets(group)
+    owner: dict[TopicPartition, dict] = {}
+    for m in members:
+        for topic, parts in m["assignment"].items():
+            for p in parts:
+                owner[TopicPartition(topic, p)] = m
+    tps = sorted(set(committed) | set(owner))
+    ends = {tp: off for tp, (off, _) in (await admin.list_offsets(
+        {tp: "latest" for tp in tps})).items()} if tps else {}
+    if not members and state.lower() in _INACTIVE:
+        print(f"\nConsumer group '{group}' has no active members.")
+    rows = []
+    for tp in tps:
+        cur, end, m = committed.get(tp), ends.get(tp), owner.get(tp)
+        lag = end - cur if cur is not None and end is not None else "-"
+        rows.append((group, tp.topic, tp.partition, "-" if cur is None else cur,
+                     "-" if end is None else end, lag,
+                     m["member_id"] if m else "-", m["client_host"] if m else "-",
+                     m["client_id"] if m else "-"))
+    # Members without partitions are listed too, as Kafka does.
+    for m in members:
+        if not any(m["assignment"].values()):
+            rows.append((group, "-", "-", "-", "-", "-", m["member_id"], m["client_host"],
+                         m["client_id"]))
+    print(_table(rows, ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET",
+                        "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"),
+                 [None, None, 10, 15, 15, 15, None, None, None]))
+
+
+def _wanted(args, committed: dict[TopicPartition, int], partitions: dict[str, int]
+            ) -> list[TopicPartition]:
+    if args.all_topics:
+        return sorted(committed)
+    if not args.topic:
+        sys.exit("Error: --reset-offsets needs --topic or --all-topics")
+    out = []
+    for spec in args.topic:
+        topic, _, parts = spec.partition(":")
+        if topic not in partitions:
+            sys.exit(f"Error: topic '{topic}' does not exist")
+        ids = [int(p) for p in parts.split(",")] if parts else range(partitions[topic])
+        out += [TopicPartition(topic, p) for p in ids]
+    return sorted(out)
+
+
+async def _reset(admin: Admin, args, group: str, kind: tuple | None) -> None:
+    if not (args.to_earliest or args.to_latest or args.to_offset is not None
+            or args.shift_by is not None):
+        sys.exit("Error: --reset-offsets needs one of --to-earliest, --to-latest, --to-offset, "
+                 "--shift-by")
+    state, _ = await _members(admin, group, kind)
+    if args.execute and state.lower() not in _INACTIVE:
+        sys.exit(f"Error: Assignments can only be reset if the group '{group}' is inactive, "
+                 f"but the current state is {state}.")
+    if not args.execute and not args.dry_run:
+        print("WARN: No action will be performed as the --execute option is missing. "
+              "In a future major release, the default behavior of this command will be to "
+              "prompt the user before executing the reset rather than doing a dry run. "
+              "You should add the --dry-run option explicitly if you are scripting this "
+              "command and want to keep the current default behavior without prompting.")
+    committed = await admin.list_group_offsets(group)
+    tps = _wanted(args, committed, await admin.list_topics())
+    if not tps:
+        sys.exit(f"Error: group '{group}' has no committed offsets to reset")
+    starts = {tp: o for tp, (o, _) in (await admin.list_offsets(
+        {tp: "earliest" for tp in tps})).items()}
+    ends = {tp: o for tp, (o, _) in (await admin.list_offsets(
+        {tp: "latest" for tp in tps})).items()}
+    new = {}
+    for tp in tps:
+        if args.to_earliest:
+            target = starts[tp]
+        elif args.to_latest:
+            target = ends[tp]
+        elif args.to_offset is not None:
+            target = args.to_offset
+        else:
+            if tp not in committed:
+                sys.exit(f"Error: Cannot shift offset for partition {tp.topic}-{tp.partition} "
+                         "since there is no current committed offset")
+            target = committed[tp] + args.shift_by
+        new[tp] = min(max(target, starts[tp]), ends[tp])     # Kafka clamps into the log
+    if args.execute:
+        await admin.alter_group_offsets(group, new)
+    print(_table([(group, tp.topic, tp.partition, off) for tp, off in sorted(new.items())],
+                 ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"), [None, None, 10, None]))
+
+
+async def _delete(admin: Admin, groups: list[str]) -> None:
+    results = await admin.delete_groups(groups, raise_on_error=False)
+    failed = {g: e for g, e in results.items() if e is not None}
+    if not failed:
+        quoted = ", ".join(f"'{g}'" for g in groups)
+        print(f"Deletion of requested consumer groups ({quoted}) was successful.")
+        return
+    print("Deletion of some consumer groups failed:", file=sys.stderr)
+    for g, e in sorted(failed.items()):
+        print(f"* Group '{g}' could not be deleted due to: {type(e).__name__}", file=sys.stderr)
+    sys.exit(1)

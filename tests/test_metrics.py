@@ -1,0 +1,138 @@
+"""`serve --metrics-port`: scraped before and after a produce/consume run with kafka-python, the
+counters move by exactly what the client sent and read."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+pytest.importorskip("prometheus_client")
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
+from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+pytestmark = [pytest.mark.real_time, pytest.mark.timeout(180)]
+N = 20
+VALUE = b"v" * 100
+
+
+@pytest.fixture
+def served():
+    p = subprocess.Popen([sys.executable, "-m", "minibroker", "serve", "--brokers", "3",
+                          "--port", "0", "--metrics-port", "0",
+                          "--override", "group.initial.rebalance.delay.ms=0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        line = p.stdout.readline()
+        assert line.startswith("BOOTSTRAP "), line + p.stderr.read()
+        metrics = p.stdout.readline()
+        assert metrics.startswith("METRICS http://"), metrics
+        yield line.split()[1], metrics.split()[1]
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        assert p.wait(15) == 0
+
+
+def scrape(url: str) -> dict[tuple, float]:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        assert r.status == 200
+        text = r.read().decode()
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def total(m: dict, name: str, **labels) -> float:
+    """Sum over every series of `name` whose labels include `labels` (e.g. over brokers)."""
+    want = set(labels.items())
+    return sum(v for (n, ls), v in m.items() if n == name and want <= set(ls))
+
+
+def per_broker(m: dict, name: str) -> dict[str, float]:
+    return {dict(ls)["broker"]: v for (n, ls), v in m.items() if n == name}
+
+
+def batch_size(value: bytes) -> int:
+    """What kafka-python puts on the wire for a one-record batch (its own encoder)."""
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                  producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                                  batch_size=1 << 20)
+    b.append(0, timestamp=int(time.time() * 1000), key=None, value=value, headers=[])
+    return len(b.build())
+
+
+def test_metrics_move_by_what_the_client_sent_and_read(served):
+    bootstrap, url = served
+    r = subprocess.run([sys.executable, "-m", "minibroker", "topics", "--bootstrap-server",
+                        bootstrap, "--create", "--topic", "m", "--partitions", "1",
+                        "--replication-factor", "3"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    before = scrape(url)
+    assert total(before, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    assert total(before, "kafka_server_replicamanager_leadercount") == 1
+    assert total(before, "kafka_server_replicamanager_partitioncount") == 3
+
+    # One batch per request: the next send waits for the previous one's answer.
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    for _ in range(N):
+        producer.send("m", VALUE, partition=0).get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    tp = TopicPartition("m", 0)
+    consumer.assign([tp])
+    consumer.seek_to_beginning(tp)
+    got, deadline = 0, time.monotonic() + 30
+    while got < N and time.monotonic() < deadline:
+        got += sum(len(rs) for rs in consumer.poll(500).values())
+    consumer.close()
+    assert got == N
+
+    def delta(name, **labels):
+        return total(after, name, **labels) - total(before, name, **labels)
+
+    size = batch_size(VALUE)
+    deadline = time.monotonic() + 30
+    while True:         # until both followers fetched everything (acks=all: they have it)
+        after = scrape(url)
+        if delta("kafka_server_brokertopicmetrics_replicationbytesin_total") >= 2 * N * size \
+                or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert delta("kafka_server_brokertopicmetrics_messagesin_total", topic="m") == N
+    assert delta("kafka_server_brokertopicmetrics_bytesin_total", topic="m") == N * size
+    assert delta("kafka_server_brokertopicmetrics_bytesout_total", topic="m") == N * size
+    assert delta("kafka_server_brokertopicmetrics_replicationbytesin_total") == 2 * N * size
+    assert delta("kafka_server_brokertopicmetrics_replicationbytesout_total") == 2 * N * size
+    assert delta("kafka_network_requestmetrics_requests_total", request="Produce") == N
+    assert delta("kafka_network_requestmetrics_totaltimems_count", request="Produce") == N
+    assert delta("kafka_network_requestmetrics_totaltimems_sum", request="Produce") > 0
+    assert delta("kafka_network_requestmetrics_requests_total", request="Fetch") >= 1
+    # The leader alone counts bytes in; the followers alone count replication bytes in.
+    leader = [b for b, v in per_broker(after, "kafka_server_replicamanager_leadercount").items()
+              if v == 1]
+    assert len(leader) == 1
+    ins = per_broker(after, "kafka_server_brokertopicmetrics_bytesin_total")
+    assert ins[leader[0]] == N * size and sum(ins.values()) == N * size
+    assert total(after, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+
+    # A group's committed offset and lag, as reported by its coordinator.
+    group = KafkaConsumer(bootstrap_servers=bootstrap, group_id="lagging",
+                          enable_auto_commit=False)
+    group.assign([tp])
+    from kafka.structs import OffsetAndMetadata
+    group.commit({tp: OffsetAndMetadata(5, "", -1)})
+    group.close()
+    m = scrape(url)
+    labels = dict(consumergroup="lagging", topic="m", partition="0")
+    assert total(m, "kafka_consumergroup_current_offset", **labels) == 5
+    assert total(m, "kafka_consumergroup_lag", **labels) == N - 5
+    assert total(m, "kafka_server_group_coordinator_metrics_group_count",
+                 protocol="classic") == 1
