@@ -22,12 +22,12 @@ missing=()      # Debian packages to install
 if wants kcat && ! command -v kcat >/dev/null 2>&1 && ! command -v kafkacat >/dev/null 2>&1; then
   missing+=(kcat)
 fi
-if wants spark && ! command -v java >/dev/null 2>&1; then
-  missing+=(openjdk-17-jre-headless)
-fi
 if wants kafkajs; then
   command -v node >/dev/null 2>&1 || missing+=(nodejs)
   command -v npm >/dev/null 2>&1 || missing+=(npm)
+fi
+if wants spark && ! command -v java >/dev/null 2>&1; then
+  missing+=(openjdk-17-jre-headless)
 fi
 
 if [ ${#missing[@]} -gt 0 ]; then
