@@ -110,6 +110,8 @@ def test_delete_topics():
     assert res == Result((records.remove_topic(A),), [ItemResult(0, None, A), unknown, unknown])
     after = replay(res.records, image)
     assert sorted(after.topics) == ["b"] and dict(after.topics_by_id) == {B: "b"}
+    # Images are frozen: the delta built a new one and left the old one as it was.
+    assert sorted(image.topics) == ["a", "b"] and dict(image.topics_by_id) == {A: "a", B: "b"}
 
 
 def test_a_topic_created_again_after_deletion_gets_its_new_id():

@@ -21,15 +21,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import kafka.errors as Errors
 
 from minibroker.client.streams.errors import (INCOMPLETE_SOURCE_TOPIC_METADATA,
                                               AssignmentError, MissingSourceTopicError)
-
-if TYPE_CHECKING:
-    from minibroker.client.streams.runner import KafkaStreams
+from minibroker.client.streams.metrics import Metrics
+from minibroker.client.streams.topology import Topology
 
 log = logging.getLogger("minibroker.client.streams")
 
@@ -67,8 +66,26 @@ def check(topology, counts: dict[str, int | None]) -> Check | None:
     return c
 
 
+class StreamsApp(Protocol):
+    """What the autoscaler uses of its app (runner.KafkaStreams, which imports this module)."""
+    config: dict
+    admin: Any                  # minibroker.client.Admin, once started
+    topology: Topology
+    partitioner: Any            # partitioner.LinearHashingPartitioner, or the user's
+    metrics: Metrics
+    failures_metric: Any        # the num-autoscaling-failures metric's name
+
+    def fail(self, error: BaseException) -> None: ...
+
+    async def create_internal_topics(self, counts: dict[str, int]) -> None: ...
+
+    def schedule_rebalance(self, delay: float) -> None: ...
+
+    def update_parallelism_metrics(self, c: "Check") -> None: ...
+
+
 class Autoscaler:
-    def __init__(self, app: "KafkaStreams") -> None:
+    def __init__(self, app: StreamsApp) -> None:
         self.app = app
         self.enabled = app.config["partition.autoscaling.enabled"]
         self.timeout = app.config["partition.autoscaling.timeout.ms"] / 1000
