@@ -103,3 +103,22 @@ def test_what_is_counted_is_what_is_held():
     b.truncate_fully_and_start_at(0)
     a.delete_records_before(1000)
     assert memory.used == 0
+
+
+def test_batches_adopted_from_one_fetch_frame_count_it_once():
+    """A follower keeps the batches of a fetch response inside its frame: the frame counts once,
+    split among them, not once per batch."""
+    memory = LogMemory()
+    (f,) = _logs(memory, 1)
+    batches = b"".join(_based(client_batch([VALUE]), i) for i in range(10))
+    frame = bytearray(4096) + bytearray(batches)
+    f.append_as_follower(memoryview(frame)[4096:], adopt=True)
+    assert f.batch_count == 10
+    assert memory.used == len(frame) + 10 * BATCH_OVERHEAD
+
+
+def _based(batch: bytes, offset: int) -> bytes:
+    from minibroker.log.batch import patch_batch
+    b = bytearray(batch)
+    patch_batch(b, 0, offset, 0)
+    return bytes(b)
