@@ -51,7 +51,7 @@ class ClusterConfig:
     replica_fetch_response_max_bytes: int = 10485760
     fetch_max_bytes: int = 57671680         # caps every Fetch response's max_bytes (KIP-541)
     log_retention_check_interval_ms: int = 300000
-    log_memory_max_bytes: int = -1          # minibroker's cap on all logs' bytes (log/memory.py)
+    log_memory_max_bytes: int = -1          # cap on a broker's log bytes; -1: none (serve: from RAM)
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
     offsets_retention_minutes: int = 10080
