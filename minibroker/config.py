@@ -17,6 +17,12 @@ _AT_LEAST = {"num_partitions": 1, "default_replication_factor": 1, "min_insync_r
              "group_initial_rebalance_delay_ms": 0}
 
 
+# The broker configs IncrementalAlterConfigs may change at runtime (Kafka's dynamic broker
+# configs; here only the replication throttle rates, bytes/s, minibroker.broker.throttle).
+LEADER_REPLICATION_THROTTLED_RATE = "leader.replication.throttled.rate"
+FOLLOWER_REPLICATION_THROTTLED_RATE = "follower.replication.throttled.rate"
+DYNAMIC_BROKER_CONFIGS = (LEADER_REPLICATION_THROTTLED_RATE, FOLLOWER_REPLICATION_THROTTLED_RATE)
+
 @dataclass(frozen=True)
 class ClusterConfig:
     brokers: int = 3
@@ -28,6 +34,9 @@ class ClusterConfig:
     seed: int | None = None
     cluster_id: str | None = None
     wall_clock_base_ms: int | None = None   # the Clock's start; default: from the seed, else now
+    # Kafka's controller.quorum.voters: the brokers that may host the active controller (each
+    # holds a copy of the metadata log); empty: every broker.
+    controller_quorum_voters: tuple[int, ...] = ()
     # Broker configs (Kafka names with dots → underscores).
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
@@ -42,7 +51,7 @@ class ClusterConfig:
     replica_fetch_response_max_bytes: int = 10485760
     fetch_max_bytes: int = 57671680         # caps every Fetch response's max_bytes (KIP-541)
     log_retention_check_interval_ms: int = 300000
-    log_memory_max_bytes: int = -1          # minibroker's cap on all logs' bytes (log/memory.py)
+    log_memory_max_bytes: int = -1          # cap on a broker's log bytes; -1: none (serve: from RAM)
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
     offsets_retention_minutes: int = 10080
@@ -80,6 +89,10 @@ class ClusterConfig:
             return f"Invalid value {self.brokers} for brokers: Value must be at least 1"
         if len(self.racks) > self.brokers:
             return f"{len(self.racks)} racks given for {self.brokers} brokers"
+        bad = [v for v in self.controller_quorum_voters if not 1 <= v <= self.brokers]
+        if bad:
+            return (f"Invalid value {bad[0]} for configuration controller.quorum.voters: "
+                    f"not a broker id (1-{self.brokers})")
         if not 0 <= self.port <= 65536 - self.brokers:
             return f"Invalid port {self.port} for {self.brokers} brokers: ports are 0-65535"
         for kname, fname in self.kafka_names().items():
@@ -100,6 +113,9 @@ class ClusterConfig:
             return f"Unknown broker config {unknown[0]}"
         return None
 
+    def quorum_voters(self) -> list[int]:
+        return sorted(set(self.controller_quorum_voters)) or list(range(1, self.brokers + 1))
+
     def rack_of(self, broker_id: int) -> str | None:
         return self.racks[broker_id - 1] if broker_id - 1 < len(self.racks) else None
 
@@ -110,7 +126,7 @@ class ClusterConfig:
     def kafka_names(cls) -> dict[str, str]:
         """Kafka config name → field name, for the CLI's --override and DescribeConfigs."""
         skip = {"brokers", "host", "port", "racks", "seed", "cluster_id", "wall_clock_base_ms",
-                "extra"}
+                "controller_quorum_voters", "extra"}
         return {f.name.replace("_", "."): f.name for f in fields(cls) if f.name not in skip}
 
     def describe(self) -> dict[str, str]:

@@ -25,6 +25,11 @@ class LogConfig:
     min_insync_replicas: int = 1
     segment_bytes: int = 1073741824
     enable_ordered_delivery: bool = True    # KIP-253's topic config
+    # Replication throttling (kafka-reassign-partitions --throttle): "partition:broker,..." or "*",
+    # the replicas whose leader-side answers / follower-side fetches the broker's
+    # {leader,follower}.replication.throttled.rate limit (minibroker.broker.throttle).
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
 
     @property
     def log_append_time(self) -> bool:
@@ -130,6 +135,15 @@ def _cleanup_policy(name: str, value: str) -> str:
     return ",".join(sorted(set(items)))
 
 
+def _throttled_replicas(name: str, value: str) -> str:
+    items = [v.strip() for v in str(value).split(",") if v.strip()]
+    if items == ["*"] or all(len(i.split(":")) == 2 and all(
+            x.strip().isdigit() for x in i.split(":")) for i in items):
+        return ",".join(items)
+    raise _invalid(name, value, "Must be the literal '*' or a list of replicas in the following "
+                   "format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
 VALIDATORS: dict[str, Callable[[str, str], Any]] = {
     "max.message.bytes": _number("INT", INT32_MIN, INT32_MAX, 0),
     "retention.ms": _number("LONG", INT64_MIN, INT64_MAX, -1),
@@ -139,6 +153,8 @@ VALIDATORS: dict[str, Callable[[str, str], Any]] = {
     "min.insync.replicas": _number("INT", INT32_MIN, INT32_MAX, 1),
     "segment.bytes": _number("INT", INT32_MIN, INT32_MAX, 14),   # LegacyRecord.RECORD_OVERHEAD_V0
     "enable.ordered.delivery": _boolean,
+    "leader.replication.throttled.replicas": _throttled_replicas,
+    "follower.replication.throttled.replicas": _throttled_replicas,
 }
 assert VALIDATORS.keys() == KAFKA_NAMES.keys()
 

@@ -9,7 +9,10 @@ def test_defaults():
     assert DEFAULTS == {"max.message.bytes": "1048588", "retention.ms": "604800000", "retention.bytes": "-1",
                         "message.timestamp.type": "CreateTime", "cleanup.policy": "delete",
                         "min.insync.replicas": "1", "segment.bytes": "1073741824",
-                        "enable.ordered.delivery": "true"}
+                        "enable.ordered.delivery": "true",
+                        # kafka-reassign-partitions --throttle (Kafka's default: none listed)
+                        "leader.replication.throttled.replicas": "",
+                        "follower.replication.throttled.replicas": ""}
     assert LogConfig.from_configs(DEFAULTS) == LogConfig()
 
 

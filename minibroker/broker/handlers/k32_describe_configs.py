@@ -19,6 +19,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
 from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.throttle import RATE_CONFIGS
 from minibroker.broker.topic_names import invalid_reason
 from minibroker.config import ClusterConfig
 from minibroker.log import config as log_config
@@ -29,12 +30,14 @@ _Synonym = _Entry.DescribeConfigsSynonym
 
 TOPIC, BROKER = 2, 4
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 # Kafka's ConfigDef types (DescribeConfigsResponse.ConfigType).
 UNKNOWN, BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 0, 1, 2, 3, 4, 5, 6, 7
 TOPIC_CONFIG_TYPES = {
     "cleanup.policy": LIST, "max.message.bytes": INT, "message.timestamp.type": STRING,
     "min.insync.replicas": INT, "retention.bytes": LONG, "retention.ms": LONG,
     "segment.bytes": INT, "enable.ordered.delivery": BOOLEAN,
+    "leader.replication.throttled.replicas": LIST, "follower.replication.throttled.replicas": LIST,
 }
 def _entry(name, value, source, read_only, config_type, synonyms) -> _Entry:
     return _Entry(name=name, value=value, read_only=read_only, config_source=source,
@@ -66,17 +69,35 @@ def topic_configs(set_configs: dict[str, str], keys, include_synonyms: bool,
     return out
 
 
-def broker_configs(config: ClusterConfig, keys, include_synonyms: bool) -> list[_Entry]:
+def broker_configs(config: ClusterConfig, keys, include_synonyms: bool,
+                   dynamic: dict[str, dict[str, str]] | None = None,
+                   resource_name: str = "") -> list[_Entry]:
+    """The static configs (read-only), and the dynamic throttle rates: set for this broker
+    (DYNAMIC_BROKER_CONFIG), for the cluster (DYNAMIC_DEFAULT_BROKER_CONFIG), else Kafka's
+    default (Long.MAX_VALUE); synonyms list every level that has a value, most specific first."""
     values, defaults = config.describe(), ClusterConfig().describe()
-    out = []
+    dynamic = dynamic or {}
+    entries = []
     for name in sorted(values):
-        if keys is not None and name not in keys:
-            continue
         value = values[name]
         source = DEFAULT_CONFIG if defaults.get(name) == value else STATIC_BROKER_CONFIG
-        synonyms = ([_Synonym(name=name, value=value, source=source)] if include_synonyms
-                    else [])
-        out.append(_entry(name, value, source, True, UNKNOWN, synonyms))
+        entries.append((name, True, [(value, source)]))
+    for name in RATE_CONFIGS:
+        levels = []
+        if resource_name and name in dynamic.get(resource_name, {}):
+            levels.append((dynamic[resource_name][name], DYNAMIC_BROKER_CONFIG))
+        if name in dynamic.get("", {}):
+            levels.append((dynamic[""][name], DYNAMIC_DEFAULT_BROKER_CONFIG))
+        entries.append((name, False, levels + [(str(2**63 - 1), DEFAULT_CONFIG)]))
+    out = []
+    for name, read_only, levels in sorted(entries):
+        if keys is not None and name not in keys:
+            continue
+        value, source = levels[0]
+        synonyms = ([_Synonym(name=name, value=v, source=s) for v, s in levels]
+                    if include_synonyms else [])
+        out.append(_entry(name, value, source, read_only, LONG if not read_only else UNKNOWN,
+                          synonyms))
     return out
 
 
@@ -113,7 +134,9 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
             else:
                 results.append(_Result(error_code=0, error_message=None,
                                        resource_type=BROKER, resource_name=r.resource_name,
-                                       configs=broker_configs(broker.config, keys, synonyms)))
+                                       configs=broker_configs(broker.config, keys, synonyms,
+                                                              broker.dynamic_configs,
+                                                              r.resource_name)))
         else:
             results.append(_error(r, InvalidRequestError.errno,
                                   f"Unsupported resource type: {r.resource_type}"))
