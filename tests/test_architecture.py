@@ -43,6 +43,11 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.log.records_check", "zstandard"),      # compression codecs a batch may use
     ("minibroker.log.records_check", "lz4"),
     ("minibroker.log.records_check", "cramjam"),
+    # The `spark` extra: `import minibroker.spark` and the checker's pandas back-end (the KIP-253
+    # conformance scenario's checker) work without pyspark; register() and check_spark need it.
+    ("minibroker.spark", "minibroker.spark.source"),
+    ("minibroker.spark.checker", "pyspark"),
+    ("minibroker.spark.checker", "minibroker.spark.session"),
 }
 
 
