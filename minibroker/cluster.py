@@ -249,8 +249,8 @@ class Cluster:
 
     # ------------------------------------------------------------------ control API
     async def stop_broker(self, broker_id: int) -> None:
-        """Stop a broker; if it hosts the active controller, that stops too (it writes nothing
-        more from here) and another live voter takes over."""
+        """Stop a broker (as a crash would); if it hosts the active controller, that stops too
+        (it writes nothing more from here) and another live voter takes over."""
         b = self.brokers[broker_id]
         ctl = self.controller
         hosted = ctl is not None and ctl.controller_id == broker_id
@@ -261,7 +261,7 @@ class Cluster:
             await ctl.stop()
         await b.stop()
         if hosted and self._controller_wanted:
-            await self.start_controller()
+            await self.start_controller()       # fences broker_id as it starts
         else:
             await self._fence(broker_id)
 
