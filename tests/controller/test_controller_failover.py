@@ -160,3 +160,17 @@ async def test_a_stopped_broker_answers_nothing_on_a_connection_it_accepted_whil
     with pytest.raises(Exception):
         await asyncio.wait_for(client.request(MetadataRequest(topics=[]), 1), 5)
     assert client.closed
+
+
+async def test_a_voter_stopped_while_its_controller_starts_hands_over_to_the_next():
+    async with Cluster(brokers=3) as c:
+        await c.create_topic("t", 1, 3)
+        await c.stop_controller()
+        starting = asyncio.ensure_future(c.start_controller())
+        await asyncio.sleep(0)                      # the election ran: broker 2 is starting
+        assert c.quorum.leader_id == 2 and c.controller is None
+        await c.stop_broker(2)
+        await starting
+        assert c.controller_node_id == 3 and c.controller.controller_epoch == 3
+        assert c.controller.image.brokers[2].fenced
+        await c.create_topic("after", 1, 2)
