@@ -1,35 +1,24 @@
 """`minibroker serve` and `minibroker topics`, as a user runs them: real processes, real sockets."""
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 
 import pytest
 from kafka.admin import KafkaAdminClient
+
+from serve_helpers import cli, serve
 
 pytestmark = pytest.mark.real_time
 
 
 @pytest.fixture
 def served():
-    p = subprocess.Popen([sys.executable, "-m", "minibroker", "serve", "--brokers", "3",
-                          "--port", "0", "--override", "partition.deletion.check.interval.ms=100"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    try:
-        line = p.stdout.readline()
-        assert line.startswith("BOOTSTRAP "), line + p.stderr.read()
-        yield line.split()[1]
-    finally:
-        os.killpg(p.pid, signal.SIGTERM)
-        assert p.wait(15) == 0
+    with serve("--override", "partition.deletion.check.interval.ms=100") as (bootstrap, _):
+        yield bootstrap
 
 
 def topics(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minibroker", "topics", "--bootstrap-server",
-                           bootstrap, *args], capture_output=True, text=True, timeout=60)
+    return cli(bootstrap, "topics", *args)
 
 
 def test_serve_prints_three_brokers_and_topics_round_trip(served):
@@ -63,9 +52,7 @@ def test_serve_prints_three_brokers_and_topics_round_trip(served):
 
 
 def reassign(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minibroker", "reassign-partitions",
-                           "--bootstrap-server", bootstrap, *args],
-                          capture_output=True, text=True, timeout=60)
+    return cli(bootstrap, "reassign-partitions", *args)
 
 
 def test_reassign_partitions_execute_progress_verify(served, tmp_path):
@@ -103,18 +90,9 @@ def test_reassign_partitions_execute_progress_verify(served, tmp_path):
 
 
 def test_serve_places_the_controller_on_a_voter():
-    p = subprocess.Popen([sys.executable, "-m", "minibroker", "serve", "--brokers", "3",
-                          "--port", "0", "--controller-quorum-voters", "3,2"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    try:
-        line = p.stdout.readline()
-        assert line.startswith("BOOTSTRAP "), line + p.stderr.read()
-        admin = KafkaAdminClient(bootstrap_servers=line.split()[1])
+    with serve("--controller-quorum-voters", "3,2") as (bootstrap, _):
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
         try:
             assert admin.describe_cluster()["controller_id"] == 2     # the first voter
         finally:
             admin.close()
-    finally:
-        os.killpg(p.pid, signal.SIGTERM)
-        assert p.wait(15) == 0

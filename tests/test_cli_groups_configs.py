@@ -2,37 +2,21 @@
 checked against what confluent-kafka's AdminClient (librdkafka) sees of the same cluster."""
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from serve_helpers import cli, serve
+
 pytestmark = [pytest.mark.real_time, pytest.mark.timeout(240)]
 
 
 @pytest.fixture
 def served():
-    p = subprocess.Popen([sys.executable, "-m", "minibroker", "serve", "--brokers", "3",
-                          "--port", "0", "--override", "group.initial.rebalance.delay.ms=0"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    try:
-        line = p.stdout.readline()
-        assert line.startswith("BOOTSTRAP "), line + p.stderr.read()
-        yield line.split()[1]
-    finally:
-        os.killpg(p.pid, signal.SIGTERM)
-        assert p.wait(15) == 0
-
-
-def cli(bootstrap: str, tool: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minibroker", tool, "--bootstrap-server",
-                           bootstrap, *args], capture_output=True, text=True, timeout=60)
+    with serve("--override", "group.initial.rebalance.delay.ms=0") as (bootstrap, _):
+        yield bootstrap
 
 
 def rows(out: str) -> list[dict]:

@@ -4,14 +4,12 @@ data written and read back with kafka-python."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+
+from serve_helpers import cli, serve
 
 pytestmark = [pytest.mark.real_time, pytest.mark.timeout(240)]
 RECORDS, VALUE_BYTES = 40, 50_000                 # ~2 MB in one partition
@@ -20,22 +18,8 @@ FETCH_MAX = 65_536                                # replica.fetch.max.bytes: sma
 
 @pytest.fixture
 def served():
-    p = subprocess.Popen([sys.executable, "-m", "minibroker", "serve", "--brokers", "3",
-                          "--port", "0", "--override", f"replica.fetch.max.bytes={FETCH_MAX}"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    try:
-        line = p.stdout.readline()
-        assert line.startswith("BOOTSTRAP "), line + p.stderr.read()
-        yield line.split()[1]
-    finally:
-        os.killpg(p.pid, signal.SIGTERM)
-        assert p.wait(15) == 0
-
-
-def cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minibroker", *args[:1], "--bootstrap-server",
-                           bootstrap, *args[1:]], capture_output=True, text=True, timeout=60)
+    with serve("--override", f"replica.fetch.max.bytes={FETCH_MAX}") as (bootstrap, _):
+        yield bootstrap
 
 
 def filled_topic(bootstrap: str, topic: str) -> tuple[int, int]:

@@ -2,10 +2,6 @@
 counters move by exactly what the client sent and read."""
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
 
@@ -16,6 +12,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 # The test extra installs prometheus_client: missing, this module fails rather than skips.
 from prometheus_client.parser import text_string_to_metric_families
 
+from serve_helpers import cli, serve
+
 pytestmark = pytest.mark.timeout(180)
 N = 20
 VALUE = b"v" * 100
@@ -23,20 +21,11 @@ VALUE = b"v" * 100
 
 @pytest.fixture
 def served():
-    p = subprocess.Popen([sys.executable, "-m", "minibroker", "serve", "--brokers", "3",
-                          "--port", "0", "--metrics-port", "0",
-                          "--override", "group.initial.rebalance.delay.ms=0"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    try:
-        line = p.stdout.readline()
-        assert line.startswith("BOOTSTRAP "), line + p.stderr.read()
+    with serve("--metrics-port", "0", "--override", "group.initial.rebalance.delay.ms=0") as (
+            bootstrap, p):
         metrics = p.stdout.readline()
         assert metrics.startswith("METRICS http://"), metrics
-        yield line.split()[1], metrics.split()[1]
-    finally:
-        os.killpg(p.pid, signal.SIGTERM)
-        assert p.wait(15) == 0
+        yield bootstrap, metrics.split()[1]
 
 
 def scrape(url: str) -> dict[tuple, float]:
@@ -72,9 +61,8 @@ def batch_size(value: bytes) -> int:
 @pytest.mark.real_time
 def test_metrics_move_by_what_the_client_sent_and_read(served):
     bootstrap, url = served
-    r = subprocess.run([sys.executable, "-m", "minibroker", "topics", "--bootstrap-server",
-                        bootstrap, "--create", "--topic", "m", "--partitions", "1",
-                        "--replication-factor", "3"], capture_output=True, text=True, timeout=60)
+    r = cli(bootstrap, "topics", "--create", "--topic", "m", "--partitions", "1",
+            "--replication-factor", "3")
     assert r.returncode == 0, r.stderr
     before = scrape(url)
     assert total(before, "kafka_controller_kafkacontroller_activecontrollercount") == 1
