@@ -14,25 +14,19 @@ histories).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
+
+from minibroker.spark import checker
 
 
 @dataclass
-class Report:
-    records: int = 0                 # acknowledged records
-    keys: int = 0
-    delivered: int = 0               # deliveries, duplicates included
-    duplicates: int = 0
-    violations: int = 0
-    losses: int = 0
+class Report(checker.Report):
+    """The shipped checker's report, plus the topology changes the scenario made."""
     expansions: int = 0
     deletions: int = 0
-    examples: list = field(default_factory=list)
 
     def summary(self) -> str:
-        return (f"records={self.records} keys={self.keys} delivered={self.delivered} "
-                f"duplicates={self.duplicates} violations={self.violations} losses={self.losses} "
-                f"expansions={self.expansions} deletions={self.deletions}")
+        return f"{super().summary()} expansions={self.expansions} deletions={self.deletions}"
 
 
 class History:
@@ -53,13 +47,10 @@ class History:
         order deliveries were recorded); the same checker runs as a Spark job at scale."""
         import pandas as pd
 
-        from minibroker.spark.checker import check_pandas
         produced = pd.DataFrame({"key": [k for k, _, _, _ in self.produced],
                                  "seq": [s for _, s, _, _ in self.produced]})
         delivered = pd.DataFrame({"key": [k for _, k, _, _, _ in self.delivered],
                                   "seq": [s for _, _, s, _, _ in self.delivered],
                                   "order": range(len(self.delivered))})
-        r = check_pandas(produced, delivered, max_examples=max_examples)
-        return Report(records=r.records, keys=r.keys, delivered=r.delivered,
-                      duplicates=r.duplicates, violations=r.violations, losses=r.losses,
-                      expansions=self.expansions, deletions=self.deletions, examples=r.examples)
+        r = checker.check_pandas(produced, delivered, max_examples=max_examples)
+        return Report(**asdict(r), expansions=self.expansions, deletions=self.deletions)

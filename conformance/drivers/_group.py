@@ -77,6 +77,43 @@ class GroupMemberBase:
         with self.trace.lock:
             self.trace.errors.append((next(self.trace.seq), self.name, repr(err)))
 
+    def listener(self, base: type = object):
+        """A rebalance listener (a subclass of the client's listener class `base`) that reports
+        to this member."""
+        member = self
+
+        class Listener(base):
+            def on_partitions_revoked(self, revoked):
+                member.revoked(tp.partition for tp in revoked)
+
+            def on_partitions_assigned(self, assigned):
+                member.assigned(tp.partition for tp in assigned)
+
+        return Listener()
+
+    def got_batch(self, batch) -> list[tuple[int, int]]:
+        """Hands a {TopicPartition: [records]} poll result to got(), partition by partition;
+        returns its (partition, offset) pairs."""
+        seen = []
+        for tp in sorted(batch, key=lambda t: t.partition):
+            for m in batch[tp]:
+                self.got(m.partition, m.offset, m.key, m.value)
+                seen.append((m.partition, m.offset))
+        return seen
+
+    async def commit_batch(self, seen, commit) -> None:
+        """While commits are enabled, `await commit({partition: next offset})` for a batch's
+        (partition, offset) pairs and record the outcome (a failure is allowed: at-least-once)."""
+        if not (seen and self.commit_enabled):
+            return
+        offsets = self.next_offsets(seen)
+        try:
+            await commit(offsets)
+        except Exception as e:  # noqa: BLE001 — at-least-once: redelivered later
+            self.commit_failed(e)
+        else:
+            self.committed(offsets)
+
     @staticmethod
     def next_offsets(records) -> dict[int, int]:
         """{partition: last offset + 1} of a batch of (partition, offset) pairs."""

@@ -178,15 +178,6 @@ class GroupMember(GroupMemberBase):
     async def _aloop(self) -> None:
         from aiokafka import ConsumerRebalanceListener
 
-        member = self
-
-        class Listener(ConsumerRebalanceListener):
-            def on_partitions_revoked(self, revoked):
-                member.revoked(tp.partition for tp in revoked)
-
-            def on_partitions_assigned(self, assigned):
-                member.assigned(tp.partition for tp in assigned)
-
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bs, client_id=f"conformance-aiokafka-{self.name}",
             group_id=self.group, enable_auto_commit=False, auto_offset_reset="earliest",
@@ -194,22 +185,10 @@ class GroupMember(GroupMemberBase):
             fetch_max_wait_ms=200, retry_backoff_ms=100, request_timeout_ms=15000)
         await consumer.start()
         try:
-            consumer.subscribe([self.topic], listener=Listener())
+            consumer.subscribe([self.topic], listener=self.listener(ConsumerRebalanceListener))
             while not self.stopping.is_set():
                 batch = await consumer.getmany(timeout_ms=int(POLL_S * 1000))
-                seen = []
-                for tp in sorted(batch, key=lambda t: t.partition):
-                    for m in batch[tp]:
-                        self.got(m.partition, m.offset, m.key, m.value)
-                        seen.append((m.partition, m.offset))
-                if seen and self.commit_enabled:
-                    offsets = self.next_offsets(seen)
-                    try:
-                        await consumer.commit({TopicPartition(self.topic, p): o
-                                               for p, o in offsets.items()})
-                    except Exception as e:  # noqa: BLE001 — at-least-once: redelivered later
-                        self.commit_failed(e)
-                    else:
-                        self.committed(offsets)
+                await self.commit_batch(self.got_batch(batch), lambda offsets: consumer.commit(
+                    {TopicPartition(self.topic, p): o for p, o in offsets.items()}))
         finally:
             await asyncio.wait_for(consumer.stop(), 15)

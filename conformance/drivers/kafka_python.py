@@ -155,22 +155,13 @@ class GroupMember(GroupMemberBase):
     def _loop(self) -> None:
         from kafka import ConsumerRebalanceListener, OffsetAndMetadata
 
-        member = self
-
-        class Listener(ConsumerRebalanceListener):
-            def on_partitions_revoked(self, revoked):
-                member.revoked(tp.partition for tp in revoked)
-
-            def on_partitions_assigned(self, assigned):
-                member.assigned(tp.partition for tp in assigned)
-
         consumer = KafkaConsumer(
             bootstrap_servers=self.bs, client_id=f"conformance-kafka-python-{self.name}",
             group_id=self.group, enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
             fetch_max_wait_ms=200, retry_backoff_ms=100, **_COMMON)
         try:
-            consumer.subscribe([self.topic], listener=Listener())
+            consumer.subscribe([self.topic], listener=self.listener(ConsumerRebalanceListener))
             # Topic metadata before the first join, as applications that size their work by
             # partitions_for_topic have. Without it the first leader assigns from empty metadata
             # and rejoins when the partitions arrive; in kafka-python 3.0.12 such a self-started
@@ -179,12 +170,7 @@ class GroupMember(GroupMemberBase):
             # it, and the member stops heartbeating until the group evicts it.
             consumer.partitions_for_topic(self.topic)
             while not self.stopping.is_set():
-                batch = consumer.poll(timeout_ms=int(POLL_S * 1000))
-                seen = []
-                for tp in sorted(batch, key=lambda t: t.partition):
-                    for m in batch[tp]:
-                        self.got(m.partition, m.offset, m.key, m.value)
-                        seen.append((m.partition, m.offset))
+                seen = self.got_batch(consumer.poll(timeout_ms=int(POLL_S * 1000)))
                 if seen and self.commit_enabled:
                     offsets = self.next_offsets(seen)
                     try:

@@ -122,15 +122,6 @@ class GroupMember(GroupMemberBase):
         asyncio.run(self._aloop())
 
     async def _aloop(self) -> None:
-        member = self
-
-        class Listener:
-            def on_partitions_revoked(self, tps):
-                member.revoked(tp.partition for tp in tps)
-
-            def on_partitions_assigned(self, tps):
-                member.assigned(tp.partition for tp in tps)
-
         consumer = Consumer(self.bs, group_id=self.group,
                             client_id=f"conformance-minibroker-{self.name}",
                             auto_offset_reset="earliest", enable_auto_commit=False,
@@ -139,20 +130,13 @@ class GroupMember(GroupMemberBase):
                             rebalance_timeout_ms=20000, fetch_max_wait_ms=200,
                             request_timeout_ms=15000)
         try:
-            consumer.subscribe([self.topic], listener=Listener())
+            consumer.subscribe([self.topic], listener=self.listener())
             while not self.stopping.is_set():
                 seen = []
                 for r in await consumer.poll(POLL_S):
                     self.got(r.partition, r.offset, r.key, r.value)
                     seen.append((r.partition, r.offset))
-                if seen and self.commit_enabled:
-                    offsets = self.next_offsets(seen)
-                    try:
-                        await consumer.commit({TopicPartition(self.topic, p): o
-                                               for p, o in offsets.items()})
-                    except Exception as e:  # noqa: BLE001 — at-least-once: redelivered later
-                        self.commit_failed(e)
-                    else:
-                        self.committed(offsets)
+                await self.commit_batch(seen, lambda offsets: consumer.commit(
+                    {TopicPartition(self.topic, p): o for p, o in offsets.items()}))
         finally:
             await consumer.close(timeout=10)
