@@ -10,7 +10,7 @@ pure-Python reader makes a record object and ~15 calls per record (benchmarks/NO
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import crc32c
 from kafka.record.default_records import DefaultRecordBatchBuilder
@@ -205,17 +205,23 @@ def _plain_records(topic: str, partition: int, data: bytes, pos: int, end: int, 
         pos = rec_end
 
 
-def _decode_generic(topic: str, partition: int, data: bytes, fetch_offset: int,
-                    out: list[ConsumerRecord], next_offset: int
-                    ) -> tuple[list[ConsumerRecord], int]:
-    """The rest of `data` through kafka-python's reader (compressed or pre-v2 batches)."""
+def batches_after(data: bytes, fetch_offset: int) -> Iterator:
+    """kafka-python's record batches of `data` that end after `fetch_offset` (a Fetch answer
+    starts at the batch holding the fetch offset, so the first may be partly before it)."""
     records = MemoryRecords(data)
     while records.has_next():
         batch = records.next_batch()
         if batch is None:
             break
-        if batch.next_offset <= fetch_offset:
-            continue
+        if batch.next_offset > fetch_offset:
+            yield batch
+
+
+def _decode_generic(topic: str, partition: int, data: bytes, fetch_offset: int,
+                    out: list[ConsumerRecord], next_offset: int
+                    ) -> tuple[list[ConsumerRecord], int]:
+    """The rest of `data` through kafka-python's reader (compressed or pre-v2 batches)."""
+    for batch in batches_after(data, fetch_offset):
         next_offset = max(next_offset, batch.next_offset)
         if batch.is_control_batch:
             continue

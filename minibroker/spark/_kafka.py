@@ -16,10 +16,10 @@ from typing import Iterator
 
 import kafka.errors as Errors
 from kafka.protocol.consumer import FetchResponse
-from kafka.record.memory_records import MemoryRecords
 
 from minibroker.client import Admin, TopicPartition
 from minibroker.client.kip253 import epoch_end_offset, kip253_counts, partition_leader_epochs
+from minibroker.client.records import batches_after
 from minibroker.protocol.errors import INVALID_PARTITION_METADATA
 from minibroker.protocol.messages import FetchRequestKip253
 
@@ -134,15 +134,9 @@ class Columns:
 def decode_into(cols: Columns, data, fetch_offset: int, end: int) -> int:
     """Decode records with fetch_offset <= offset < end; return the next offset to fetch."""
     nxt = fetch_offset
-    records = MemoryRecords(bytes(data))
     key_a, val_a, off_a, ts_a = cols.key.append, cols.value.append, cols.offset.append, cols.timestamp.append
     hdr = cols.headers
-    while records.has_next():
-        batch = records.next_batch()
-        if batch is None:
-            break
-        if batch.next_offset <= fetch_offset:
-            continue
+    for batch in batches_after(bytes(data), fetch_offset):
         nxt = max(nxt, batch.next_offset)
         if batch.is_control_batch or batch.base_offset >= end:
             continue

@@ -29,6 +29,8 @@ from minibroker.coordinator.offsets import OFFSETS_TOPIC, java_string_hashcode, 
 from minibroker.ids import IdSource
 from minibroker.protocol.records import decode_coordinator_record
 
+from offsets_shard import lead, loaded, started
+
 GROUP = "g"
 SEED = 7
 T0 = 1_000_000
@@ -58,26 +60,7 @@ async def make_broker(**overrides) -> Broker:
         i: PartitionInfo(i, 1, 0, 0, (1,), (1,)) for i in range(2)}, 2, 2))
     b.metadata.put_topic(TopicInfo("u", uuid.UUID(int=3), False, {
         0: PartitionInfo(0, 1, 0, 0, (1,), (1,))}, 1, 1))
-    b.running = True
-    b.groups.start()
-    lead(b, epoch=0)
-    await loaded(b)
-    return b
-
-
-def lead(b: Broker, epoch: int) -> None:
-    b.replica_manager.apply_partition_state(OFFSETS_TOPIC, uuid.UUID(int=2), 0, 1, epoch, epoch,
-                                            [1], [1], 1, {})
-    b.groups.on_leadership_change()
-
-
-async def loaded(b: Broker) -> None:
-    for _ in range(100):
-        shard = b.groups.shards.get(0)
-        if shard is not None and not shard.loading:
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("shard did not load")
+    return await started(b)
 
 
 @pytest.fixture

@@ -30,6 +30,8 @@ from minibroker.protocol.records import (ConsumerGroupPartitionMetadataKey,
                                          decode_coordinator_record, encode_coordinator_key,
                                          encode_coordinator_value)
 
+from offsets_shard import lead, loaded, started
+
 GROUP = "g"
 T = uuid.UUID(int=1)
 U = uuid.UUID(int=3)
@@ -54,26 +56,7 @@ async def make_broker() -> Broker:
     b.metadata.update_brokers(brokers(b1="r1", b2="r2", b3="r3"))
     b.metadata.put_topic(topic("t", T, 2))
     b.metadata.put_topic(topic("u", U, 1))
-    b.running = True
-    b.groups.start()
-    lead(b, 0)
-    await loaded(b)
-    return b
-
-
-def lead(b: Broker, epoch: int) -> None:
-    b.replica_manager.apply_partition_state(OFFSETS_TOPIC, uuid.UUID(int=2), 0, 1, epoch, epoch,
-                                            [1], [1], 1, {})
-    b.groups.on_leadership_change()
-
-
-async def loaded(b: Broker) -> None:
-    for _ in range(100):
-        shard = b.groups.shards.get(0)
-        if shard is not None and not shard.loading:
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("shard did not load")
+    return await started(b)
 
 
 @pytest.fixture

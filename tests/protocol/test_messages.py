@@ -18,6 +18,8 @@ from minibroker.protocol.errors import (
     INVALID_PARTITION_METADATA, PARTITION_REASSIGNMENT_IN_PROGRESS, InvalidPartitionMetadataError,
     PartitionReassignmentInProgressError, error_name, for_code)
 
+from schema_samples import build
+
 
 # --- a value for every field of a version, none of them the default --------------------------------
 
@@ -47,28 +49,8 @@ def _scalar(codec, n: int):
     raise AssertionError(codec)
 
 
-def build(data_class, struct, version: int, counter: list[int]):
-    """An instance of ``data_class`` with every field of ``version`` set to a non-default value."""
-    values = {}
-    for field in struct._fields:
-        if not field.for_version_q(version):
-            continue
-        counter[0] += 1
-        n = counter[0]
-        if field.is_struct_array():
-            inner = field.array_of
-            values[field.name] = [build(inner.data_class, inner, version, counter) for _ in range(2)]
-        elif field.is_struct():
-            values[field.name] = build(field.data_class, field, version, counter)
-        elif field.is_array():
-            values[field.name] = [_scalar(field.array_of._type, n + i) for i in range(3)]
-        else:
-            values[field.name] = _scalar(field._type, n)
-    return data_class(version=version, **values)
-
-
 def sample(cls, version: int):
-    return build(cls, cls._struct, version, [0])
+    return build(cls, cls._struct, version, [0], _scalar, 3)
 
 
 def versions(cls):

@@ -9,6 +9,8 @@ from kafka.protocol.schemas.fields.codecs import (
 
 from minibroker.protocol import records as r
 
+from schema_samples import build
+
 
 def _scalar(codec, n: int):
     if codec is Int8:
@@ -34,27 +36,8 @@ def _scalar(codec, n: int):
     raise AssertionError(codec)
 
 
-def build(data_class, struct, version: int, counter: list[int]):
-    values = {}
-    for field in struct._fields:
-        if not field.for_version_q(version):
-            continue
-        counter[0] += 1
-        n = counter[0]
-        if field.is_struct_array():
-            inner = field.array_of
-            values[field.name] = [build(inner.data_class, inner, version, counter) for _ in range(2)]
-        elif field.is_struct():
-            values[field.name] = build(field.data_class, field, version, counter)
-        elif field.is_array():
-            values[field.name] = [_scalar(field.array_of._type, n + i) for i in range(2)]
-        else:
-            values[field.name] = _scalar(field._type, n)
-    return data_class(version=version, **values)
-
-
 def sample(cls, version: int):
-    return build(cls, cls._struct, version, [0])
+    return build(cls, cls._struct, version, [0], _scalar, 2)
 
 
 CASES = [pytest.param(cls, v, id=f"{cls.__name__}-v{v}")
