@@ -26,15 +26,24 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PARTITIONS = 3
 
 
+def chunks(n: int, limit: float, size: int = 10000):
+    """Chunk sizes adding up to `n`, each asked for once the previous one is done; none once
+    `limit` seconds have passed (the caller counts what it sent)."""
+    deadline = time.monotonic() + limit
+    done = 0
+    while done < n and time.monotonic() < deadline:
+        chunk = min(size, n - done)
+        yield chunk
+        done += chunk
+
+
 async def ref_produce(bs: str, topic: str, n: int, value: bytes, limit: float) -> int:
     from minibroker.client import Producer
     p = Producer(bs, acks=1, enable_idempotence=False, linger_ms=5)
     await p.start()
-    deadline = time.monotonic() + limit
     done = 0
     try:
-        while done < n and time.monotonic() < deadline:
-            chunk = min(10000, n - done)
+        for chunk in chunks(n, limit):
             futs = [p.send(topic, value) for _ in range(chunk)]
             await asyncio.gather(*futs)
             done += chunk
@@ -61,11 +70,9 @@ async def aio_produce(bs: str, topic: str, n: int, value: bytes, limit: float) -
     from aiokafka import AIOKafkaProducer
     p = AIOKafkaProducer(bootstrap_servers=bs, acks=1, linger_ms=5)
     await p.start()
-    deadline = time.monotonic() + limit
     done = 0
     try:
-        while done < n and time.monotonic() < deadline:
-            chunk = min(10000, n - done)
+        for chunk in chunks(n, limit):
             futs = [await p.send(topic, value) for _ in range(chunk)]
             await asyncio.gather(*futs)
             done += chunk
@@ -93,11 +100,9 @@ async def aio_consume(bs: str, topic: str, n: int, limit: float) -> int:
 def kp_produce(bs: str, topic: str, n: int, value: bytes, limit: float) -> int:
     from kafka import KafkaProducer
     p = KafkaProducer(bootstrap_servers=bs, acks=1, linger_ms=5)
-    deadline = time.monotonic() + limit
     done = 0
     try:
-        while done < n and time.monotonic() < deadline:
-            chunk = min(10000, n - done)
+        for chunk in chunks(n, limit):
             for _ in range(chunk):
                 p.send(topic, value)
             p.flush(limit)

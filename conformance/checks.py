@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+import time
 from collections import defaultdict
 
 N_KEYS = 30
@@ -65,3 +66,15 @@ def expected_offsets(consumed, partitions: int) -> dict[int, tuple[int, int]]:
     for p, _, _, _ in consumed:
         counts[p] += 1
     return {p: (0, counts[p]) for p in range(partitions)}
+
+
+def poll_values(consumer, seconds: float, until: int | None = None) -> list[bytes]:
+    """Values a confluent-kafka ``consumer`` polls in ``seconds`` (stopping once it has ``until``
+    of them, when given); error events are skipped."""
+    got: list[bytes] = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and (until is None or len(got) < until):
+        m = consumer.poll(0.2)
+        if m is not None and not m.error():
+            got.append(m.value())
+    return got

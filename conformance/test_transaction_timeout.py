@@ -20,6 +20,7 @@ import pytest
 from kafka.protocol.admin import DescribeTransactionsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
+from conformance.checks import poll_values
 from minibroker.network.client import KafkaClientConnection
 from minibroker.testing import ThreadedCluster
 
@@ -63,16 +64,10 @@ def _committed_values(bs: str, seconds: float) -> list[bytes]:
     c = Consumer({"bootstrap.servers": bs, "group.id": "timeout-reader",
                   "isolation.level": "read_committed", "enable.auto.commit": False})
     c.assign([TopicPartition("t", 0, 0)])
-    got: list[bytes] = []
-    end = time.monotonic() + seconds
     try:
-        while time.monotonic() < end:
-            m = c.poll(0.2)
-            if m is not None and not m.error():
-                got.append(m.value())
+        return poll_values(c, seconds)
     finally:
         c.close()
-    return got
 
 
 def test_a_transaction_open_past_its_timeout_is_aborted_by_the_broker():

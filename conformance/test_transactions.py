@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from conformance.checks import poll_values
 from conformance.drivers import kafkajs as kafkajs_driver
 
 pytestmark = pytest.mark.timeout(120)
@@ -37,22 +38,13 @@ def _read(bs: str, topic: str, isolation: str, expected: int) -> list[bytes]:
     c = Consumer({"bootstrap.servers": bs, "group.id": f"txn-read-{isolation}",
                   "isolation.level": isolation, "enable.auto.commit": False})
     c.assign([TopicPartition(topic, 0, 0)])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 20
     try:
-        while time.monotonic() < deadline and len(got) < expected:
-            m = c.poll(0.2)
-            if m is not None and not m.error():
-                got.append(m.value())
+        got = poll_values(c, 20, until=expected)
         if len(got) == expected:       # nothing more arrives after what was expected
-            end = time.monotonic() + 1.0
-            while time.monotonic() < end:
-                m = c.poll(0.2)
-                if m is not None and not m.error():
-                    got.append(m.value())
+            got += poll_values(c, 1.0)
+        return got
     finally:
         c.close()
-    return got
 
 
 def _confluent(bs: str, topic: str, tid: str) -> str:
