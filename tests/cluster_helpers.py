@@ -127,6 +127,16 @@ async def connect(c: Cluster, broker_id: int, client_id: str = "test") -> KafkaC
     return await KafkaClientConnection.connect(b.host, b.port, client_id=client_id)
 
 
+async def request_once(c: Cluster, broker_id: int, req: Any, version: int,
+                       client_id: str = "test") -> Any:
+    """`req` at `version` on a connection of its own to `broker_id`, closed after the answer."""
+    conn = await connect(c, broker_id, client_id)
+    try:
+        return await conn.request(req, version)
+    finally:
+        conn.close()
+
+
 async def wait_until(cond: Callable[[], Any], timeout: float = 60.0, what: str = "") -> Any:
     """Poll `cond` every 10 ms of loop time (virtual in tests) until it is truthy."""
     loop = asyncio.get_running_loop()

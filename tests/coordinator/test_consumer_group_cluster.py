@@ -13,6 +13,7 @@ from minibroker.cluster import Cluster
 from minibroker.network.client import KafkaClientConnection
 from minibroker.protocol.messages import (ConsumerGroupDescribeRequest,
                                           ConsumerGroupHeartbeatRequest)
+from tests.cluster_helpers import request_once
 
 GROUP = "kip848"
 _TP = ConsumerGroupHeartbeatRequest.TopicPartitions
@@ -25,11 +26,8 @@ async def find_coordinator(c: Cluster, not_: int | None = None) -> int:
         for b in c.brokers.values():
             if not b.running:
                 continue
-            conn = await KafkaClientConnection.connect(b.host, b.port, client_id="t")
-            try:
-                r = await conn.request(FindCoordinatorRequest(key=GROUP, key_type=0), 3)
-            finally:
-                conn.close()
+            r = await request_once(c, b.node_id, FindCoordinatorRequest(key=GROUP, key_type=0), 3,
+                                   client_id="t")
             if r.error_code == 0 and r.node_id != not_:
                 return r.node_id
             break
@@ -57,13 +55,8 @@ async def heartbeat(c: Cluster, node: int, member: str, epoch: int, owned=None, 
 
 
 async def describe(c: Cluster, node: int):
-    b = c.brokers[node]
-    conn = await KafkaClientConnection.connect(b.host, b.port, client_id="d")
-    try:
-        r = await conn.request(ConsumerGroupDescribeRequest(
-            group_ids=[GROUP], include_authorized_operations=False), 1)
-    finally:
-        conn.close()
+    r = await request_once(c, node, ConsumerGroupDescribeRequest(
+        group_ids=[GROUP], include_authorized_operations=False), 1, client_id="d")
     [g] = r.groups
     return g
 

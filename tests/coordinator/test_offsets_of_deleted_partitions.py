@@ -17,7 +17,7 @@ from minibroker.broker.metadata_cache import PartitionInfo, TopicInfo
 from minibroker.cluster import Cluster
 from minibroker.network.client import KafkaClientConnection
 from minibroker.protocol.records import GroupMetadataKey, OffsetCommitKey
-from tests.cluster_helpers import wait_until
+from tests.cluster_helpers import request_once, wait_until
 from tests.coordinator.test_classic_group import (GROUP, broker, lead, loaded,  # noqa: F401
                                                   stable_one)
 from tests.coordinator.test_consumer_group import hb
@@ -122,11 +122,8 @@ async def test_a_commit_in_flight_when_its_partition_is_removed_is_dropped(broke
 async def find_coordinator(c: Cluster, group: str, not_: int | None = None) -> int:
     for _ in range(400):
         b = next(b for b in c.brokers.values() if b.running)
-        conn = await KafkaClientConnection.connect(b.host, b.port, client_id="t")
-        try:
-            r = await conn.request(FindCoordinatorRequest(key=group, key_type=0), 3)
-        finally:
-            conn.close()
+        r = await request_once(c, b.node_id, FindCoordinatorRequest(key=group, key_type=0), 3,
+                               client_id="t")
         if r.error_code == 0 and r.node_id != not_:
             return r.node_id
         await asyncio.sleep(0.05)
