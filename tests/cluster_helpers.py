@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
@@ -148,6 +148,18 @@ async def wait_until(cond: Callable[[], Any], timeout: float = 60.0, what: str =
         if loop.time() >= end:
             raise AssertionError(f"timed out after {timeout}s waiting for {what or cond}")
         await asyncio.sleep(0.01)
+
+
+async def until_partition(c: Cluster, topic: str, partition: int,
+                          probe: Callable[[], Awaitable[Any]], timeout: float = 60.0) -> Any:
+    """Await `probe()` every 10 ms of loop time until it returns something other than None
+    (returned); past `timeout`, fail showing the controller's state of the partition."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while (v := await probe()) is None:
+        assert loop.time() < end, await c.partition_state(topic, partition)
+        await asyncio.sleep(0.01)
+    return v
 
 
 async def wait_for_isr(c: Cluster, topic: str, partition: int, isr: set[int],

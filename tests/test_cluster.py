@@ -15,8 +15,8 @@ from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import MetadataRequest
 
 from cluster_helpers import (batch, connect, fetch_request, fetched_records, log_bytes,
-                             log_records, produce_request, produce_response, wait_for_isr,
-                             wait_until, wire)
+                             log_records, produce_request, produce_response, until_partition,
+                             wait_for_isr, wait_until, wire)
 from minibroker.cluster import Cluster
 from minibroker.network.client import ConnectionClosed
 
@@ -46,12 +46,7 @@ async def wait_leader_serving(c: Cluster, topic: str, partition: int) -> int:
         b = c.brokers.get(leader)
         p = b.replica_manager.get(topic, partition) if b is not None and b.running else None
         return leader if p is not None and p.is_leader else None
-    loop = asyncio.get_running_loop()
-    end = loop.time() + 60
-    while (leader := await serving()) is None:
-        assert loop.time() < end, await c.partition_state(topic, partition)
-        await asyncio.sleep(0.01)
-    return leader
+    return await until_partition(c, topic, partition, serving)
 
 
 # ---------------------------------------------------------------------- control API

@@ -16,8 +16,8 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
 
 from cluster_helpers import (batch, connect, fetch_request, fetched_records, list_offsets_request,
-                             log_bytes, log_records, produce_request, produce_response, wait_for_isr,
-                             wait_until, wire)
+                             log_bytes, log_records, produce_request, produce_response, until_partition,
+                             wait_for_isr, wait_until, wire)
 from minibroker.cluster import Cluster
 
 LAG_MS = 10_000
@@ -71,12 +71,7 @@ async def settle(c: Cluster, topic: str = T, partition: int = 0) -> dict:
         ends = {(st["logs"][r]["log_end_offset"], st["logs"][r]["high_watermark"])
                 for r in st["isr"]}
         return st if len(ends) == 1 and len(set(next(iter(ends)))) == 1 else None
-    loop = asyncio.get_running_loop()
-    end = loop.time() + 60
-    while (st := await done()) is None:
-        assert loop.time() < end, await c.partition_state(topic, partition)
-        await asyncio.sleep(0.01)
-    return st
+    return await until_partition(c, topic, partition, done)
 
 
 @pytest.fixture
