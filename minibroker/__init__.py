@@ -9,10 +9,16 @@ live in `minibroker.testing`.
 """
 from __future__ import annotations
 
+import warnings as _warnings
 from importlib.metadata import PackageNotFoundError, version as _version
 
-from minibroker.cluster import Cluster
-from minibroker.config import ClusterConfig
+with _warnings.catch_warnings():
+    # kafka-python defines its message classes on import, reading each schema with
+    # importlib.resources.read_text (deprecated in Python 3.11-3.12): ~200 warnings that are not
+    # the user's, shown by pytest >= 9.2 when the plugin loads.
+    _warnings.filterwarnings("ignore", r"(read|open)_text is deprecated", DeprecationWarning)
+    from minibroker.cluster import Cluster
+    from minibroker.config import ClusterConfig
 
 try:
     __version__ = _version("minibroker")

@@ -81,3 +81,14 @@ def test_fresh_cluster_fixture_is_new_for_each_test_and_the_session_one_is_share
     """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=180)
     result.assert_outcomes(passed=2)
+
+
+def test_loading_the_plugin_raises_no_deprecation_warning():
+    """pytest >= 9.2 shows the warnings raised while it imports plugins: importing the plugin (and
+    with it kafka-python's message classes) must raise none."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c",
+                        "import minibroker.testing.pytest_plugin, minibroker.cli"],
+                       capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr[-2000:]

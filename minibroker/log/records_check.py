@@ -11,9 +11,10 @@ does not decode (or decodes to a gigabyte), a record count that does not match t
 
 Cost: a compressed batch is decompressed (C) and walked record by record, as Kafka's validator
 does (~1.4 µs per record here). An uncompressed batch, the produce hot path at ~1.5 M records/s,
-only has its record lengths walked (~0.12 µs per record): the count is exact and every record's
-bytes lie inside the batch, but fields inside a record and offset deltas are not read (Kafka's
-validator rewrites wrong inner offsets instead of refusing them; readers here tolerate bad fields).
+only has its record lengths walked (0.16-0.35 µs per record here, by machine load; an append of
+a 160-record batch costs ~30 µs without it): the count is exact and every record's bytes lie
+inside the batch, but fields inside a record and offset deltas are not read (Kafka's validator
+rewrites wrong inner offsets instead of refusing them; readers here tolerate bad fields).
 A batch whose declared count cannot fit in its bytes (every record takes at least 7) is refused
 before any walk. A codec library that is not installed (the `codecs` extra) leaves that codec's
 contents unchecked.
@@ -58,23 +59,26 @@ def check_records(body, count: int, compression: int, *,
 
 
 def _walk_lengths(buf, count: int) -> None:
-    """The records' length prefixes tile `buf` exactly, `count` of them, each a possible record."""
+    """The records' length prefixes tile `buf` exactly, `count` of them, each a possible record.
+    One- and two-byte lengths (records under 8 KiB) are read inline; the zigzag sign is the first
+    byte's low bit, so a negative length is refused before it is decoded."""
     end = len(buf)
     pos = n = 0
     while pos < end:
         b = buf[pos]
-        if b < 0x80:                                       # one-byte length: records < 64 bytes
-            length = (b >> 1) ^ -(b & 1)
-            pos += 1
-        elif pos + 1 < end and buf[pos + 1] < 0x80:        # two bytes: < 8 KiB
-            v = (b & 0x7F) | (buf[pos + 1] << 7)
-            length = (v >> 1) ^ -(v & 1)
-            pos += 2
+        if b < 0x80:
+            if b < 12 or b & 1:                     # shorter than a record, or negative
+                raise _bad(f"record {n} has length {(b >> 1) ^ -(b & 1)}")
+            pos += 1 + (b >> 1)
         else:
-            length, pos = _varint(buf, pos, end)
-        if length < MIN_RECORD_SIZE - 1:
-            raise _bad(f"record {n} has length {length}")
-        pos += length
+            v = buf[pos + 1] if pos + 1 < end else 0x80
+            if v < 0x80 and not b & 1:              # two bytes, positive: 64 .. 8191
+                pos += 2 + (((b & 0x7F) | (v << 7)) >> 1)
+            else:
+                length, pos = _varint(buf, pos, end)
+                if length < MIN_RECORD_SIZE - 1:
+                    raise _bad(f"record {n} has length {length}")
+                pos += length
         n += 1
     if pos != end:
         raise InvalidRecordError(

@@ -185,7 +185,7 @@ def test_a_stock_admin_client_meets_the_forced_quota_and_backs_off():
     THROTTLING_QUOTA_EXCEEDED raised, the node paused for throttle_time_ms, then it goes through."""
     import time
 
-    from kafka.admin import KafkaAdminClient, NewPartitions
+    from kafka.admin import KafkaAdminClient
 
     from minibroker.testing.threaded import ThreadedCluster
     with ThreadedCluster(brokers=1) as c:
@@ -194,14 +194,14 @@ def test_a_stock_admin_client_meets_the_forced_quota_and_backs_off():
         admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
         try:
             with pytest.raises(ThrottlingQuotaExceededError):
-                admin.create_partitions({"a": NewPartitions(2)})
+                admin.create_partitions({"a": 2})
             time.sleep(0.4)
-            admin.create_partitions({"a": NewPartitions(2)})
+            admin.create_partitions({"a": 2})
             assert c.partition_state("a", 1)["leader"] == 1
             c.set_controller_mutation_rate(0.0)
-            admin.create_partitions({"a": NewPartitions(3)})       # admitted, bucket in debt
+            admin.create_partitions({"a": 3})       # admitted, bucket in debt
             with pytest.raises(ThrottlingQuotaExceededError):
-                admin.create_partitions({"a": NewPartitions(4)})
+                admin.create_partitions({"a": 4})
         finally:
             admin.close()
 
