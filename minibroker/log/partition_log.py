@@ -61,7 +61,8 @@ class UnexpectedAppendOffsetError(Exception):
 
 class StoredBatch:
     __slots__ = ("data", "view", "base_offset", "last_offset", "max_timestamp", "leader_epoch", "size",
-                 "attributes", "producer_id", "producer_epoch", "base_sequence", "held")
+                 "attributes", "producer_id", "producer_epoch", "base_sequence", "held",
+                 "delete_horizon")
 
     def __init__(self, data: bytearray | memoryview, header: BatchHeader, base_offset: int, leader_epoch: int,
                  max_timestamp: int, attributes: int) -> None:
@@ -81,6 +82,7 @@ class StoredBatch:
         # objects (the fuzzer's 70-byte batches held ~7x their size, so 10 MB became 107 MB).
         owner = data.obj if isinstance(data, memoryview) else data
         self.held = max(len(owner), self.size) + BATCH_OVERHEAD
+        self.delete_horizon = -1        # compaction: when its tombstones may go (log/cleaner.py)
 
     @property
     def timestamp_type(self) -> int:
@@ -129,6 +131,14 @@ class PartitionLog:
         self.memory = memory if memory is not None else LogMemory()
         self.memory.register(self)
         self.high_watermark_of: Callable[[], int] = lambda: self.log_end_offset
+        # Compaction (log/cleaner.py): where the last cleaning ended, the earliest delete horizon of
+        # the tombstones kept (-1: none), and the active segment (rolled on append by segment.ms /
+        # segment.bytes, tracked only on compacted topics: its base offset, start time and bytes).
+        self.first_dirty_offset = 0
+        self.next_delete_horizon = -1
+        self._segment_base: int | None = None
+        self._segment_started_ms = 0
+        self._segment_bytes = 0
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, [{self.log_start_offset}, {self.log_end_offset}), "
@@ -241,12 +251,63 @@ class PartitionLog:
         return AppendResult(first.base_offset, expected - 1, NO_TIMESTAMP, self.log_start_offset)
 
     def _store(self, batch: StoredBatch) -> None:
+        if self.config.compacts:
+            self._maybe_roll(batch)
         self._bases.append(batch.base_offset)
         self._stored.append(batch)
         self.memory.stored(batch.held)
         self.size_bytes += batch.size
         self.held_bytes += batch.held
         self.log_end_offset = batch.last_offset + 1
+
+    def _maybe_roll(self, batch: StoredBatch) -> None:
+        """Kafka's UnifiedLog.maybeRoll: a new segment after segment.ms or segment.bytes."""
+        now = self.clock.now_ms() if self.clock is not None else 0
+        if (self._segment_base is None or now - self._segment_started_ms >= self.config.segment_ms
+                or self._segment_bytes + batch.size > self.config.segment_bytes):
+            self._segment_base, self._segment_started_ms, self._segment_bytes = (
+                batch.base_offset, now, 0)
+        self._segment_bytes += batch.size
+
+    @property
+    def active_segment_base(self) -> int:
+        """Where the active segment starts (the LEO when none is tracked: all of it rolled)."""
+        return self.log_end_offset if self._segment_base is None else self._segment_base
+
+    @property
+    def last_batch_base(self) -> int:
+        return self._stored[-1].base_offset if self.batch_count else self.log_end_offset
+
+    def batches_from(self, offset: int) -> Iterator[StoredBatch]:
+        """The stored batches from the one holding `offset` on, in offset order."""
+        start = max(bisect_right(self._bases, offset, self._head) - 1, self._head)
+        return islice(self._stored, start, None)
+
+    def replace_batches(self, replacements: dict[int, StoredBatch | None]) -> None:
+        """Compaction: swap the batches at these base offsets for rewritten ones (None: drop),
+        offsets kept. Readers holding the old batches' views keep reading the old bytes."""
+        stored, bases = self._stored, self._bases
+        kept_batches: list[StoredBatch | None] = []
+        kept_bases: list[int] = []
+        freed = added = 0
+        for i in range(self._head, len(stored)):
+            batch = stored[i]
+            if batch.base_offset in replacements:
+                new = replacements[batch.base_offset]
+                self.size_bytes -= batch.size
+                self.held_bytes -= batch.held
+                freed += batch.held
+                if new is None:
+                    continue
+                self.size_bytes += new.size
+                self.held_bytes += new.held
+                added += new.held
+                batch = new
+            kept_batches.append(batch)
+            kept_bases.append(batch.base_offset)
+        self._stored, self._bases, self._head = kept_batches, kept_bases, 0
+        self.memory.released(freed)
+        self.memory.stored(added)
 
     # -- reads -----------------------------------------------------------------------------------------
 
@@ -315,6 +376,9 @@ class PartitionLog:
             del stored[i:], self._bases[i:]
         self.log_end_offset = min(self.log_end_offset, offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.first_dirty_offset = min(self.first_dirty_offset, self.log_end_offset)
+        if self._segment_base is not None and self._segment_base >= self.log_end_offset:
+            self._segment_base = None
         self.epochs.truncate_from_end(self.log_end_offset)
         self._rebuild_producers(removed)
         return True
@@ -327,6 +391,7 @@ class PartitionLog:
         self.memory.released(self.held_bytes)
         self.size_bytes = self.held_bytes = 0
         self.log_start_offset = self.log_end_offset = offset
+        self.first_dirty_offset, self._segment_base = offset, None
         self.epochs.clear()
         self.producers.clear()
 
