@@ -211,7 +211,8 @@ async def expansion_scenario(faults: bool) -> dict:
                        failures=app.metric("num-autoscaling-failures"), state=app.state,
                        stay=len(stay), attempts=app.autoscaler.attempts,
                        failed_attempts=app.autoscaler.failed_attempts,
-                       faults_left=cluster.faults.pop_topic_error(37, REPARTITION))
+                       faults_left=cluster.faults.pop_topic_error(37, REPARTITION),
+                       followups=app.followups_asked)
             await app.close()
         await admin.close()
         return out
@@ -219,10 +220,13 @@ async def expansion_scenario(faults: bool) -> dict:
 
 def _check_expansion(r: dict, faults: bool) -> None:
     print(f"expansion: {r}")
-    if faults:        # both forced refusals were met, the first beside the changelog's success
+    if faults:        # both forced refusals were met, the first beside the changelog's success;
+        # each retried after the throttle time, the success followed up 10 s later
         assert r["faults_left"] == (0, 0) and r["failed_attempts"] == 2 and r["attempts"] == 3
+        assert r["followups"] == [1.0, 1.0, 10.0]
     else:
         assert r["attempts"] == 1 and r["failed_attempts"] == 0
+        assert r["followups"] == [10.0]
     assert r["widths"] == {REPARTITION: 8, CHANGELOG: 8}
     assert r["expansions"] == [(4, 8)]
     assert r["before"] == ((4, 4), (4, 4)) and r["after"] == ((8, 8), (8, 8))

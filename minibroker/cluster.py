@@ -70,6 +70,10 @@ class ControllerChannel:
         return await (await self._active()).alter_topic_configs(
             name, changes, replace=replace, validate_only=validate_only)
 
+    async def alter_broker_configs(self, resource_name: str, changes: dict, validate_only: bool):
+        return await (await self._active()).alter_broker_configs(
+            resource_name, changes, validate_only=validate_only)
+
     # Reassignments (KIP-455 and the private AssignPartitions / PartitionAssignmentStatus APIs).
     async def assign_partitions(self, assignments: list[tuple[str, int, list[int]]]):
         return await (await self._active()).assign_partitions(assignments)

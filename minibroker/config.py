@@ -18,6 +18,12 @@ _AT_LEAST = {"num_partitions": 1, "default_replication_factor": 1, "min_insync_r
              "group_initial_rebalance_delay_ms": 0}
 
 
+# The broker configs IncrementalAlterConfigs may change at runtime (Kafka's dynamic broker
+# configs; here only the replication throttle rates, bytes/s, minibroker.broker.throttle).
+LEADER_REPLICATION_THROTTLED_RATE = "leader.replication.throttled.rate"
+FOLLOWER_REPLICATION_THROTTLED_RATE = "follower.replication.throttled.rate"
+DYNAMIC_BROKER_CONFIGS = (LEADER_REPLICATION_THROTTLED_RATE, FOLLOWER_REPLICATION_THROTTLED_RATE)
+
 @dataclass(frozen=True)
 class ClusterConfig:
     brokers: int = 3

@@ -1,7 +1,8 @@
 """`minibroker consumer-groups` — kafka-consumer-groups.sh's flags and output, over the wire.
 
     minibroker consumer-groups --bootstrap-server 127.0.0.1:9092 --list
-    minibroker consumer-groups --bootstrap-server ... --describe --group g
+    minibroker consumer-groups --bootstrap-server ... --describe --group g [--members [--verbose] |
+        --state]
     minibroker consumer-groups --bootstrap-server ... --reset-offsets --group g \\
         --topic t[:0,1] | --all-topics  --to-earliest | --to-latest | --to-offset N | --shift-by N \\
         --dry-run | --execute
@@ -37,6 +38,13 @@ def add_groups_parser(sub) -> None:
                         help="reset the committed offsets of an inactive --group")
     action.add_argument("--delete", action="store_true", help="delete an empty --group")
     g.add_argument("--group", action="append", default=[], help="group id (repeat for several)")
+    what = g.add_mutually_exclusive_group()
+    what.add_argument("--members", action="store_true",
+                      help="--describe: the members and how many partitions each has")
+    what.add_argument("--state", action="store_true",
+                      help="--describe: coordinator, assignment strategy, state, member count")
+    g.add_argument("--verbose", action="store_true",
+                   help="--describe --members: each member's partitions too")
     g.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P...]",
                    help="--reset-offsets: a topic, or some of its partitions")
     g.add_argument("--all-topics", action="store_true",
@@ -63,7 +71,12 @@ async def _main(args) -> None:
         elif args.describe:
             groups = await admin.list_groups_typed()
             for group in args.group:
-                await _describe(admin, group, groups.get(group))
+                if args.members:
+                    await _describe_members(admin, group, groups.get(group), args.verbose)
+                elif args.state:
+                    await _describe_state(admin, group, groups.get(group))
+                else:
+                    await _describe(admin, group, groups.get(group))
         elif args.reset_offsets:
             groups = await admin.list_groups_typed()
             for group in args.group:
@@ -74,13 +87,57 @@ async def _main(args) -> None:
 
 async def _members(admin: Admin, group: str, kind: tuple | None) -> tuple[str, list[dict]]:
     """(state, members) of a classic or a KIP-848 group; ("Dead", []) when unknown."""
+    state, members, _ = await _group(admin, group, kind)
+    return state, members
+
+
+async def _group(admin: Admin, group: str, kind: tuple | None) -> tuple[str, list[dict], str]:
+    """(state, members, assignment strategy) of a classic or a KIP-848 group."""
     if kind is None:
-        return "Dead", []
+        return "Dead", [], ""
     if kind[2] == "consumer":
         d = (await admin.describe_consumer_groups([group]))[group]
-    else:
-        d = (await admin.describe_groups([group]))[group]
-    return d["state"], d["members"]
+        return d["state"], d["members"], d["assignor"]
+    d = (await admin.describe_groups([group]))[group]
+    return d["state"], d["members"], d["protocol"] or ""
+
+
+def _missing(group: str) -> None:
+    print(f"Error: Consumer group '{group}' does not exist.", file=sys.stderr)
+    sys.exit(1)
+
+
+async def _describe_members(admin: Admin, group: str, kind: tuple | None,
+                            verbose: bool) -> None:
+    if kind is None:
+        _missing(group)
+    state, members, _ = await _group(admin, group, kind)
+    if not members:
+        print(f"\nConsumer group '{group}' has no active members.")
+        return
+    rows = []
+    for m in sorted(members, key=lambda m: m["member_id"]):
+        parts = {t: sorted(ps) for t, ps in sorted(m["assignment"].items()) if ps}
+        row = (group, m["member_id"], m["client_host"], m["client_id"],
+               sum(len(ps) for ps in parts.values()))
+        if verbose:
+            row += (", ".join(f"{t}({','.join(map(str, ps))})" for t, ps in parts.items())
+                    or "-",)
+        rows.append(row)
+    headers = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS") + \
+        (("ASSIGNMENT",) if verbose else ())
+    print(_table(rows, headers, [None, None, None, None, 15, None][:len(headers)]))
+
+
+async def _describe_state(admin: Admin, group: str, kind: tuple | None) -> None:
+    if kind is None:
+        _missing(group)
+    state, members, strategy = await _group(admin, group, kind)
+    node = await admin._coordinator(group)
+    host, port = admin.pool.addresses.get(node, ("?", -1))
+    print(_table([(group, f"{host}:{port} ({node})", strategy or "", state, len(members))],
+                 ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
+                 [None, None, 20, 20, None]))
 
 
 def _table(rows: list[tuple], headers: tuple, widths: list[int | None]) -> str:
@@ -96,10 +153,9 @@ def _table(rows: list[tuple], headers: tuple, widths: list[int | None]) -> str:
 
 
 async def _describe(admin: Admin, group: str, kind: tuple | None) -> None:
-    state, members = await _members(admin, group, kind)
     if kind is None:
-        print(f"Error: Consumer group '{group}' does not exist.", file=sys.stderr)
-        sys.exit(1)
+        _missing(group)
+    state, members = await _members(admin, group, kind)
     committed = await admin.list_group_offsets(group)
     owner: dict[TopicPartition, dict] = {}
     for m in members:

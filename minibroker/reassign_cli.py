@@ -5,9 +5,14 @@ the KIP-179 draft's request ids and progress:
         --reassignment-json-file move.json          # prints the request id, returns at once
     minibroker reassign-partitions --bootstrap-server ... --progress [--request 42]
     minibroker reassign-partitions --bootstrap-server ... --verify --reassignment-json-file move.json
+    minibroker reassign-partitions --bootstrap-server ... --execute --throttle 1000000 \
+        --reassignment-json-file move.json          # the moving replicas get 1 MB/s
+    minibroker reassign-partitions --bootstrap-server ... --cancel --reassignment-json-file move.json
 
 The file is Kafka's: {"version": 1, "partitions": [{"topic": "t", "partition": 0,
 "replicas": [1, 2, 3]}, ...]}. --progress without --request reports the most recent request.
+--throttle and --cancel work as Kafka's (minibroker.reassign_throttle): --verify clears the
+throttle once every move completed, --cancel keeps the old replicas and clears it too.
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import asyncio
 import json
 import sys
 
+from minibroker import reassign_throttle as throttle
 from minibroker.cli_common import bootstrap_servers, connect_any
 from minibroker.client.admin import Admin
 from minibroker.client.records import TopicPartition
@@ -28,11 +34,17 @@ def add_reassign_parser(sub) -> None:
     g = r.add_mutually_exclusive_group(required=True)
     for action, what in (("execute", "start the moves in --reassignment-json-file"),
                          ("progress", "each new replica's share of the leader's log"),
-                         ("verify", "whether the file's moves are complete")):
+                         ("verify", "whether the file's moves are complete (then clears the "
+                                    "throttle)"),
+                         ("cancel", "cancel the file's moves: the old replicas stay")):
         g.add_argument(f"--{action}", action="store_true", help=what)
     r.add_argument("--reassignment-json-file", metavar="FILE",
                    help="Kafka's reassignment JSON (--execute, --verify)")
     r.add_argument("--request", type=int, default=-1, help="request id (-1: the latest)")
+    r.add_argument("--throttle", type=int, default=-1, metavar="BYTES/S",
+                   help="--execute: replication rate of the moving replicas (-1: no limit)")
+    r.add_argument("--preserve-throttles", action="store_true",
+                   help="--cancel: leave the throttle configs in place")
     r.set_defaults(func=lambda args: asyncio.run(_reassign(args)))
 
 
@@ -52,14 +64,23 @@ async def _reassign(args) -> None:
     (await connect_any(args.bootstrap_server, "minibroker-reassign")).close()  # one clear error
     async with Admin(args.bootstrap_server, client_id="minibroker-reassign") as admin:
         if args.execute:
-            await _execute(admin, _targets(args.reassignment_json_file))
+            await _execute(admin, _targets(args.reassignment_json_file), args.throttle)
         elif args.progress:
             await _progress(admin, args.request)
+        elif args.cancel:
+            await throttle.cancel(admin, _targets(args.reassignment_json_file),
+                                  args.preserve_throttles)
         else:
             await _verify(admin, _targets(args.reassignment_json_file))
 
 
-async def _execute(admin: Admin, targets: dict[TopicPartition, list[int]]) -> None:
+async def _execute(admin: Admin, targets: dict[TopicPartition, list[int]],
+                   rate: int = -1) -> None:
+    if rate >= 0:
+        print("Warning: You must run --verify periodically, until the reassignment completes, "
+              "to ensure the throttle is removed.")
+        await throttle.set_throttles(admin, targets,
+                                     await throttle.current_replicas(admin, targets), rate)
     request_id, results = await admin.assign_partitions(targets, raise_on_error=False)
     failed = [(tp, b, e) for (tp, b), e in results.items() if e is not None]
     for tp, b, e in failed:
@@ -101,10 +122,15 @@ async def _progress(admin: Admin, request_id: int) -> None:
 
 
 async def _verify(admin: Admin, targets: dict[TopicPartition, list[int]]) -> None:
+    done = True
     for topic in sorted({tp.topic for tp in targets}):
         await admin.metadata.refresh([topic])
     for tp, want in sorted(targets.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
         md = admin.metadata.topic(tp.topic)
         p = md.partitions.get(tp.partition) if md is not None else None
         state = "completed" if p is not None and list(p.replicas) == want else "still in progress"
+        done &= state == "completed"
         print(f"Reassignment of partition {tp.topic}-{tp.partition} is {state}.")
+    topics = {tp.topic for tp in targets}
+    if done and await throttle.throttled(admin, topics):
+        await throttle.clear_throttles(admin, topics)

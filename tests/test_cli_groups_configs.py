@@ -9,11 +9,8 @@ import sys
 import time
 
 import pytest
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import (Consumer, ConsumerGroupTopicPartitions, Producer,  # noqa: E402
-                             TopicPartition)
-from confluent_kafka.admin import AdminClient, ConfigResource  # noqa: E402
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 pytestmark = [pytest.mark.real_time, pytest.mark.timeout(240)]
 
@@ -101,6 +98,24 @@ def test_consumer_groups_describe_reset_list_delete(served, protocol):
             == [("0", "2", "5", "3"), ("1", "4", "5", "1")]
         assert {(d["CONSUMER-ID"], d["HOST"], d["CLIENT-ID"]) for d in got} == {
             (member.member_id, member.host, member.client_id)}
+
+        # --members [--verbose] and --state, against the AdminClient's description.
+        d = admin.describe_consumer_groups([group])[group].result(30)
+        r = cli(served, "consumer-groups", "--describe", "--group", group, "--members",
+                "--verbose")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[1].split() == [
+            "GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
+        assert r.stdout.splitlines()[2].split() == [
+            group, member.member_id, member.host, member.client_id, "2", "orders(0,1)"]
+        r = cli(served, "consumer-groups", "--describe", "--group", group, "--state")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[1].split() == [
+            "GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+        g, address, node, strategy, state, count = r.stdout.splitlines()[2].split()
+        assert (g, node, strategy, state.upper(), count) == (
+            group, f"({d.coordinator.id})", d.partition_assignor, d.state.name, "1")
+        assert address == f"{d.coordinator.host}:{d.coordinator.port}"
 
         # Kafka's rule: offsets are reset only while the group has no members.
         r = cli(served, "consumer-groups", "--reset-offsets", "--group", group, "--all-topics",
@@ -194,5 +209,6 @@ def test_configs_describe_and_alter(served):
     assert r.returncode == 0 and r.stdout.startswith("All configs for broker 2 are:\n")
     shown = dict(ln.split()[0].split("=", 1) for ln in r.stdout.splitlines()[1:])
     [fut] = admin.describe_configs([ConfigResource("broker", "2")]).values()
-    assert shown == {n: e.value for n, e in fut.result(30).items()}
+    # a null value (broker.rack without a rack) prints as nothing after the "="
+    assert shown == {n: "" if e.value is None else e.value for n, e in fut.result(30).items()}
     assert shown["group.initial.rebalance.delay.ms"] == "0"

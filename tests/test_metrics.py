@@ -11,12 +11,12 @@ import urllib.request
 
 import pytest
 
-pytest.importorskip("prometheus_client")
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition  # noqa: E402
-from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.record.default_records import DefaultRecordBatchBuilder
+# The test extra installs prometheus_client: missing, this module fails rather than skips.
+from prometheus_client.parser import text_string_to_metric_families
 
-pytestmark = [pytest.mark.real_time, pytest.mark.timeout(180)]
+pytestmark = pytest.mark.timeout(180)
 N = 20
 VALUE = b"v" * 100
 
@@ -69,6 +69,7 @@ def batch_size(value: bytes) -> int:
     return len(b.build())
 
 
+@pytest.mark.real_time
 def test_metrics_move_by_what_the_client_sent_and_read(served):
     bootstrap, url = served
     r = subprocess.run([sys.executable, "-m", "minibroker", "topics", "--bootstrap-server",
@@ -136,3 +137,66 @@ def test_metrics_move_by_what_the_client_sent_and_read(served):
     assert total(m, "kafka_consumergroup_lag", **labels) == N - 5
     assert total(m, "kafka_server_group_coordinator_metrics_group_count",
                  protocol="classic") == 1
+
+
+@pytest.mark.cluster(brokers=3, replica_lag_time_max_ms=2000)
+async def test_isr_shrink_and_expand_move_the_gauges_and_counters(cluster):
+    """A follower that stops fetching is dropped from the ISR by its leader (one shrink, one
+    under-replicated partition); fetching again, it is taken back (one expand)."""
+    import asyncio
+
+    import kafka.errors as Errors
+
+    from minibroker.metrics import MetricsServer
+    metrics = MetricsServer(cluster)
+
+    def now() -> dict:
+        return {(n, ls): v for (n, ls), v in _parse(metrics.text().decode()).items()}
+
+    await cluster.create_topic("isr", partitions=1, replication_factor=3)
+    leader = await cluster.leader_of("isr", 0)
+    follower = next(b for b in (1, 2, 3) if b != leader)
+    before = now()
+    # The leader answers the follower's fetches with an error while `blocked` (a fault control).
+    from kafka.protocol.api_key import ApiKey
+    from kafka.protocol.consumer import FetchResponse
+    blocked = [True]
+
+    def refuse(req, ctx):
+        if blocked[0] and ctx.broker.node_id == leader and req.replica_id == follower:
+            return FetchResponse(throttle_time_ms=0, error_code=Errors.UnknownError.errno,
+                                 session_id=0, responses=[])
+        return None
+    cluster.faults.control(ApiKey.Fetch, refuse)
+
+    async def until(pred, what: str) -> dict:
+        deadline = asyncio.get_running_loop().time() + 30
+        while asyncio.get_running_loop().time() < deadline:
+            m = now()
+            if pred(m):
+                return m
+            await asyncio.sleep(0.1)
+        raise AssertionError(what)
+
+    def count(m, name, broker=None):
+        return total(m, name, **({} if broker is None else {"broker": str(broker)})) - \
+            total(before, name, **({} if broker is None else {"broker": str(broker)}))
+
+    under = "kafka_server_replicamanager_underreplicatedpartitions"
+    m = await until(lambda m: total(m, under, broker=str(leader)) == 1,
+                    "never under-replicated")
+    assert count(m, "kafka_server_replicamanager_isrshrinks_total", leader) == 1
+    assert count(m, "kafka_server_replicamanager_isrshrinks_total") == 1
+    blocked[0] = False                                          # fetching again
+    m = await until(lambda m: total(m, under) == 0, "still under-replicated")
+    assert count(m, "kafka_server_replicamanager_isrexpands_total", leader) == 1
+    assert count(m, "kafka_server_replicamanager_isrexpands_total") == 1
+    assert count(m, "kafka_server_replicamanager_isrshrinks_total") == 1
+
+
+def _parse(text: str) -> dict[tuple, float]:
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out

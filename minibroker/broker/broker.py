@@ -19,6 +19,7 @@ from minibroker.broker.fetch_session import FetchSessionCache
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.stats import BrokerStats
+from minibroker.broker.throttle import ReplicationThrottle
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
 from minibroker.coordinator.offsets import OFFSETS_TOPIC
@@ -49,13 +50,17 @@ class Broker:
         self.controller_mutation_quota = ControllerMutationQuota(
             config.controller_mutation_rate, config.controller_quota_window_num,
             config.controller_quota_window_size_seconds)
+        # Dynamic broker configs, {broker id or "" (cluster default): {name: value}}, as the
+        # controller's UpdateMetadata last said; the throttle rates among them drive `throttle`.
+        self.dynamic_configs: dict[str, dict[str, str]] = {}
+        self.throttle = ReplicationThrottle(node_id, clock.monotonic)
         # Topic configs not set on a topic default to the broker's log.* configs (Kafka's synonyms).
         self.log_defaults = broker_defaults(config.describe())
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
                                                 ids.rng)
         self.replica_manager = ReplicaManager(node_id, config, clock, self.metadata,
                                               controller_channel, self.log_defaults,
-                                              stats=self.stats)
+                                              stats=self.stats, throttle=self.throttle)
         self.groups = GroupCoordinatorRuntime(
             node_id, config, clock, ids, self.metadata,
             ReplicaManagerPartitionWriter(self.replica_manager, OFFSETS_TOPIC),
@@ -118,6 +123,15 @@ class Broker:
             await self._control_server.wait_closed()
             self._control_server = None
         log.info("broker %d stopped", self.node_id)
+
+    def apply_dynamic_configs(self, entries) -> None:
+        """UpdateMetadata's BrokerConfigs: this broker's own values over the cluster default."""
+        by_resource: dict[str, dict[str, str]] = {}
+        for e in entries:
+            by_resource.setdefault(e.resource_name, {})[e.name] = e.value
+        self.dynamic_configs = by_resource
+        self.throttle.configure({**by_resource.get("", {}),
+                                 **by_resource.get(str(self.node_id), {})})
 
     async def next_producer_id(self) -> int:
         """From a block of ids the controller allocated to this broker (ProducerIdsRecord)."""

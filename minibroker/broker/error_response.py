@@ -1,10 +1,11 @@
 """Any request's answer with one error code everywhere: Kafka's AbstractRequest.getErrorResponse.
 
 Built from the schemas, so it works for every API: the response's error_code fields get the code,
-and its per-item arrays mirror the request's (each topic / partition / group asked about comes
-back, named by its key fields, with the error). Offsets, epochs, watermarks, leader ids and
-timestamps without a schema default answer -1 (unknown), as Kafka's error responses do; every
-other field keeps its schema default. Used for injected faults (broker/faults.py), a cold path.
+and its per-item arrays mirror the request's (each topic / partition / group / key asked about
+comes back, named by its key field, with the error). Offsets, epochs, watermarks, leader and node
+ids, ports and timestamps without a schema default answer -1 (unknown), as Kafka's error responses
+do; every other field keeps its schema default. Used for injected faults (broker/faults.py), a
+cold path.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from minibroker.network.client import response_class_for
 # Key fields copied from a request item into its answer (by name, else by the alias group).
 _PARTITION_KEYS = ("partition_index", "partition", "index")
 _KEY_ENTITIES = ("topicName", "groupId", "transactionalId")
-_UNKNOWN_IS_MINUS_ONE = ("offset", "watermark", "epoch", "leader", "timestamp")
+_UNKNOWN_IS_MINUS_ONE = ("offset", "watermark", "epoch", "leader", "timestamp", "node_id", "port")
 
 
 def error_response(req: Any, version: int, error_code: int) -> Any:
@@ -50,6 +51,24 @@ def _pair(rf, r_arrays: list, q_arrays: list):
     return same[0] if len(same) == 1 else None
 
 
+def _from_keys(rf, item_class, item, q_fields, version: int, code: int) -> list:
+    """A response array answering a request's plain list of keys (FindCoordinator v4's
+    coordinator_keys, DescribeGroups' groups, OffsetFetch's partition_indexes): one item per key,
+    named by the item's key field. Empty unless both sides are unambiguous."""
+    lists = [q for q in q_fields if q.is_array() and not q.is_struct_array()
+             and q.for_version_q(version) and not q.tagged_field_q(version)]
+    key = next((g for g in rf._fields if g.name == "key" or g.name in _PARTITION_KEYS
+                or g._entity_type in _KEY_ENTITIES), None)
+    if len(lists) != 1 or key is None:
+        return []
+    out = []
+    for value in getattr(item, lists[0].name, None) or ():
+        answer = _build(item_class, rf._fields, None, (), version, code)
+        setattr(answer, key.name, value)
+        out.append(answer)
+    return out
+
+
 def _source(rf, q_fields, version: int):
     """The request field a response scalar copies: a key field of the same name, entity or role."""
     if rf._entity_type not in _KEY_ENTITIES and rf.name not in _PARTITION_KEYS \
@@ -79,8 +98,11 @@ def _build(data_class, r_fields, item, q_fields, version: int, code: int) -> Any
             items = (getattr(item, q.name, None) or ()) if q is not None else ()
             # Nested item classes hang off their parent's class, by type name.
             item_class = f.data_class or getattr(data_class, f._type_str.removeprefix("[]"))
-            kw[f.name] = [_build(item_class, f._fields, i, q._fields, version, code)
-                          for i in items]
+            if q is not None:
+                kw[f.name] = [_build(item_class, f._fields, i, q._fields, version, code)
+                              for i in items]
+            elif f in r_arrays and item is not None:
+                kw[f.name] = _from_keys(f, item_class, item, q_fields, version, code)
         elif not f.is_array() and not f.is_struct():
             src = _source(f, q_fields, version)
             if src is not None:

@@ -29,6 +29,7 @@ from minibroker.protocol.framing import handed_over
 
 if TYPE_CHECKING:
     from minibroker.broker.partition import Partition
+    from minibroker.broker.throttle import ReplicationThrottle
 
 log = logging.getLogger("minibroker.fetcher")
 
@@ -40,8 +41,10 @@ _Part = _Topic.FetchPartition
 
 class ReplicaFetcher:
     def __init__(self, node_id: int, leader_id: int, config: ClusterConfig,
-                 metadata: MetadataCache, on_appended: Callable[[int], object]) -> None:
+                 metadata: MetadataCache, on_appended: Callable[[int], object],
+                 throttle: "ReplicationThrottle | None" = None) -> None:
         self.node_id = node_id
+        self.throttle = throttle        # follower-side replication quota (reassignment --throttle)
         self.config = config
         self.metadata = metadata
         self.on_appended = on_appended
@@ -91,6 +94,10 @@ class ReplicaFetcher:
             try:
                 conn = await self._connect()
                 req, sent = self._build_request()
+                if req is None:         # every partition is throttled: wait for the quota
+                    await asyncio.sleep(min(max(self.throttle.follower.seconds_until_available(),
+                                                0.01), 1.0))
+                    continue
                 # Await the response future itself (wait_for would add two loop passes per fetch,
                 # and a follower's next fetch is what completes the leader's acks=all waiters); a
                 # timer closes a connection that does not answer, which fails the future.
@@ -126,13 +133,20 @@ class ReplicaFetcher:
         by_topic: dict[str, list] = {}
         sent = {}
         max_bytes = self.config.replica_fetch_max_bytes
+        throttle = self.throttle
+        held = throttle is not None and throttle.follower.rate is not None \
+            and throttle.follower.exceeded()
         for key in sorted(self.partitions):
             p = self.partitions[key]
+            if held and throttle.follower_throttled(p):
+                continue            # over the follower quota: this replica waits its turn
             by_topic.setdefault(p.topic, []).append(_Part(
                 partition=p.partition, current_leader_epoch=p.leader_epoch,
                 fetch_offset=p.log.log_end_offset, last_fetched_epoch=p.log.epochs.latest_epoch,
                 log_start_offset=p.log.log_start_offset, partition_max_bytes=max_bytes))
             sent[key] = (p, p.log.log_end_offset, p.leader_epoch)
+        if not sent:
+            return None, sent
         cfg = self.config
         req = FetchRequest(
             replica_id=self.node_id, max_wait_ms=cfg.replica_fetch_wait_max_ms, min_bytes=1,
@@ -189,6 +203,8 @@ class ReplicaFetcher:
             if pd.records:      # a view of the response frame: kept if the frame is large, else copied
                 p.log.append_as_follower(pd.records, adopt=handed_over(pd.records))
                 self.on_appended(len(pd.records))
+                if self.throttle is not None and self.throttle.follower_throttled(p):
+                    self.throttle.follower.record(len(pd.records))
             if pd.log_start_offset > p.log.log_start_offset:
                 p.log.delete_records_before(min(pd.log_start_offset, p.log.log_end_offset))
             p.update_follower_hw(pd.high_watermark)

@@ -222,4 +222,8 @@ class Partition:
 
     # ------------------------------------------------------------------ reading
     def last_stable_offset(self) -> int:
-        return self.high_watermark
+        """Kafka's LSO: the high watermark, or the first offset of a transaction not yet decided
+        and replicated if that is lower (read_committed consumers read up to it)."""
+        first = self.log.first_unstable_offset(self.high_watermark)
+        hw = self.high_watermark
+        return hw if first is None or first > hw else first

@@ -31,6 +31,7 @@ from minibroker.broker.first_fetch import WAKE, FirstFetches
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.partition import Partition
 from minibroker.broker.stats import BrokerStats
+from minibroker.broker.throttle import ReplicationThrottle
 from minibroker.broker.topic_names import INTERNAL_TOPICS
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
@@ -46,6 +47,8 @@ from minibroker.protocol.produce_response import PartitionResult
 log = logging.getLogger("minibroker.replica")
 
 _BATCH_LENGTH = struct.Struct(">i")
+_BASE_OFFSET = struct.Struct(">q")
+_INT32 = _BATCH_LENGTH
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 DEBUGGING_REPLICA_ID = -2
 # A partition without data carries empty records, never null: Kafka sends MemoryRecords.EMPTY, and
@@ -67,6 +70,12 @@ def fetch_error(index: int, code: int, high_watermark: int = -1,
     return FetchPartition(index, code, high_watermark, -1, log_start_offset, NO_RECORDS)
 
 
+def _end_of(records) -> int:
+    """The offset after the last of these stored batches (base offset + last offset delta + 1)."""
+    last = records[-1]
+    return _BASE_OFFSET.unpack_from(last, 0)[0] + _INT32.unpack_from(last, 23)[0] + 1
+
+
 def _time_out(futs) -> None:
     for fut in futs:
         if not fut.done():
@@ -83,12 +92,16 @@ class ReplicaManager:
                  metadata: MetadataCache, controller: AlterPartitionSender,
                  log_defaults: LogConfig,
                  log_factory: Callable[[str, int, LogConfig], PartitionLog] | None = None,
-                 stats: BrokerStats | None = None) -> None:
+                 stats: BrokerStats | None = None,
+                 throttle: ReplicationThrottle | None = None) -> None:
         """log_factory(topic, partition, config): a hosted partition's new log; by default an
         in-memory PartitionLog counted in (and capped by) this broker's log memory."""
         self.node_id = node_id
         # Counters the metrics exporter reads (bytes in/out, ISR changes): plain integers.
         self.stats = stats if stats is not None else BrokerStats()
+        # Replication quotas of partition moves (leader side here, follower side in fetchers).
+        self.throttle = throttle if throttle is not None else ReplicationThrottle(
+            node_id, clock.monotonic)
         self.config = config
         self.clock = clock
         self.metadata = metadata
@@ -343,6 +356,7 @@ class ReplicaManager:
         if follower:
             max_wait_ms = self.first_fetches.max_wait_ms(replica_id, max_wait_ms)
         deadline = loop.time() + max_wait_ms / 1000
+        leader_quota = self.throttle.leader
         while True:
             results: dict[str, list] = {}
             sizes: dict[str, int] = {}      # bytes returned per topic, for the broker's counters
@@ -373,7 +387,11 @@ class ReplicaManager:
                     errors = True
                     continue
                 records = ()
-                if fp.fetch_offset < max_offset and remaining > 0:
+                throttled = follower and leader_quota.rate is not None \
+                    and self.throttle.leader_throttled(p, replica_id)
+                if throttled and leader_quota.exceeded():
+                    waiters.append(p)       # over the leader quota: no data now, as if none
+                elif fp.fetch_offset < max_offset and remaining > 0:
                     r = plog.read(fp.fetch_offset, min(fp.partition_max_bytes, remaining),
                                   max_offset, min_one=(total == 0))
                     if r.size:
@@ -381,8 +399,19 @@ class ReplicaManager:
                         total += r.size
                         remaining -= r.size
                         sizes[topic] = sizes.get(topic, 0) + r.size
+                        if throttled:
+                            leader_quota.record(r.size)
                 else:
                     waiters.append(p)
+                if isolation_level and not follower:
+                    # read_committed: the aborted transactions with records in what was read
+                    # (clients drop those records); the read itself stopped at the LSO.
+                    aborted = plog.aborted_transactions(fp.fetch_offset, _end_of(records)) \
+                        if records else []
+                    out.append(FetchPartition(fp.partition, 0, p.high_watermark, max_offset,
+                                              plog.log_start_offset, records,
+                                              aborted_transactions=aborted))
+                    continue
                 out.append(FetchPartition(fp.partition, 0, p.high_watermark, p.last_stable_offset(),
                                           plog.log_start_offset, records))
             timeout = deadline - loop.time()
@@ -576,7 +605,8 @@ class ReplicaManager:
         f = self.fetchers.get(leader)
         if f is None:
             f = self.fetchers[leader] = ReplicaFetcher(self.node_id, leader, self.config,
-                                                       self.metadata, self._on_follower_append)
+                                                       self.metadata, self._on_follower_append,
+                                                       self.throttle)
             f.start()
         f.add(p)
 

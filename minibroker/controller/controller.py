@@ -18,7 +18,8 @@ from kafka.errors import RequestTimedOutError
 
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
-from minibroker.controller import brokers, partition_count, partitions, reassignment, topics
+from minibroker.controller import (broker_configs, brokers, partition_count, partitions,
+                                   reassignment, topics)
 from minibroker.controller.changelog import log_changes
 from minibroker.controller.delta import MetadataDelta
 from minibroker.controller.image import MetadataImage, PartitionRegistration
@@ -205,6 +206,12 @@ class Controller:
                                   validate_only: bool) -> ItemResult:
         async with self._lock:
             res = topics.alter_topic_configs(self.image, name, changes, replace)
+            return res.response if validate_only else await self._write(res)
+
+    async def alter_broker_configs(self, resource_name: str, changes: dict,
+                                   validate_only: bool) -> ItemResult:
+        async with self._lock:
+            res = broker_configs.alter_broker_configs(self.image, resource_name, changes)
             return res.response if validate_only else await self._write(res)
 
     # ------------------------------------------------------------------ reassignment (KIP-179)

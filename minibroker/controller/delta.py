@@ -34,6 +34,7 @@ class MetadataDelta:
         self.moving = dict(image.moving)
         self.changed_topics: set[str] = set()
         self.changed_brokers: set[int] = set()
+        self.broker_configs_changed = False
 
     # ------------------------------------------------------------------ helpers
     def _topic(self, topic_id: uuid.UUID) -> dict:
@@ -185,7 +186,9 @@ class MetadataDelta:
             self.changed_topics.add(r.resource_name)
             target = t["configs"]
         else:                                 # BROKER (cluster-wide default when name is "")
-            target = self.broker_configs
+            target = self.broker_configs[r.resource_name] = dict(
+                self.broker_configs.get(r.resource_name, {}))
+            self.broker_configs_changed = True
         if r.value is None:
             target.pop(r.name, None)
         else:
@@ -209,7 +212,9 @@ class MetadataDelta:
         image = MetadataImage(
             offset=self.offset, brokers=MappingProxyType(dict(sorted(self.brokers.items()))),
             topics=MappingProxyType(topics), topics_by_id=MappingProxyType(self.topics_by_id),
-            broker_configs=MappingProxyType(self.broker_configs),
+            broker_configs=MappingProxyType({n: MappingProxyType(c) for n, c in sorted(
+                self.broker_configs.items()) if c}) if self.broker_configs_changed
+            else self.image.broker_configs,
             next_producer_id=self.next_producer_id,
             reassignments=MappingProxyType(self.reassignments),
             moving=MappingProxyType(self.moving))

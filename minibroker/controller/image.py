@@ -93,7 +93,8 @@ class MetadataImage:
     brokers: Mapping[int, BrokerRegistration] = field(default_factory=lambda: EMPTY)
     topics: Mapping[str, TopicImage] = field(default_factory=lambda: EMPTY)
     topics_by_id: Mapping[uuid.UUID, str] = field(default_factory=lambda: EMPTY)
-    broker_configs: Mapping[str, str] = field(default_factory=lambda: EMPTY)
+    # Dynamic broker configs: broker id (or "" for the cluster default) -> {name: value}.
+    broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
     next_producer_id: int = 0
     # KIP-179: reassignment requests by id (see controller/reassignment.py), and the request
     # each partition being moved belongs to.

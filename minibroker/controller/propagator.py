@@ -27,6 +27,7 @@ _LPart = _LTopic.LeaderAndIsrPartitionState
 _UTopic = UpdateMetadataRequest.UpdateMetadataTopicState
 _UPart = _UTopic.UpdateMetadataPartitionState
 _UBroker = UpdateMetadataRequest.UpdateMetadataBroker
+_UConfig = UpdateMetadataRequest.BrokerConfig
 _UEndpoint = _UBroker.UpdateMetadataEndpoint
 _STopic = StopReplicaRequest.StopReplicaTopicState
 _SPart = _STopic.StopReplicaPartitionState
@@ -114,7 +115,7 @@ class Propagator:
                        if b in live and (b not in old.brokers or old.brokers[b].fenced))
         if fresh:
             await self._send(new, set(fresh), sorted(new.topics), sorted(new.topics), {})
-        if lai_topics or stops or delta.changed_brokers:
+        if lai_topics or stops or delta.changed_brokers or delta.broker_configs_changed:
             await self._send(new, live, lai_topics, changed, stops, removed=old)
 
     # ------------------------------------------------------------------ sending
@@ -199,7 +200,10 @@ class Propagator:
                     LEADER_AND_ISR_VERSION)
             await conn.request(UpdateMetadataRequest(
                 request_type=0, topic_states=um_states, live_brokers=live_brokers,
-                max_partition_epoch=image.max_partition_epoch, **common),
+                max_partition_epoch=image.max_partition_epoch,
+                broker_configs=[_UConfig(resource_name=n, name=k, value=v)
+                                for n, cs in image.broker_configs.items()
+                                for k, v in sorted(cs.items())], **common),
                 UPDATE_METADATA_VERSION)
             if stops:
                 by_topic: dict[str, list] = {}

@@ -47,6 +47,11 @@ class LogConfig:
     compression_lz4_level: int = 9
     compression_zstd_level: int = 3
     enable_ordered_delivery: bool = True    # KIP-253's topic config
+    # Replication throttling (kafka-reassign-partitions --throttle): "partition:broker,..." or "*",
+    # the replicas whose leader-side answers / follower-side fetches the broker's
+    # {leader,follower}.replication.throttled.rate limit (minibroker.broker.throttle).
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
     # The configs set that LogConfig does not model, as sorted (name, value) pairs (described only).
     others: tuple[tuple[str, str], ...] = ()
 
@@ -163,13 +168,13 @@ def _cleanup_policy(name: str, value: str) -> str:
     return ",".join(sorted(set(items)))
 
 
-def _replica_list(name: str, value: str) -> str:
-    """Throttled replicas: "" , "*" or "partition:broker,..." (Kafka's ThrottledReplicaListValidator)."""
+def _throttled_replicas(name: str, value: str) -> str:
+    """"" , "*" or "partition:broker,..." (Kafka's ThrottledReplicaListValidator), normalised."""
     items = [v.strip() for v in str(value).split(",") if v.strip()]
-    if items == ["*"] or all(len(i.split(":")) == 2 and all(p.strip().isdigit() for p in i.split(":"))
-                             for i in items):
-        return str(value)
-    raise _invalid(name, value, "must be the literal '*' or a list of replicas in the following "
+    if items == ["*"] or all(len(i.split(":")) == 2 and all(
+            x.strip().isdigit() for x in i.split(":")) for i in items):
+        return ",".join(items)
+    raise _invalid(name, value, "Must be the literal '*' or a list of replicas in the following "
                    "format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
 
 
@@ -217,11 +222,11 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
                    ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
                    "Time between forced fsyncs (no files here)."),
     "follower.replication.throttled.replicas": _d(
-        "LIST", "", _replica_list, (), "Replicas whose log replication is throttled on the follower side."),
+        "LIST", "", _throttled_replicas, (), "Replicas whose log replication is throttled on the follower side."),
     "index.interval.bytes": _d("INT", 4096, _number("INT", 0), "log.index.interval.bytes",
                                "How often an offset index entry is added."),
     "leader.replication.throttled.replicas": _d(
-        "LIST", "", _replica_list, (), "Replicas whose log replication is throttled on the leader side."),
+        "LIST", "", _throttled_replicas, (), "Replicas whose log replication is throttled on the leader side."),
     "local.retention.bytes": _d("LONG", -2, _number("LONG", -2), "log.local.retention.bytes",
                                 "Local bytes kept before deletion with tiered storage; -2: retention.bytes."),
     "local.retention.ms": _d("LONG", -2, _number("LONG", -2), "log.local.retention.ms",

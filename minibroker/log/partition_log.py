@@ -18,7 +18,10 @@ Decisions (Kafka behaviour unless said):
   the high watermark when one is given, and neither applies unless cleanup.policy contains delete.
 - Producer state survives log start offset movement (DeleteRecords, retention) as in Kafka >= 2.5;
   truncation rebuilds the state of the producers whose batches were removed from what is left.
-- Transactions (LSO, aborted transaction index) are not tracked here.
+- Transactions (minibroker.log.transactions): producer state keeps each producer's open transaction,
+  `txn_index` the completed ones not yet below the high watermark and the aborted ones;
+  `first_unstable_offset(hw)` gives the last stable offset, `aborted_transactions(start, upper)` what
+  a read_committed fetch returns. Truncation rebuilds both from the batches left.
 """
 from __future__ import annotations
 
@@ -29,16 +32,17 @@ from typing import Any, Callable, Iterator, NamedTuple
 from kafka.errors import InvalidRecordError, MessageSizeTooLargeError, OffsetOutOfRangeError
 
 from minibroker.log.batch import (
-    HEADER_SIZE, LOG_APPEND_TIME, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, BatchHeader, increment_sequence, parse_batches,
-    patch_batch, record_timestamps, set_log_append_time, validate_client_batch,
+    CONTROL_MASK, HEADER_SIZE, LOG_APPEND_TIME, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK, BatchHeader,
+    increment_sequence, parse_batches, patch_batch, record_timestamps, set_log_append_time, validate_client_batch,
 )
 from minibroker.log.config import LogConfig
 from minibroker.log.epochs import LeaderEpochCache
 from minibroker.log.memory import LogMemory
 from minibroker.log.records_check import check_records
 from minibroker.log.producer_state import (
-    CLIENT, REPLICATION, BatchMetadata, ProducerStateEntry, ProducerStateManager,
+    CLIENT, REPLICATION, BatchMetadata, PendingProducerAppend, ProducerStateEntry, ProducerStateManager,
 )
+from minibroker.log.transactions import COMMIT, CompletedTxn, TxnIndex, control_type
 
 
 class AppendResult(NamedTuple):
@@ -126,6 +130,7 @@ class PartitionLog:
         self.held_bytes = 0             # what the batches really hold (LogMemory counts this)
         self.epochs = LeaderEpochCache()
         self.producers = ProducerStateManager(f"{topic}-{partition}")
+        self.txn_index = TxnIndex()
         # The broker's log memory (accounting, and its cap evicting our oldest batches), and where
         # eviction must stop: the partition's high watermark (set by the owning Partition).
         self.memory = memory if memory is not None else LogMemory()
@@ -193,7 +198,8 @@ class PartitionLog:
             append_time = self.clock.now_ms() if now_ms is None else now_ms
         pending = None      # batches without a producer id have no producer state to check
         if with_producer_id:
-            pending = self.producers.prepare(headers, bases, origin=origin, log_append_time=append_time)
+            pending = self.producers.prepare(headers, bases, origin=origin, log_append_time=append_time,
+                                             buf=view)
             if pending.duplicate is not None:
                 dup = pending.duplicate
                 return AppendResult(dup.first_offset, dup.last_offset,
@@ -211,7 +217,7 @@ class PartitionLog:
                 self._store(StoredBatch(data, h, base, leader_epoch, h.max_timestamp, h.attributes))
         self.epochs.assign(leader_epoch, bases[0])
         if pending is not None:
-            self.producers.commit(pending)
+            self._commit_producers(pending)
         return AppendResult(bases[0], next_offset - 1, append_time, self.log_start_offset, False)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview, *,
@@ -239,7 +245,8 @@ class PartitionLog:
                     f"{self.topic}-{self.partition}: batch at base offset {h.base_offset} does not continue the log "
                     f"at offset {expected}")
             expected = h.last_offset + 1
-        pending = self.producers.prepare(headers, [h.base_offset for h in headers], origin=REPLICATION)
+        pending = self.producers.prepare(headers, [h.base_offset for h in headers], origin=REPLICATION,
+                                         buf=view)
         for h in headers:
             data = view[h.offset_in_buf:h.offset_in_buf + h.size]
             if not adopt:
@@ -247,8 +254,13 @@ class PartitionLog:
             self._store(StoredBatch(data, h, h.base_offset, h.partition_leader_epoch, h.max_timestamp, h.attributes))
             if h.partition_leader_epoch >= 0:
                 self.epochs.assign(h.partition_leader_epoch, h.base_offset)
-        self.producers.commit(pending)
+        self._commit_producers(pending)
         return AppendResult(first.base_offset, expected - 1, NO_TIMESTAMP, self.log_start_offset)
+
+    def _commit_producers(self, pending: PendingProducerAppend) -> None:
+        self.producers.commit(pending)
+        for txn in pending.completed:
+            self.txn_index.completed(txn)
 
     def _store(self, batch: StoredBatch) -> None:
         if self.config.compacts:
@@ -340,6 +352,42 @@ class PartitionLog:
             size += batch.size
         return ReadResult(out, size, first_offset)
 
+    # -- transactions ----------------------------------------------------------------------------------
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of a transaction still open, or decided but not yet below
+        `high_watermark`; None if there is none (the LSO is then the high watermark)."""
+        if not self.producers.ongoing and not self.txn_index.unreplicated:
+            return None
+        return self.txn_index.first_unstable_offset(self.producers.ongoing, high_watermark)
+
+    def aborted_transactions(self, start: int, upper: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions with records in [start, upper)."""
+        return self.txn_index.aborted_in(start, upper) if self.txn_index.aborted else []
+
+    def _rebuild_transactions(self) -> None:
+        """After truncation: open and aborted transactions again from the batches left."""
+        ongoing: dict[int, tuple[int, int]] = {}         # pid -> (first offset, epoch)
+        self.txn_index.clear()
+        for b in self._live():
+            if b.producer_id < 0 or not b.attributes & TRANSACTIONAL_MASK:
+                continue
+            if b.attributes & CONTROL_MASK:
+                started = ongoing.pop(b.producer_id, None)
+                if started is not None:
+                    self.txn_index.completed(CompletedTxn(
+                        b.producer_id, started[0], b.base_offset, control_type(b.data) == COMMIT))
+            elif b.producer_id not in ongoing:
+                ongoing[b.producer_id] = (b.base_offset, b.producer_epoch)
+        for entry in self.producers.entries():
+            if entry.producer_id not in ongoing and entry.current_txn_first_offset >= 0:
+                entry.current_txn_first_offset = -1
+                self.producers.restore(entry)
+        for pid, (first, epoch) in ongoing.items():
+            entry = self.producers.get(pid) or ProducerStateEntry(pid, epoch)
+            entry.current_txn_first_offset = first
+            self.producers.restore(entry)
+
     # -- truncation, log start offset, retention -------------------------------------------------------
 
     def truncate_to(self, offset: int) -> bool:
@@ -381,6 +429,8 @@ class PartitionLog:
             self._segment_base = None
         self.epochs.truncate_from_end(self.log_end_offset)
         self._rebuild_producers(removed)
+        if self.producers.ongoing or self.txn_index.aborted or self.txn_index.unreplicated or removed:
+            self._rebuild_transactions()
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -394,6 +444,7 @@ class PartitionLog:
         self.first_dirty_offset, self._segment_base = offset, None
         self.epochs.clear()
         self.producers.clear()
+        self.txn_index.clear()
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: the log now starts at `offset`; batches wholly below it are dropped. Returns the
@@ -406,6 +457,7 @@ class PartitionLog:
             self.log_start_offset = offset
             self._drop_front(lambda b: b.last_offset < offset)
             self.epochs.truncate_from_start(offset)
+            self.txn_index.drop_before(offset)
         return self.log_start_offset
 
     def apply_retention(self, now_ms: int, high_watermark: int | None = None, *,
@@ -444,6 +496,7 @@ class PartitionLog:
         if start > self.log_start_offset:
             self.log_start_offset = start
             self.epochs.truncate_from_start(start)
+            self.txn_index.drop_before(start)
 
     def _drop_front(self, should_drop: Callable[[StoredBatch], bool]) -> int:
         stored = self._stored

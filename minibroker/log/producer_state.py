@@ -20,15 +20,23 @@ Rules for client appends (AppendOrigin.CLIENT), as Kafka >= 2.5 (KIP-360):
   accepted, as Kafka does since KIP-360, so producers whose data was removed by retention or
   DeleteRecords continue; UNKNOWN_PRODUCER_ID is never returned.
 Replication appends (followers) are never rejected: they just record what the leader accepted.
+
+Transactions (KIP-98): an entry's `current_txn_first_offset` is the first offset of its open
+transaction (-1: none); `ongoing` maps the producers with one to it (the last stable offset's input).
+A control batch (COMMIT/ABORT marker) ends the transaction; `prepare` lists it in
+`PendingProducerAppend.completed` for the log's aborted-transaction index. A client's
+non-transactional batch while its transaction is open is INVALID_TXN_STATE, as Kafka. Followers
+build the same state from the replicated batches, so it survives a leader failover.
 """
 from __future__ import annotations
 
 from collections import deque
 from typing import Iterable, NamedTuple, Sequence
 
-from kafka.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from kafka.errors import InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceNumberError
 
 from minibroker.log.batch import INT32_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+from minibroker.log.transactions import COMMIT, CompletedTxn, control_type
 
 NUM_BATCHES_TO_RETAIN = 5
 CLIENT, COORDINATOR, REPLICATION = "client", "coordinator", "replication"     # Kafka's AppendOrigin
@@ -43,16 +51,22 @@ class BatchMetadata(NamedTuple):
 
 
 class ProducerStateEntry:
-    __slots__ = ("producer_id", "producer_epoch", "batches")
+    __slots__ = ("producer_id", "producer_epoch", "batches", "current_txn_first_offset")
 
     def __init__(self, producer_id: int, producer_epoch: int = NO_PRODUCER_EPOCH,
-                 batches: Iterable[BatchMetadata] = ()) -> None:
+                 batches: Iterable[BatchMetadata] = (), current_txn_first_offset: int = -1) -> None:
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.batches: deque[BatchMetadata] = deque(batches, maxlen=NUM_BATCHES_TO_RETAIN)
+        self.current_txn_first_offset = current_txn_first_offset
 
     def copy(self) -> ProducerStateEntry:
-        return ProducerStateEntry(self.producer_id, self.producer_epoch, self.batches)
+        return ProducerStateEntry(self.producer_id, self.producer_epoch, self.batches,
+                                  self.current_txn_first_offset)
+
+    @property
+    def last_timestamp(self) -> int:
+        return self.batches[-1].timestamp if self.batches else -1
 
     @property
     def last_seq(self) -> int:
@@ -89,19 +103,24 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
 
 class PendingProducerAppend:
     """Validated, not yet applied producer updates of one append."""
-    __slots__ = ("entries", "duplicate")
+    __slots__ = ("entries", "duplicate", "completed")
 
     def __init__(self) -> None:
         self.entries: dict[int, ProducerStateEntry] = {}
         self.duplicate: BatchMetadata | None = None
+        self.completed: list[CompletedTxn] = []     # transactions this append's markers end
 
 
 class ProducerStateManager:
-    __slots__ = ("_producers", "topic_partition")
+    __slots__ = ("_producers", "topic_partition", "ongoing")
 
     def __init__(self, topic_partition: str = "") -> None:
         self._producers: dict[int, ProducerStateEntry] = {}
         self.topic_partition = topic_partition
+        self.ongoing: dict[int, int] = {}       # producer id -> first offset of its open transaction
+
+    def entries(self) -> list[ProducerStateEntry]:
+        return [self._producers[pid] for pid in sorted(self._producers)]
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -113,14 +132,16 @@ class ProducerStateManager:
         return self._producers.get(producer_id)
 
     def prepare(self, headers: Sequence[BatchHeader], base_offsets: Sequence[int], *,
-                origin: str = CLIENT, log_append_time: int = -1) -> PendingProducerAppend:
+                origin: str = CLIENT, log_append_time: int = -1,
+                buf=None) -> PendingProducerAppend:
         """Validate the producer batches of one append (offsets as they would be assigned;
         `log_append_time` >= 0 replaces the batches' max timestamps, as the log will).
 
         origin (Kafka's AppendOrigin): "client" gets every check; "coordinator" (the broker's own
         appends) only the epoch fence; "replication" none. Returns with `.duplicate` set at the first
         duplicate client batch, as Kafka's analyzeAndValidateProducerState; raises the Kafka error of
-        the first invalid batch. Control batches (transaction markers) only move the epoch."""
+        the first invalid batch. Control batches (transaction markers) move the epoch and end the
+        producer's open transaction; `buf` (the parsed buffer) gives their marker type."""
         pending = PendingProducerAppend()
         for header, base in zip(headers, base_offsets):
             if header.producer_id < 0:
@@ -137,7 +158,19 @@ class ProducerStateManager:
                     f"{header.producer_epoch}, which is smaller than the last seen epoch {entry.producer_epoch}")
             if header.is_control:
                 entry.bump_epoch(header.producer_epoch)
+                first = entry.current_txn_first_offset
+                if first >= 0:
+                    committed = buf is not None and control_type(buf, header.offset_in_buf) == COMMIT
+                    pending.completed.append(CompletedTxn(pid, first, base, committed))
+                    entry.current_txn_first_offset = -1
                 continue
+            if header.is_transactional:
+                if entry.current_txn_first_offset < 0 or header.producer_epoch != entry.producer_epoch:
+                    entry.current_txn_first_offset = base
+            elif origin == CLIENT and entry.current_txn_first_offset >= 0:
+                raise InvalidTxnStateError(
+                    f"Expected transactional write from producer {pid} at offset {base} in partition "
+                    f"{self.topic_partition}")
             last_seq = header.last_sequence
             if origin == CLIENT:
                 duplicate = entry.find_duplicate(header.producer_epoch, header.base_sequence, last_seq)
@@ -166,6 +199,12 @@ class ProducerStateManager:
     def commit(self, pending: PendingProducerAppend) -> None:
         assert pending.duplicate is None, "a duplicate append is answered, not committed"
         self._producers.update(pending.entries)
+        ongoing = self.ongoing
+        for pid, entry in pending.entries.items():
+            if entry.current_txn_first_offset >= 0:
+                ongoing[pid] = entry.current_txn_first_offset
+            elif ongoing:
+                ongoing.pop(pid, None)
 
     def check_and_record(self, header: BatchHeader, assigned_base_offset: int, *,
                          origin: str = CLIENT) -> BatchMetadata | None:
@@ -178,9 +217,15 @@ class ProducerStateManager:
     def remove(self, producer_ids: Iterable[int]) -> None:
         for pid in producer_ids:
             self._producers.pop(pid, None)
+            self.ongoing.pop(pid, None)
 
     def restore(self, entry: ProducerStateEntry) -> None:
         self._producers[entry.producer_id] = entry
+        if entry.current_txn_first_offset >= 0:
+            self.ongoing[entry.producer_id] = entry.current_txn_first_offset
+        else:
+            self.ongoing.pop(entry.producer_id, None)
 
     def clear(self) -> None:
         self._producers.clear()
+        self.ongoing.clear()

@@ -498,7 +498,9 @@ async def test_incremental_alter_configs():
             res("t3", ("retention.ms", SET, None)),
             res("t4", ("retention.ms", 9, "1")),
             res("nope", ("retention.ms", SET, "1")),
-            IAC(resource_type=BROKER, resource_name="3", configs=[]),
+            # Only the replication throttle rates are dynamic broker configs.
+            IAC(resource_type=BROKER, resource_name="3", configs=[
+                IAC_C(name="num.partitions", config_operation=SET, value="3")]),
         ], validate_only=False), 1)
         check(resp, IncrementalAlterConfigsResponse(version=1, throttle_time_ms=0, responses=[
             IAC_R(error_code=InvalidConfigurationError.errno,
@@ -517,7 +519,9 @@ async def test_incremental_alter_configs():
                   error_message="Topic nope does not exist", resource_type=TOPIC,
                   resource_name="nope"),
             IAC_R(error_code=InvalidRequestError.errno,
-                  error_message="Dynamic broker configs are not supported.",
+                  error_message="Dynamic broker config num.partitions is not supported (only "
+                                "leader.replication.throttled.rate, "
+                                "follower.replication.throttled.rate are).",
                   resource_type=BROKER, resource_name="3"),
         ]))
         resp = await conn.request(IncrementalAlterConfigsRequest(resources=[res(

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import pytest
+from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.consumer import OffsetFetchRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import ProduceRequest
 
 import minibroker.broker.handlers  # noqa: F401 — registers every handler
@@ -38,3 +40,16 @@ def test_offset_fetch_mirrors_groups_topics_and_partitions():
     resp = error_response(req, 8, 16)
     [group] = resp.groups
     assert (group.group_id, group.error_code) == ("g", 16)
+    [topic] = group.topics
+    assert [(p.partition_index, p.error_code, p.committed_offset) for p in topic.partitions] == \
+        [(0, 16, -1), (1, 16, -1)]
+
+
+def test_a_plain_list_of_keys_gets_one_answer_per_key():
+    resp = error_response(FindCoordinatorRequest(key="", key_type=0,
+                                                 coordinator_keys=["g1", "g2"]), 4, 15)
+    assert [(c.key, c.error_code, c.node_id) for c in resp.coordinators] == \
+        [("g1", 15, -1), ("g2", 15, -1)]
+    resp = error_response(DescribeGroupsRequest(groups=["a", "b"],
+                                                include_authorized_operations=False), 5, 16)
+    assert [(g.group_id, g.error_code) for g in resp.groups] == [("a", 16), ("b", 16)]

@@ -70,7 +70,7 @@ def test_from_configs():
     ("min.cleanable.dirty.ratio", "1.5", "Value must be no more than 1"),
     ("delete.retention.ms", "-1", "Value must be at least 0"),
     ("segment.ms", "0", "Value must be at least 1"),
-    ("leader.replication.throttled.replicas", "x", "must be the literal"),
+    ("leader.replication.throttled.replicas", "x", "Must be the literal"),
     ("preallocate", "maybe", "Expected value to be either true or false"),
 ])
 def test_validation_messages(name, value, message):

@@ -75,4 +75,5 @@ def _apply(broker, req: UpdateMetadataRequest) -> None:
             initial_partition_count=t.initial_partition_count,
             undeleted_partition_count=t.undeleted_partition_count,
             configs={c.name: c.value for c in t.configs or ()}))
+    broker.apply_dynamic_configs(req.broker_configs or ())
     broker.replica_manager.on_metadata_update([t.topic_name for t in req.topic_states])

@@ -22,6 +22,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
 from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.throttle import RATE_CONFIGS
 from minibroker.broker.topic_names import invalid_reason
 from minibroker.config import ClusterConfig
 from minibroker.log import config as log_config
@@ -32,6 +33,7 @@ _Synonym = _Entry.DescribeConfigsSynonym
 
 TOPIC, BROKER = 2, 4
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 # Kafka's ConfigDef types (DescribeConfigsResponse.ConfigType).
 UNKNOWN, BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 0, 1, 2, 3, 4, 5, 6, 7
 _TYPES = {"BOOLEAN": BOOLEAN, "STRING": STRING, "INT": INT, "SHORT": SHORT, "LONG": LONG,
@@ -91,8 +93,8 @@ def topic_configs(set_configs: dict[str, str], keys, include_synonyms: bool,
 
 
 def broker_values(broker) -> dict[str, str | None]:
-    """What a broker describes: its ClusterConfig, the topic defaults under their broker names,
-    and its identity (broker.id, node.id, broker.rack, listeners)."""
+    """What a broker describes read-only: its ClusterConfig, the topic defaults under their broker
+    names, and its identity (broker.id, node.id, broker.rack, listeners)."""
     values: dict[str, str | None] = {}
     topic_defaults = broker.log_defaults.to_configs()
     for name, definition in log_config.TOPIC_CONFIGS.items():
@@ -108,21 +110,37 @@ def broker_values(broker) -> dict[str, str | None]:
     return values
 
 
-def broker_configs(broker, keys, include_synonyms: bool, include_docs: bool = False
-                   ) -> list[_Entry]:
+def broker_configs(broker, keys, include_synonyms: bool, include_docs: bool = False,
+                   resource_name: str = "") -> list[_Entry]:
+    """The static configs (read-only), and the dynamic throttle rates: set for this broker
+    (DYNAMIC_BROKER_CONFIG), for the cluster (DYNAMIC_DEFAULT_BROKER_CONFIG), else Kafka's
+    default (Long.MAX_VALUE); synonyms list every level that has a value, most specific first."""
     values, defaults = broker_values(broker), ClusterConfig().describe()
-    out = []
+    dynamic = broker.dynamic_configs or {}
+    entries = []
     for name in sorted(values):
-        if keys is not None and name not in keys:
-            continue
         value = values[name]
         source = (STATIC_BROKER_CONFIG if name in BROKER_DOCS and value is not None
                   or name in broker.config.extra
                   or name in defaults and defaults[name] != value else DEFAULT_CONFIG)
-        synonyms = ([_Synonym(name=name, value=value, source=source)] if include_synonyms
-                    else [])
+        entries.append((name, True, [(value, source)]))
+    for name in RATE_CONFIGS:
+        levels = []
+        if resource_name and name in dynamic.get(resource_name, {}):
+            levels.append((dynamic[resource_name][name], DYNAMIC_BROKER_CONFIG))
+        if name in dynamic.get("", {}):
+            levels.append((dynamic[""][name], DYNAMIC_DEFAULT_BROKER_CONFIG))
+        entries.append((name, False, levels + [(str(2**63 - 1), DEFAULT_CONFIG)]))
+    out = []
+    for name, read_only, levels in sorted(entries, key=lambda e: e[0]):
+        if keys is not None and name not in keys:
+            continue
+        value, source = levels[0]
+        synonyms = ([_Synonym(name=name, value=v, source=s) for v, s in levels]
+                    if include_synonyms else [])
         doc = BROKER_DOCS.get(name, "") if include_docs else None
-        out.append(_entry(name, value, source, True, UNKNOWN, synonyms, doc))
+        out.append(_entry(name, value, source, read_only, LONG if not read_only else UNKNOWN,
+                          synonyms, doc))
     return out
 
 
@@ -160,7 +178,8 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
             else:
                 results.append(_Result(error_code=0, error_message=None,
                                        resource_type=BROKER, resource_name=r.resource_name,
-                                       configs=broker_configs(broker, keys, synonyms, docs)))
+                                       configs=broker_configs(broker, keys, synonyms, docs,
+                                                              r.resource_name)))
         else:
             results.append(_error(r, InvalidRequestError.errno,
                                   f"Unsupported resource type: {r.resource_type}"))

@@ -21,9 +21,10 @@ _Result = AlterConfigsResponse.AlterConfigsResourceResponse
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 
 
-def precheck(resources) -> dict[int, tuple[int, str]]:
+def precheck(resources, dynamic_brokers: bool = False) -> dict[int, tuple[int, str]]:
     """Errors found before asking the controller, by resource index: resource types other than
-    TOPIC, illegal topic names, duplicate resources (all but the first occurrence left out)."""
+    TOPIC (and BROKER, when `dynamic_brokers`), illegal topic names, duplicate resources (all but
+    the first occurrence left out)."""
     counts: dict = {}
     for r in resources:
         counts[(r.resource_type, r.resource_name)] = counts.get(
@@ -36,6 +37,8 @@ def precheck(resources) -> dict[int, tuple[int, str]]:
             errors[i] = None if key in answered else (InvalidRequestError.errno,
                                                       "Duplicate resource.")
             answered.add(key)
+        elif r.resource_type == BROKER and dynamic_brokers:
+            continue
         elif r.resource_type in (BROKER, BROKER_LOGGER):
             errors[i] = (InvalidRequestError.errno, "Dynamic broker configs are not supported.")
         elif r.resource_type != TOPIC:

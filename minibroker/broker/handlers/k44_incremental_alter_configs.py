@@ -7,7 +7,9 @@ broker's metadata cache (or the default). The result is forwarded to the control
 A config key given twice in one resource is INVALID_REQUEST ("Error due to duplicate config
 keys"); a resource given twice is answered once with INVALID_REQUEST ("Duplicate resource.").
 v1: flexible.
-Not implemented: dynamic broker configs — BROKER / BROKER_LOGGER resources answer INVALID_REQUEST.
+BROKER resources (a broker id, or "" for the cluster default): SET / DELETE of the dynamic
+replication throttle rates only (minibroker.controller.broker_configs); other names and
+BROKER_LOGGER resources answer INVALID_REQUEST.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlte
 
 from minibroker.broker.dispatch import RequestContext, handles
 from minibroker.broker.handlers.k32_describe_configs import LIST, TOPIC_CONFIG_TYPES
-from minibroker.broker.handlers.k33_alter_configs import precheck
+from minibroker.broker.handlers.k33_alter_configs import BROKER, precheck
 from minibroker.log import config as log_config
 
 _Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
@@ -62,7 +64,7 @@ def changes_for(current: dict[str, str], configs) -> tuple[dict[str, str | None]
 @handles(ApiKey.IncrementalAlterConfigs, IncrementalAlterConfigsRequest, versions=(0, 1))
 async def handle_incremental_alter_configs(ctx: RequestContext,
                                            req: IncrementalAlterConfigsRequest):
-    errors = precheck(req.resources)
+    errors = precheck(req.resources, dynamic_brokers=True)
     results = []
     for i, r in enumerate(req.resources):
         if i in errors:
@@ -72,14 +74,19 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
                                        resource_type=r.resource_type,
                                        resource_name=r.resource_name))
             continue
-        topic = ctx.broker.metadata.topics.get(r.resource_name)
+        broker = r.resource_type == BROKER
+        topic = None if broker else ctx.broker.metadata.topics.get(r.resource_name)
         changes, code, message = changes_for(topic.configs if topic else {}, r.configs)
         if changes is None:
             results.append(_Result(error_code=code, error_message=message,
                                    resource_type=r.resource_type, resource_name=r.resource_name))
             continue
-        res = await ctx.broker.controller.alter_topic_configs(
-            r.resource_name, changes, replace=False, validate_only=req.validate_only)
+        if broker:
+            res = await ctx.broker.controller.alter_broker_configs(
+                r.resource_name, changes, validate_only=req.validate_only)
+        else:
+            res = await ctx.broker.controller.alter_topic_configs(
+                r.resource_name, changes, replace=False, validate_only=req.validate_only)
         results.append(_Result(error_code=res.error_code, error_message=res.message,
                                resource_type=r.resource_type, resource_name=r.resource_name))
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)

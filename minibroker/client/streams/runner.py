@@ -115,6 +115,7 @@ class KafkaStreams:
         self._run_task: asyncio.Task | None = None
         self._followup: asyncio.TimerHandle | None = None
         self._followup_at = 0.0
+        self.followups_asked: list[float] = []       # delays (s) of follow-up rebalances asked for
         self.consumer: _GroupConsumer | None = None
         self.producer: Producer | None = None
         self.admin: Admin | None = None
@@ -214,6 +215,7 @@ class KafkaStreams:
         """A follow-up rebalance `delay` s from now (the earliest asked for wins)."""
         loop = asyncio.get_running_loop()
         at = loop.time() + delay
+        self.followups_asked.append(delay)
         if self._followup is not None and not self._followup.cancelled() and \
                 self._followup_at <= at and self._followup_at > loop.time():
             return
