@@ -25,6 +25,10 @@ NULL_CASES = {
     "OffsetFetch_v1_group_id": (9, 1, NULL_STRING + NULL_ARRAY),
     "ListOffsets_v1_topics": (2, 1, struct.pack(">i", -1) + NULL_ARRAY),
     "DescribeGroups_v0_groups": (15, 0, NULL_ARRAY),
+    # topics [name "t", count 3, assignments [broker_ids null]], timeout, validate_only: found by
+    # benchmarks/fuzz_long.py (the handler's own task failed unseen)
+    "CreatePartitions_v0_broker_ids": (37, 0, struct.pack(">ih", 1, 1) + b"t" + struct.pack(
+        ">ii", 3, 1) + NULL_ARRAY + struct.pack(">ib", 1000, 0)),
 }
 
 

@@ -29,6 +29,8 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import CreatePartitionsRequest, CreatePartitionsResponse
 
 from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.protocol.framing import ProtocolViolation
+from minibroker.protocol.nulls import first_null
 
 _Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 _KEY = int(ApiKey.CreatePartitions)
@@ -52,6 +54,12 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
     counts: dict[str, int] = {}
     for t in req.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
+    # The topics are worked on in a task of their own, where a null the schema allows none
+    # (assignments' broker_ids) would fail unseen: refused here, as dispatch does elsewhere.
+    where = first_null(CreatePartitionsRequest._struct, req, ctx.api_version)
+    if where:
+        raise ProtocolViolation(f"CreatePartitions v{ctx.api_version}: null {where}, which is "
+                                "not nullable")
     results: dict[str, _Result] = {}
     order: list[str] = []
     throttle_ms = 0
@@ -107,6 +115,8 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
         done, _ = await asyncio.wait([work], timeout=max(0.0, deadline - loop.time()))
         if not done:
             work.cancel()        # the topic under way (shielded) completes on its own
+    if work.done() and not work.cancelled() and work.exception() is not None:
+        raise work.exception()
     out = [results.get(n) or _Result(name=n, error_code=RequestTimedOutError.errno,
                                      error_message=None) for n in order]
     if quota.limited(client_id):     # v0-v2 (permissive): done; back off for the debt
