@@ -41,6 +41,8 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli", "uvloop"),
     ("minibroker.cli", "prometheus_client"),            # the `metrics` extra, for --metrics-port
     ("minibroker.log.records_check", "zstandard"),      # compression codecs a batch may use
+    ("minibroker.log.codecs", "zstandard"),
+    ("minibroker.log.codecs", "lz4"),
     ("minibroker.log.records_check", "lz4"),
     ("minibroker.log.records_check", "cramjam"),
 }

@@ -19,17 +19,15 @@ Each replica cleans its own copy with its own clock, like Kafka's per-broker cle
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from minibroker.log.batch import (
     ATTRIBUTES_OFFSET, CONTROL_MASK, CRC_OFFSET, HEADER, HEADER_SIZE, LOG_OVERHEAD,
     TRANSACTIONAL_MASK, crc32c,
 )
 from minibroker.log.codecs import compress, decompress
+from minibroker.log.partition_log import PartitionLog, StoredBatch
 from minibroker.log.records_check import _varint
-
-if TYPE_CHECKING:
-    from minibroker.log.partition_log import PartitionLog, StoredBatch
 
 _LAST_OFFSET_DELTA_OFFSET = 23
 _INT32 = struct.Struct(">i")
@@ -166,7 +164,6 @@ def clean(log: PartitionLog, now_ms: int, high_watermark: int) -> CleanResult:
 
 
 def _rewrite(batch: StoredBatch, body: bytes, keep: list, config) -> StoredBatch:
-    from minibroker.log.partition_log import StoredBatch
     records = b"".join(body[start:end] for start, end, _, _, _ in keep)
     codec = batch.attributes & 0x07
     level = {1: config.compression_gzip_level, 3: config.compression_lz4_level,

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import zlib
 
+from kafka.codec import snappy_encode
+
 from minibroker.log.records_check import GZIP, LZ4, MAX_DECOMPRESSED_BYTES, NONE, SNAPPY, ZSTD
 from minibroker.log.records_check import _decompress
 
@@ -33,7 +35,6 @@ def compress(records: bytes, codec: int, level: int | None = None) -> bytes:
         c = zlib.compressobj(level if level and level > 0 else 6, zlib.DEFLATED, 31)
         return c.compress(records) + c.flush()
     if codec == SNAPPY:
-        from kafka.codec import snappy_encode
         return snappy_encode(records)
     if codec == LZ4:
         import lz4.frame
