@@ -309,9 +309,10 @@ def broker_defaults(broker_configs: Mapping[str, str]) -> LogConfig:
     """The topic defaults a broker's configs give (a topic config not set takes its broker synonym,
     in Kafka's order: retention in ms, else minutes, else hours). ValueError for an invalid value."""
     configs = {}
-    for topic_name in TOPIC_CONFIGS:
+    for topic_name, definition in TOPIC_CONFIGS.items():
         found = broker_value(topic_name, broker_configs)
         if found is not None:
+            definition.check(found[0], found[1])       # errors name the broker config
             configs[topic_name] = found[1]
     return LogConfig.from_configs(configs)
 
