@@ -1,19 +1,21 @@
 #!/usr/bin/env python3
 """minibroker side by side with the librdkafka mock (C) and Tansu (Rust), in one run.
 
-    python benchmarks/run.py [--quick] [--repeat 3] [--duration 10] [--only mb1,mb3,mock,tansu]
-                             [--log-memory-max-bytes 1073741824] [--max-bytes 2e10]
+    python benchmarks/run.py [--quick] [--repeat 3] [--duration 10] [--only mbreadme,mb1,mb3,mock,tansu]
+                             [--log-memory-max-bytes N] [--max-bytes 2e10]
 
 1. `bash ../shared/perf/setup.sh` if $PERF_DIR (default /tmp/minibroker-perf) is not ready.
 2. ../shared/perf/anchor.py, once per broker per round (a fresh broker each time, pinned to CPU 1 and
-   load.py to CPU 0): minibroker 1 broker (topics RF 1), minibroker 3 brokers (topics RF 3), the
+   load.py to CPU 0): first the README's command exactly (`python -m minibroker serve --port 0`:
+   3 brokers, every default, topics RF 1 as load.py creates them), then the tuned variants beside
+   it, minibroker 1 broker (topics RF 1) and 3 brokers (topics RF 3, min.insync.replicas 2), the
    librdkafka mock and Tansu. Round r runs every broker before round r+1 starts, in reverse order on
    odd rounds, so the host's drift over the run reaches every broker alike; medians over the rounds
    and a table of minibroker/peer and minibroker/best-peer ratios per scenario.
 3. In-process extras: cluster start-up to the first ApiVersions answer (median of 20), broker CPU
    seconds per GB (from anchor's broker_cpu_s), RSS of a served broker holding 10,000 partitions.
-4. Writes benchmarks/results/side_by_side.json and benchmarks/results/latest.txt; the previous
-   side_by_side.json is kept as side_by_side.previous.json and regressions > 10% are printed.
+4. Writes benchmarks/results/side_by_side.json and benchmarks/results/latest.txt, printing every
+   regression > 10% against the side_by_side.json it replaces (git keeps the older ones).
 
 --max-bytes: load.py's per-scenario produce bound, the same for every broker. load.py's own default
 (1.5e9) ends a 10 KiB scenario in under a second, which measures start-up transients; 2e10 lets each
@@ -57,6 +59,7 @@ ROWS = [
     ("metadata_c16", "req_per_s", True),
 ]
 PEERS = ("mock", "tansu")
+MB = ("mbreadme", "mb1", "mb3")     # the README's command first, then the tuned variants
 # load.py's small-request connection counts: issue 6's targets are set at 1 and 8, and its
 # figures asked for at 1 and 16
 CONNS = "1,8,16"
@@ -83,15 +86,17 @@ def ensure_setup() -> str:
 
 def broker_commands(venv_py: str, log_memory_max_bytes: int) -> dict[str, tuple[str, dict]]:
     """label → (shell command printing BOOTSTRAP, extra env for load.py)."""
-    mb = f"exec {shlex.quote(sys.executable)} -m minibroker serve --port 0"
-    if log_memory_max_bytes >= 0:
-        # An in-memory broker with bounded memory, as the librdkafka mock (~5 MB per partition):
-        # the largest partitions give way to a fair share, and their memory is reused; fresh pages
-        # cost ~0.5 s/GB here (benchmarks/README.md). Per broker process: mb3's three share it.
+    readme = f"exec {shlex.quote(sys.executable)} -m minibroker serve --port 0"
+    mb = readme
+    if log_memory_max_bytes is not None:
+        # serve's own default is sized from the machine (1 GiB per broker here); this replaces it
+        # for the tuned variants only, never for the README's command.
         mb += f" --override log.memory.max.bytes={log_memory_max_bytes}"
     # auto-create is the fallback for brokers without CreateTopics (load.py tries CreateTopics first).
     auto = "--override auto.create.topics.enable=true --override num.partitions=4"
     return {
+        # The README's command, unchanged: 3 brokers, defaults; topics as load.py creates them.
+        "mbreadme": (f"cd {shlex.quote(REPO)} && {readme}", {"MB_PERF_RF": "1"}),
         "mb1": (f"cd {shlex.quote(REPO)} && {mb} --brokers 1 {auto} --override default.replication.factor=1",
                 {"MB_PERF_RF": "1"}),
         "mb3": (f"cd {shlex.quote(REPO)} && {mb} --brokers 3 {auto} --override default.replication.factor=3"
@@ -277,22 +282,23 @@ def _fmt(v) -> str:
 
 def table(results: dict) -> list[str]:
     med = {k: v.get("median", {}) for k, v in results["brokers"].items()}
-    lines = [f"{'scenario':22} {'metric':10} {'mb1':>10} {'mb3(rf3)':>10} {'mock':>10} {'tansu':>10}"
-             f" {'mb1/mock':>9} {'mb1/tansu':>9} {'mb1/best':>9} {'mb3/best':>9}"]
+    lines = [f"{'scenario':22} {'metric':10} {'mbreadme':>10} {'mb1':>10} {'mb3(rf3)':>10} {'mock':>10}"
+             f" {'tansu':>10} {'readme/best':>11} {'mb1/best':>9} {'mb3/best':>9} {'mb3/mb1':>9}"]
     ratios = {}
     for scen, metric, higher in ROWS:
-        vals = {k: med.get(k, {}).get(scen, {}).get(metric) for k in ("mb1", "mb3") + PEERS}
+        vals = {k: med.get(k, {}).get(scen, {}).get(metric) for k in MB + PEERS}
         peers = [vals[p] for p in PEERS if vals[p]]
         best = (max(peers) if higher else min(peers)) if peers else None
 
         def r(a, b):
             return round(a / b, 3) if a is not None and b else None
-        row = {"mb1/mock": r(vals["mb1"], vals["mock"]), "mb1/tansu": r(vals["mb1"], vals["tansu"]),
-               "mb1/best": r(vals["mb1"], best), "mb3/best": r(vals["mb3"], best)}
+        row = {"readme/best": r(vals["mbreadme"], best), "mb1/best": r(vals["mb1"], best),
+               "mb3/best": r(vals["mb3"], best), "mb3/mb1": r(vals["mb3"], vals["mb1"])}
         ratios[f"{scen}.{metric}"] = row
-        lines.append(f"{scen:22} {metric:10} " + " ".join(f"{_fmt(vals[k]):>10}" for k in ("mb1", "mb3") + PEERS)
-                     + " " + " ".join(f"{_fmt(v):>9}" for v in row.values()))
-    lines.append("(ratios are minibroker/peer; for p50/p99 latency lower is better, so < 1 favours minibroker;"
+        lines.append(f"{scen:22} {metric:10} " + " ".join(f"{_fmt(vals[k]):>10}" for k in MB + PEERS)
+                     + f" {_fmt(row['readme/best']):>11} "
+                     + " ".join(f"{_fmt(row[k]):>9}" for k in ("mb1/best", "mb3/best", "mb3/mb1")))
+    lines.append("(mbreadme: `python -m minibroker serve --port 0`, nothing else; ratios are minibroker/peer; for p50/p99 latency lower is better, so < 1 favours minibroker;"
                  " best = the better peer per row; peers run RF 1)")
     results["ratios"] = ratios
     lines += round_lines(results)
@@ -323,7 +329,7 @@ def round_lines(results: dict) -> list[str]:
         if metric != "MB_per_s":
             continue
         rounds = {k: v.get("rounds", {}).get(f"{scen}.{metric}") or [] for k, v in results["brokers"].items()}
-        spread = [f"{k} {_fmt(min(x))}-{_fmt(max(x))}" for k in ("mb1", "mb3") + PEERS
+        spread = [f"{k} {_fmt(min(x))}-{_fmt(max(x))}" for k in MB + PEERS
                   if (x := [v for v in rounds.get(k, []) if v is not None])]
         lead = n = 0
         for i, v in enumerate(rounds.get("mb1", [])):
@@ -340,7 +346,7 @@ def floor_lines(results: dict) -> list[str]:
     """Each broker's median against the best of the other brokers (mb1 and the peers), with the
     load client's CPU: where the client is saturated against all of them, even a peer lands below
     1.0 by the host's spread alone, and that is the row's noise floor."""
-    labels = ("mb1",) + PEERS
+    labels = ("mbreadme", "mb1") + PEERS
     lines = ["each broker / the best of the others, median MB/s (load.py's CPU against it):"]
     for scen, metric, _ in ROWS:
         if metric != "MB_per_s":
@@ -362,7 +368,7 @@ def floor_lines(results: dict) -> list[str]:
 
 def _metrics(results: dict) -> dict[str, tuple[float, bool]]:
     out = {}
-    for label in ("mb1", "mb3"):
+    for label in MB:
         med = results.get("brokers", {}).get(label, {}).get("median", {})
         for scen, metric, higher in ROWS:
             v = med.get(scen, {}).get(metric)
@@ -408,11 +414,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--duration", type=float, default=10)
-    ap.add_argument("--only", default="mb1,mb3,mock,tansu", help="comma list of brokers to measure")
+    ap.add_argument("--only", default="mbreadme,mb1,mb3,mock,tansu", help="comma list of brokers to measure")
     ap.add_argument("--no-extras", action="store_true", help="skip start-up and RSS measurements")
-    ap.add_argument("--log-memory-max-bytes", type=int, default=1 << 30,
-                    help="minibroker's log.memory.max.bytes, the cap on a broker's log bytes "
-                         "(-1: unbounded, the default of `minibroker serve`)")
+    ap.add_argument("--log-memory-max-bytes", type=int, default=None,
+                    help="log.memory.max.bytes for mb1 and mb3 (-1: unbounded); default: serve's "
+                         "own, sized from the machine. mbreadme always runs serve's defaults")
     ap.add_argument("--max-bytes", type=float, default=2e10,
                     help="load.py's bound on each produce scenario's bytes, for every broker alike")
     ap.add_argument("--report", action="store_true",
@@ -421,12 +427,7 @@ def main() -> None:
     if a.report:
         with open(RESULT_FILE) as f:
             results = json.load(f)
-        prev_file = os.path.join(RESULTS, "side_by_side.previous.json")
-        prev = None
-        if os.path.exists(prev_file):
-            with open(prev_file) as f:
-                prev = json.load(f)
-        write_report(results, prev)
+        write_report(results, None)
         return
     if a.quick:
         a.repeat, a.duration = 1, 3
@@ -453,7 +454,6 @@ def main() -> None:
     if os.path.exists(RESULT_FILE):
         with open(RESULT_FILE) as f:
             prev = json.load(f)
-        os.replace(RESULT_FILE, os.path.join(RESULTS, "side_by_side.previous.json"))
     write_report(results, prev)
 
 
@@ -463,7 +463,8 @@ def write_report(results: dict, prev: dict | None) -> None:
     lines = [f"# minibroker side by side, {results['started']}, {results['repeat']} run(s) x "
              f"{results['duration_s']:g} s per scenario (produce bounded at {results['load_max_bytes']:g} bytes),"
              " broker on CPU 1, load.py on CPU 0",
-             f"# minibroker log.memory.max.bytes={results['mb_log_memory_max_bytes']} per broker"
+             f"# minibroker log.memory.max.bytes: mbreadme serve's default, mb1/mb3 "
+             f"{results['mb_log_memory_max_bytes'] if results['mb_log_memory_max_bytes'] is not None else 'the same'}"
              " (librdkafka's mock keeps ~5 MB per partition, Tansu keeps everything)"] + table(results)
     if prev is not None:
         regs = regressions(prev, results)

@@ -63,9 +63,15 @@ def _config(args) -> ClusterConfig:
         fail(f"{len(racks)} --rack values for {args.brokers} brokers (at most one per broker)")
     if args.port and args.port + args.brokers - 1 > 65535:
         fail(f"--port {args.port} leaves no room for {args.brokers} brokers (ports end at 65535)")
+    overrides = _overrides(args.override)
+    if "log_memory_max_bytes" not in overrides:
+        # serve's own default (the library's is -1, no cap): sized from the machine, so the
+        # README's command reuses deleted batches' memory instead of faulting in every new GiB.
+        from minibroker.log.memory import default_max_bytes
+        overrides["log_memory_max_bytes"] = default_max_bytes(args.brokers)
     try:
         return ClusterConfig(brokers=args.brokers, host=args.host, port=args.port, racks=racks,
-                             seed=args.seed, **_overrides(args.override))
+                             seed=args.seed, **overrides)
     except ValueError as e:
         fail(one_line(e))
 
@@ -117,8 +123,9 @@ async def _serve(args, config: ClusterConfig) -> None:
     print(f"BOOTSTRAP {cluster.bootstrap}", flush=True)
     if metrics is not None:
         print(f"METRICS http://{config.host}:{metrics.port}/metrics", flush=True)
-    print(f"minibroker: {config.brokers} brokers, cluster id {cluster.cluster_id}; "
-          "Ctrl-C to stop", file=sys.stderr, flush=True)
+    cap = config.log_memory_max_bytes
+    print(f"minibroker: {config.brokers} brokers, cluster id {cluster.cluster_id}, "
+          f"log.memory.max.bytes={cap} per broker; Ctrl-C to stop", file=sys.stderr, flush=True)
     await stop.wait()
     if metrics is not None:
         await metrics.stop()
@@ -133,6 +140,8 @@ def _run(coro) -> None:
     except ImportError:
         uvloop = None
     if uvloop is None:
+        print("minibroker: uvloop is not installed; running on asyncio's own event loop (slower)",
+              file=sys.stderr, flush=True)
         asyncio.run(coro)
     else:
         uvloop.run(coro)

@@ -1,4 +1,11 @@
-"""Cluster = metadata log + active controller + N brokers, and the control API for tests.
+"""Cluster = N brokers, one of which hosts the active controller, and the control API for tests.
+
+Combined mode, as KRaft's `process.roles=broker,controller`: the controller-eligible brokers
+(`controller.quorum.voters`, by default all) each hold a copy of the metadata log
+(controller/quorum.py); the active controller runs on one of them, and when that broker stops
+another live voter is elected (a new controller epoch), replays its copy and resumes what the
+last one left half-done. Metadata and DescribeCluster name it; any broker forwards admin
+requests to it (ControllerChannel, KIP-590).
 
     async with Cluster(brokers=3) as c:
         producer = SomeClient(bootstrap_servers=c.bootstrap)
@@ -18,6 +25,8 @@ from minibroker.clock import SEEDED_WALL_BASE_MS, Clock
 from minibroker.config import ClusterConfig
 from minibroker.controller.controller import Controller
 from minibroker.controller.metadata_log import MetadataLog
+from minibroker.controller.quorum import MetadataQuorum
+from minibroker.controller.result import ControllerHalted, ControllerMoved
 from minibroker.ids import IdSource, random_cluster_id
 
 log = logging.getLogger("minibroker.cluster")
@@ -38,54 +47,64 @@ class ControllerChannel:
     async def _active(self) -> Controller:
         return await self.cluster.active_controller()
 
+    async def _forward(self, call):
+        """call(controller) on the active controller; again on the next one if it had stopped
+        before writing anything (KIP-590's forwarding retries NOT_CONTROLLER)."""
+        while True:
+            try:
+                return await call(await self._active())
+            except ControllerMoved:
+                await asyncio.sleep(0)
+
     def auto_create_topics(self, names: list[str]) -> "asyncio.Task":
         """Create `names` with the defaults; the task ends once every live broker knows them."""
         async def create() -> None:
-            ctl = await self._active()
-            await ctl.create_topics([(n, -1, -1, None, {}) for n in names], validate_only=False)
+            await self._forward(lambda c: c.create_topics([(n, -1, -1, None, {}) for n in names],
+                                                          validate_only=False))
         return asyncio.get_running_loop().create_task(create())
 
     # Replication and producer ids (ReplicaManager, Broker).
     async def alter_partition(self, broker_id: int, topic: str, partition: int, leader_epoch: int,
                               partition_epoch: int, new_isr: tuple[int, ...]) -> int:
-        return await (await self._active()).alter_partition(
-            broker_id, topic, partition, leader_epoch, partition_epoch, new_isr)
+        return await self._forward(lambda c: c.alter_partition(
+            broker_id, topic, partition, leader_epoch, partition_epoch, new_isr))
 
     async def allocate_producer_ids(self, count: int = 1000) -> tuple[int, int]:
-        return await (await self._active()).allocate_producer_ids(count)
+        return await self._forward(lambda c: c.allocate_producer_ids(count))
 
     # Admin requests forwarded by handlers (CreateTopics, DeleteTopics, CreatePartitions, ...).
     async def create_topics(self, specs, validate_only: bool):
-        return await (await self._active()).create_topics(specs, validate_only=validate_only)
+        return await self._forward(lambda c: c.create_topics(specs, validate_only=validate_only))
 
     async def delete_topics(self, names: list[str]):
-        return await (await self._active()).delete_topics(names)
+        return await self._forward(lambda c: c.delete_topics(names))
 
     async def create_partitions(self, name: str, count: int, assignments, validate_only: bool):
-        return await (await self._active()).create_partitions(name, count, assignments,
-                                                              validate_only)
+        return await self._forward(lambda c: c.create_partitions(name, count, assignments,
+                                                                 validate_only))
 
     async def alter_topic_configs(self, name: str, changes: dict, replace: bool,
                                   validate_only: bool):
-        return await (await self._active()).alter_topic_configs(
-            name, changes, replace=replace, validate_only=validate_only)
+        return await self._forward(lambda c: c.alter_topic_configs(
+            name, changes, replace=replace, validate_only=validate_only))
 
     async def alter_broker_configs(self, resource_name: str, changes: dict, validate_only: bool):
-        return await (await self._active()).alter_broker_configs(
-            resource_name, changes, validate_only=validate_only)
+        return await self._forward(lambda c: c.alter_broker_configs(
+            resource_name, changes, validate_only=validate_only))
 
     # Reassignments (KIP-455 and the private AssignPartitions / PartitionAssignmentStatus APIs).
     async def assign_partitions(self, assignments: list[tuple[str, int, list[int]]]):
-        return await (await self._active()).assign_partitions(assignments)
+        return await self._forward(lambda c: c.assign_partitions(assignments))
 
     async def alter_partition_reassignments(self, items: list, allow_rf_change: bool) -> list:
-        return await (await self._active()).alter_partition_reassignments(items, allow_rf_change)
+        return await self._forward(lambda c: c.alter_partition_reassignments(items,
+                                                                            allow_rf_change))
 
     async def list_partition_reassignments(self, wanted: dict[str, list[int]] | None) -> list:
-        return await (await self._active()).list_partition_reassignments(wanted)
+        return await self._forward(lambda c: c.list_partition_reassignments(wanted))
 
     async def partition_assignment_status(self, request_id: int):
-        return await (await self._active()).partition_assignment_status(request_id)
+        return await self._forward(lambda c: c.partition_assignment_status(request_id))
 
 
 class Cluster:
@@ -105,11 +124,11 @@ class Cluster:
         seeded_id = self.ids.cluster_id()   # drawn either way: the ids after it are the seed's
         self.cluster_id = self.config.cluster_id or (seeded_id if seeded else random_cluster_id())
         self.faults = Faults()
-        self.metadata_log = MetadataLog()
+        self.quorum = MetadataQuorum(self.config.quorum_voters())
         self.controller: Controller | None = None
-        self.controller_epoch = 0
-        self.controller_node_id = 1
         self._controller_ready = asyncio.Event()
+        self._controller_wanted = True      # False from stop_controller() to start_controller()
+        self._election = asyncio.Lock()
         self.channel = ControllerChannel(self)
         self.brokers: dict[int, Broker] = {}
         for i in range(1, self.config.brokers + 1):
@@ -123,6 +142,7 @@ class Cluster:
         try:
             for b in self.brokers.values():
                 await b.start()
+                self.quorum.voter_started(b.node_id)
             await self.start_controller()
             for b in self.brokers.values():
                 b.broker_epoch = await self.controller.register_broker(
@@ -133,6 +153,7 @@ class Cluster:
         return self
 
     async def stop(self) -> None:
+        self._controller_wanted = False
         if self.controller is not None:
             await self.controller.stop()
         for b in self.brokers.values():
@@ -154,24 +175,52 @@ class Cluster:
         await self._controller_ready.wait()
         return self.controller
 
+    @property
+    def metadata_log(self) -> MetadataLog:
+        """The active controller's copy of the metadata log (else the longest copy)."""
+        return self.quorum.leader_log()
+
+    @property
+    def controller_epoch(self) -> int:
+        return self.quorum.epoch
+
+    @property
+    def controller_node_id(self) -> int:
+        """The broker hosting the active controller; -1 while there is none."""
+        return self.controller.controller_id if self.controller is not None else -1
+
     async def start_controller(self) -> None:
-        self.controller_epoch += 1
-        ctl = Controller(self.metadata_log, self.controller_epoch,
-                         controller_id=self.controller_node_id, config=self.config,
-                         clock=self.clock, ids=self.ids,
-                         fault_enabled=lambda site: site in self.faults.enabled_sites,
-                         on_halt=self.controller_halted)
-        for b in self.brokers.values():
-            b.metadata.cluster_id = self.cluster_id
-        await ctl.start()
-        self.controller = ctl
-        self._controller_ready.set()
+        """Elect a live voter (a new controller epoch): its controller replays its copy of the
+        log, finishes what the last one left half-done and fences brokers that stopped meanwhile.
+        No live voter: none now; the next voter to start is elected."""
+        self._controller_wanted = True
+        async with self._election:
+            if self.controller is not None:
+                return
+            leader = self.quorum.elect()
+            if leader < 0:
+                return
+            epoch = self.quorum.epoch
+            ctl = Controller(self.quorum.view(leader, epoch), epoch, controller_id=leader,
+                             config=self.config, clock=self.clock, ids=self.ids,
+                             fault_enabled=lambda site: site in self.faults.enabled_sites,
+                             on_halt=self.controller_halted)
+            for b in self.brokers.values():
+                b.metadata.cluster_id = self.cluster_id
+            try:
+                await ctl.start(tuple(sorted(i for i, b in self.brokers.items() if not b.running)))
+            except ControllerHalted:        # its broker stopped while it started
+                await ctl.stop()
+                return
+            self.controller = ctl
+            self._controller_ready.set()
 
     def controller_halted(self, ctl: Controller) -> None:
         """A controller stopped itself (a fault site): elect the next one, as Kafka would."""
         if ctl is not self.controller:
             return
         self._controller_ready.clear()
+        self.quorum.resign()
 
         async def failover() -> None:
             await ctl.stop()
@@ -181,23 +230,49 @@ class Cluster:
         asyncio.get_running_loop().create_task(failover())
 
     async def stop_controller(self) -> None:
-        """Kill the active controller (wherever it is in a procedure). Records stay in the log."""
+        """The active controller resigns (wherever it is in a procedure), and none is elected
+        until start_controller(). Records stay in the log."""
+        self._controller_wanted = False
         self._controller_ready.clear()
+        self.quorum.resign()
         if self.controller is not None:
-            await self.controller.stop()
-            self.controller = None
+            ctl, self.controller = self.controller, None
+            await ctl.stop()
+
+    async def _fence(self, broker_id: int) -> None:
+        ctl = self.controller
+        if ctl is not None:
+            try:
+                await ctl.fence_broker(broker_id)
+            except (ControllerMoved, ControllerHalted):
+                pass                        # the next controller fences it when it starts
 
     # ------------------------------------------------------------------ control API
     async def stop_broker(self, broker_id: int) -> None:
+        """Stop a broker; if it hosts the active controller, that stops too (it writes nothing
+        more from here) and another live voter takes over."""
         b = self.brokers[broker_id]
+        ctl = self.controller
+        hosted = ctl is not None and ctl.controller_id == broker_id
+        self.quorum.voter_stopped(broker_id)
+        if hosted:
+            self._controller_ready.clear()
+            self.controller = None
+            await ctl.stop()
         await b.stop()
-        await (await self.active_controller()).fence_broker(broker_id)
+        if hosted and self._controller_wanted:
+            await self.start_controller()
+        else:
+            await self._fence(broker_id)
 
     async def start_broker(self, broker_id: int) -> None:
         b = self.brokers[broker_id]
         await b.start()
-        b.broker_epoch = await (await self.active_controller()).register_broker(
-            b.node_id, b.host, b.port, b.rack, b.control_port)
+        self.quorum.voter_started(broker_id)
+        if self.controller is None and self._controller_wanted:
+            await self.start_controller()
+        b.broker_epoch = await self.channel._forward(lambda c: c.register_broker(
+            b.node_id, b.host, b.port, b.rack, b.control_port))
 
     async def restart_broker(self, broker_id: int, rack: str | None = None) -> None:
         await self.stop_broker(broker_id)
@@ -207,9 +282,8 @@ class Cluster:
 
     async def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
                            configs: dict[str, str] | None = None) -> None:
-        ctl = await self.active_controller()
-        [res] = await ctl.create_topics([(name, partitions, replication_factor, None,
-                                          configs or {})], validate_only=False)
+        [res] = await self.channel.create_topics([(name, partitions, replication_factor, None,
+                                                   configs or {})], validate_only=False)
         if res.error_code:
             raise RuntimeError(f"create_topic {name}: error {res.error_code}: {res.message}")
         await self.wait_for_leaders(name)
@@ -258,7 +332,7 @@ class Cluster:
         return (await self.active_controller()).partition(topic, partition).leader
 
     async def move_leader(self, topic: str, partition: int, to: int) -> int:
-        return await (await self.active_controller()).elect_leader(topic, partition, to)
+        return await self.channel._forward(lambda c: c.elect_leader(topic, partition, to))
 
     async def partition_state(self, topic: str, partition: int) -> dict:
         """The controller's registration plus every replica's log state."""

@@ -35,6 +35,9 @@ class ClusterConfig:
     seed: int | None = None
     cluster_id: str | None = None
     wall_clock_base_ms: int | None = None   # the Clock's start; default: from the seed, else now
+    # Kafka's controller.quorum.voters: the brokers that may host the active controller (each
+    # holds a copy of the metadata log); empty: every broker.
+    controller_quorum_voters: tuple[int, ...] = ()
     # Broker configs (Kafka names with dots → underscores).
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
@@ -51,7 +54,7 @@ class ClusterConfig:
     log_retention_check_interval_ms: int = 300000
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15000     # how often the cleaner looks for logs to compact
-    log_memory_max_bytes: int = -1          # minibroker's cap on all logs' bytes (log/memory.py)
+    log_memory_max_bytes: int = -1          # cap on a broker's log bytes; -1: none (serve: from RAM)
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
     offsets_retention_minutes: int = 10080
@@ -89,6 +92,10 @@ class ClusterConfig:
             return f"Invalid value {self.brokers} for brokers: Value must be at least 1"
         if len(self.racks) > self.brokers:
             return f"{len(self.racks)} racks given for {self.brokers} brokers"
+        bad = [v for v in self.controller_quorum_voters if not 1 <= v <= self.brokers]
+        if bad:
+            return (f"Invalid value {bad[0]} for configuration controller.quorum.voters: "
+                    f"not a broker id (1-{self.brokers})")
         if not 0 <= self.port <= 65536 - self.brokers:
             return f"Invalid port {self.port} for {self.brokers} brokers: ports are 0-65535"
         for kname, fname in self.kafka_names().items():
@@ -109,6 +116,9 @@ class ClusterConfig:
             return f"Unknown broker config {unknown[0]}"
         return None
 
+    def quorum_voters(self) -> list[int]:
+        return sorted(set(self.controller_quorum_voters)) or list(range(1, self.brokers + 1))
+
     def rack_of(self, broker_id: int) -> str | None:
         return self.racks[broker_id - 1] if broker_id - 1 < len(self.racks) else None
 
@@ -119,7 +129,7 @@ class ClusterConfig:
     def kafka_names(cls) -> dict[str, str]:
         """Kafka config name → field name, for the CLI's --override and DescribeConfigs."""
         skip = {"brokers", "host", "port", "racks", "seed", "cluster_id", "wall_clock_base_ms",
-                "extra"}
+                "controller_quorum_voters", "extra"}
         return {f.name.replace("_", "."): f.name for f in fields(cls) if f.name not in skip}
 
     def describe(self) -> dict[str, str]:

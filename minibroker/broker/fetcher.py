@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Callable
 from kafka.errors import (FencedLeaderEpochError, NotLeaderForPartitionError,
                           OffsetOutOfRangeError, UnknownLeaderEpochError,
                           UnknownTopicOrPartitionError)
-from kafka.protocol.consumer import FetchRequest
 
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.config import ClusterConfig
 from minibroker.network.client import KafkaClientConnection
 from minibroker.protocol.fast import (FetchPartitionView, FetchResponseView,
                                       decode_fetch_response)
+from minibroker.protocol.fetch_request import API_KEY as FETCH, encode_follower_fetch
 from minibroker.protocol.framing import handed_over
 
 if TYPE_CHECKING:
@@ -35,8 +35,6 @@ log = logging.getLogger("minibroker.fetcher")
 
 FETCH_VERSION = 12
 REQUEST_TIMEOUT_S = 30
-_Topic = FetchRequest.FetchTopic
-_Part = _Topic.FetchPartition
 
 
 class ReplicaFetcher:
@@ -93,15 +91,15 @@ class ReplicaFetcher:
                 continue
             try:
                 conn = await self._connect()
-                req, sent = self._build_request()
-                if req is None:         # every partition is throttled: wait for the quota
+                body, sent = self._build_request()
+                if body is None:         # every partition is throttled: wait for the quota
                     await asyncio.sleep(min(max(self.throttle.follower.seconds_until_available(),
                                                 0.01), 1.0))
                     continue
                 # Await the response future itself (wait_for would add two loop passes per fetch,
                 # and a follower's next fetch is what completes the leader's acks=all waiters); a
                 # timer closes a connection that does not answer, which fails the future.
-                fut = conn.send(req, FETCH_VERSION, raw=True)
+                fut = conn.send_encoded(FETCH, FETCH_VERSION, body, flexible=True)
                 timer = loop.call_later(REQUEST_TIMEOUT_S, conn.close, "request timed out")
                 try:
                     body = await fut
@@ -140,20 +138,15 @@ class ReplicaFetcher:
             p = self.partitions[key]
             if held and throttle.follower_throttled(p):
                 continue            # over the follower quota: this replica waits its turn
-            by_topic.setdefault(p.topic, []).append(_Part(
-                partition=p.partition, current_leader_epoch=p.leader_epoch,
-                fetch_offset=p.log.log_end_offset, last_fetched_epoch=p.log.epochs.latest_epoch,
-                log_start_offset=p.log.log_start_offset, partition_max_bytes=max_bytes))
+            by_topic.setdefault(p.topic, []).append((
+                p.partition, p.leader_epoch, p.log.log_end_offset, p.log.epochs.latest_epoch,
+                p.log.log_start_offset, max_bytes))
             sent[key] = (p, p.log.log_end_offset, p.leader_epoch)
         if not sent:
             return None, sent
         cfg = self.config
-        req = FetchRequest(
-            replica_id=self.node_id, max_wait_ms=cfg.replica_fetch_wait_max_ms, min_bytes=1,
-            max_bytes=cfg.replica_fetch_response_max_bytes, isolation_level=0, session_id=0,
-            session_epoch=-1, topics=[_Topic(topic=t, partitions=ps) for t, ps in by_topic.items()],
-            forgotten_topics_data=[], rack_id="")
-        return req, sent
+        return encode_follower_fetch(self.node_id, cfg.replica_fetch_wait_max_ms, 1,
+                                     cfg.replica_fetch_response_max_bytes, by_topic.items()), sent
 
     def _handle_response(self, resp: FetchResponseView, sent) -> bool:
         """Apply a fetch response; False when no partition made progress without error."""

@@ -426,7 +426,7 @@ class ReplicaManager:
             # this task resumes in the next loop pass (no asyncio.wait hop); a timer ends the wait.
             fut = loop.create_future()
             for p in waiters:
-                p.add_data_waiter(fut)
+                p.add_data_waiter(fut, follower)
             timer = loop.call_later(timeout, _wake, fut)
             if follower:
                 self.first_fetches.waiting(replica_id, fut)

@@ -7,6 +7,11 @@ sends LeaderAndIsr, UpdateMetadata and StopReplica to the brokers → the respon
 one at a time under one lock (an event queue, as in Kafka's QuorumController); the controller's
 own tasks (partition_removal, reassignment_progress) get the narrow `write(op)` / `log_bounds`
 way in. A new controller replays the whole log and resumes from it.
+
+The log is the quorum's (quorum.py): this controller appends as leader of its epoch, and once
+another voter is elected (its broker stopped) every append is refused — a stopped controller
+writes nothing more. A step of a multi-step procedure is committed (every live voter holds it)
+before the next starts, so a stop can fall between two steps; the next controller finishes it.
 """
 from __future__ import annotations
 
@@ -27,8 +32,9 @@ from minibroker.controller.log_bounds import log_bounds
 from minibroker.controller.metadata_log import MetadataLog
 from minibroker.controller.partition_removal import removal_loop
 from minibroker.controller.propagator import Propagator
+from minibroker.controller.quorum import LeaderLog, NotLeader
 from minibroker.controller.reassignment_progress import progress
-from minibroker.controller.result import ControllerHalted, ItemResult, Result
+from minibroker.controller.result import ControllerHalted, ControllerMoved, ItemResult, Result
 from minibroker.ids import IdSource
 from minibroker.protocol import records as R
 
@@ -41,8 +47,8 @@ YIELD_EVERY_RECORDS = 200
 
 
 class Controller:
-    def __init__(self, metadata_log: MetadataLog, controller_epoch: int, *, controller_id: int,
-                 config: ClusterConfig, clock: Clock, ids: IdSource,
+    def __init__(self, metadata_log: MetadataLog | LeaderLog, controller_epoch: int, *,
+                 controller_id: int, config: ClusterConfig, clock: Clock, ids: IdSource,
                  fault_enabled: Callable[[str], bool],
                  on_halt: Callable[["Controller"], None]) -> None:
         """fault_enabled(site): whether a named fault site is on; on_halt(self): this controller
@@ -57,17 +63,22 @@ class Controller:
         self._on_halt = on_halt
         self.image = MetadataImage()
         self.propagator = Propagator(self.controller_id, controller_epoch)
-        self._lock = asyncio.Lock()
+        self._lock = _ActiveLock(self)
         self._tasks: list[asyncio.Task] = []
         self.running = False
 
     # ------------------------------------------------------------------ lifecycle
-    async def start(self) -> None:
+    async def start(self, stopped_brokers: tuple[int, ...] = ()) -> None:
+        """Replay the log; fence `stopped_brokers` (registered brokers whose process is gone:
+        their heartbeats stopped), then finish what the last controller left half-done."""
         delta = MetadataDelta(self.image)
         for offset, record in self.log.read_all():
             delta.replay(record, offset)
         self.image = delta.apply()
         self.running = True
+        for broker_id in stopped_brokers:
+            await self.commit(list(brokers.fence_broker(self.image, broker_id).records),
+                              propagate=False)
         resumed = partition_count.resume_records(self.image, self.ids) + \
             reassignment.completion_records(self.image)
         if resumed:
@@ -120,10 +131,18 @@ class Controller:
         old = self.image
         delta = MetadataDelta(old)
         for i, step in enumerate(steps, 1):
-            for n, record in enumerate(step, 1):
-                delta.replay(record, self.log.append(record))
-                if n % YIELD_EVERY_RECORDS == 0:
-                    await asyncio.sleep(0)      # others are served; the image changes at the end
+            try:
+                for n, record in enumerate(step, 1):
+                    delta.replay(record, self.log.append(record))
+                    if n % YIELD_EVERY_RECORDS == 0:
+                        await asyncio.sleep(0)  # others are served; the image changes at the end
+                # Step i is durable on every live voter before step i+1 starts (a real await:
+                # the controller's broker may stop here).
+                await self._commit_log()
+            except NotLeader:
+                self.running = False
+                raise ControllerHalted(f"{site or 'commit'}.step{i}: {self.controller_id} "
+                                       "is no longer the active controller") from None
             if site and i < len(steps) and self._fault_enabled(f"{site}.step{i}"):
                 self.image = delta.apply()
                 self.running = False
@@ -134,6 +153,11 @@ class Controller:
         if propagate:
             await self.propagator.propagate(old, self.image, delta)
         return self.image
+
+    async def _commit_log(self) -> None:
+        commit = getattr(self.log, "commit", None)
+        if commit is not None:
+            await commit()
 
     # ------------------------------------------------------------------ brokers
     async def register_broker(self, broker_id: int, host: str, port: int,
@@ -255,6 +279,29 @@ class Controller:
         async with self._lock:
             return await self._write(brokers.allocate_producer_ids(self.image, self.controller_id,
                                                                    count))
+
+
+class _ActiveLock:
+    """The controller's event-queue lock; entered only while this controller is active, else
+    ControllerMoved (nothing was written: the caller may go to the next controller)."""
+
+    def __init__(self, ctl: Controller) -> None:
+        self._ctl = ctl
+        self._lock = asyncio.Lock()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    async def __aenter__(self) -> None:
+        if not self._ctl.running:
+            raise ControllerMoved(self._ctl.controller_id)
+        await self._lock.acquire()
+        if not self._ctl.running:
+            self._lock.release()
+            raise ControllerMoved(self._ctl.controller_id)
+
+    async def __aexit__(self, *exc) -> None:
+        self._lock.release()
 
 
 def _chunks(out: tuple, partitions: int):

@@ -42,3 +42,8 @@ class ItemResult:
 
 class ControllerHalted(Exception):
     """A named fault site stopped the controller between two steps of a procedure."""
+
+
+class ControllerMoved(Exception):
+    """A call reached a controller that is no longer active, before it wrote anything: the
+    caller may send it to the next one (Kafka's NOT_CONTROLLER, retried by the forwarder)."""

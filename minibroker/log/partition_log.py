@@ -69,7 +69,7 @@ class StoredBatch:
                  "delete_horizon")
 
     def __init__(self, data: bytearray | memoryview, header: BatchHeader, base_offset: int, leader_epoch: int,
-                 max_timestamp: int, attributes: int) -> None:
+                 max_timestamp: int, attributes: int, frame_share: int = 0) -> None:
         self.data = data
         self.view = memoryview(data).toreadonly()
         self.base_offset = base_offset
@@ -81,11 +81,10 @@ class StoredBatch:
         self.producer_id = header.producer_id
         self.producer_epoch = header.producer_epoch
         self.base_sequence = header.base_sequence
-        # What keeping this batch really holds (log.memory.max.bytes counts it): a batch adopted
-        # from a request or fetch frame keeps that whole buffer alive, and every batch has its
-        # objects (the fuzzer's 70-byte batches held ~7x their size, so 10 MB became 107 MB).
-        owner = data.obj if isinstance(data, memoryview) else data
-        self.held = max(len(owner), self.size) + BATCH_OVERHEAD
+        # What keeping this batch really holds (log.memory.max.bytes counts it): its objects
+        # (the fuzzer's 70-byte batches held ~7x their size, so 10 MB became 107 MB) and, adopted
+        # from a request or fetch frame, its share of the rest of that buffer (_frame_shares).
+        self.held = self.size + BATCH_OVERHEAD + frame_share
         self.delete_horizon = -1        # compaction: when its tombstones may go (log/cleaner.py)
 
     @property
@@ -100,6 +99,15 @@ class StoredBatch:
 # StoredBatch, its read-only view, the bytearray header, the two list slots and the base offset
 # int, by sys.getsizeof on CPython 3.11.
 BATCH_OVERHEAD = 400
+
+
+def _frame_shares(view: memoryview, headers: list[BatchHeader]) -> list[int]:
+    """Adopted batches keep their whole frame alive: the frame's bytes beyond the batches are
+    split among them, so that log.memory.max.bytes counts the frame once."""
+    owner = view.obj
+    extra = max(0, (len(owner) if owner is not None else 0) - sum(h.size for h in headers))
+    share, rest = divmod(extra, len(headers))
+    return [share + rest] + [share] * (len(headers) - 1)
 
 
 def _as_view(records: bytes | bytearray | memoryview) -> memoryview:
@@ -205,16 +213,20 @@ class PartitionLog:
                 return AppendResult(dup.first_offset, dup.last_offset,
                                     dup.timestamp if append_time != NO_TIMESTAMP else NO_TIMESTAMP,
                                     self.log_start_offset, True)
-        for h, base in zip(headers, bases):
+        shares = _frame_shares(view, headers) if adopt else None
+        for i, (h, base) in enumerate(zip(headers, bases)):
             data = view[h.offset_in_buf:h.offset_in_buf + h.size]
             if not adopt:
                 data = bytearray(data)      # the one copy
             patch_batch(data, 0, base, leader_epoch)
+            share = shares[i] if shares else 0
             if append_time != NO_TIMESTAMP:
                 set_log_append_time(data, 0, append_time)
-                self._store(StoredBatch(data, h, base, leader_epoch, append_time, h.attributes | TIMESTAMP_TYPE_MASK))
+                self._store(StoredBatch(data, h, base, leader_epoch, append_time,
+                                        h.attributes | TIMESTAMP_TYPE_MASK, share))
             else:
-                self._store(StoredBatch(data, h, base, leader_epoch, h.max_timestamp, h.attributes))
+                self._store(StoredBatch(data, h, base, leader_epoch, h.max_timestamp, h.attributes,
+                                        share))
         self.epochs.assign(leader_epoch, bases[0])
         if pending is not None:
             self._commit_producers(pending)
@@ -247,11 +259,13 @@ class PartitionLog:
             expected = h.last_offset + 1
         pending = self.producers.prepare(headers, [h.base_offset for h in headers], origin=REPLICATION,
                                          buf=view)
-        for h in headers:
+        shares = _frame_shares(view, headers) if adopt else None
+        for i, h in enumerate(headers):
             data = view[h.offset_in_buf:h.offset_in_buf + h.size]
             if not adopt:
                 data = bytearray(data)
-            self._store(StoredBatch(data, h, h.base_offset, h.partition_leader_epoch, h.max_timestamp, h.attributes))
+            self._store(StoredBatch(data, h, h.base_offset, h.partition_leader_epoch, h.max_timestamp,
+                                    h.attributes, shares[i] if shares else 0))
             if h.partition_leader_epoch >= 0:
                 self.epochs.assign(h.partition_leader_epoch, h.base_offset)
         self._commit_producers(pending)

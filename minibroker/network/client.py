@@ -129,6 +129,23 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         self.inflight.append((corr, rcls, version, fut, raw))
         return fut
 
+    def send_encoded(self, api_key: int, version: int, body: bytes, flexible: bool
+                     ) -> asyncio.Future:
+        """send(..., raw=True) of a body its caller encoded (the replica fetcher's FetchRequest:
+        protocol/fetch_request.py): the future resolves to the raw response body."""
+        fut = asyncio.get_running_loop().create_future()
+        if self.closed:
+            fut.set_exception(ConnectionClosed(self.close_reason or "connection closed"))
+            return fut
+        self._corr = (self._corr + 1) & 0x7FFFFFFF
+        corr = self._corr
+        cid = self.client_id.encode()
+        hdr = _REQ_HDR.pack(api_key, version, corr, len(cid)) + cid + (b"\x00" if flexible else b"")
+        self.transport.writelines((_I32.pack(len(hdr) + len(body)), hdr, body))
+        # In place of a response class, whether the response header is flexible (bool).
+        self.inflight.append((corr, flexible and api_key != 18, version, fut, True))
+        return fut
+
     async def request(self, req: Any, version: int, timeout: float | None = 30.0,
                       response_class: Any = None) -> Any:
         fut = self.send(req, version, response_class)
@@ -207,8 +224,9 @@ def decode_response(rcls: Any, frame: memoryview, version: int) -> Any:
 
 def response_body(rcls: Any, frame: memoryview, version: int) -> memoryview:
     """The body of a response frame, after its header: correlation id, then (header v1, flexible
-    versions except ApiVersions) a tagged-field section, skipped."""
+    versions except ApiVersions) a tagged-field section, skipped. `rcls` may be that flexibility
+    itself (a bool: send_encoded)."""
     pos = 4
-    if rcls.API_KEY != 18 and rcls.flexible_version_q(version):
+    if rcls if isinstance(rcls, bool) else (rcls.API_KEY != 18 and rcls.flexible_version_q(version)):
         _, pos = _skip_tags(frame, pos, len(frame))
     return frame[pos:]

@@ -69,6 +69,11 @@ class ThreadedCluster:
     def bootstrap(self) -> str:
         return self.cluster.bootstrap
 
+    @property
+    def controller_id(self) -> int:
+        """The broker hosting the active controller (-1: none)."""
+        return self.cluster.controller_node_id
+
     def stop_broker(self, broker_id: int) -> None:
         self.call(self.cluster.stop_broker, broker_id)
 

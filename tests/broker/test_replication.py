@@ -526,3 +526,30 @@ async def test_returning_old_leader_truncates_its_divergent_suffix(c):
         assert log_bytes(c, r, T, 0) == log_bytes(c, new, T, 0), r
         assert (c.brokers[r].replica_manager.get(T, 0).log.epochs.latest_epoch
                 == st["leader_epoch"])
+
+
+async def test_a_high_watermark_move_wakes_consumers_but_not_parked_followers():
+    """Kafka's DelayedFetch for a follower completes on bytes past its fetch offset, not on a HW
+    move: woken, the first follower of an RF 3 acks=all write answered an empty fetch and fetched
+    again on every write (5 Fetch requests per write instead of 4: benchmarks/rf3_calls.py)."""
+    from minibroker.broker.partition import Partition
+    from minibroker.clock import Clock
+    from minibroker.log.config import LogConfig
+    from minibroker.log.partition_log import PartitionLog
+
+    loop = asyncio.get_running_loop()
+    clock = Clock(wall_base_ms=0)
+    p = Partition(1, T, None, 0, PartitionLog(T, 0, LogConfig(), clock), clock,
+                  request_isr_change=lambda p, isr: None)
+    p.make_leader(3, 7, (1, 2, 3), (1, 2, 3))
+    p.log.append_as_leader(batch([b"a"], 0), 3)
+    p.update_follower_fetch(2, 1, 0)             # follower 2 has it; 3 has not: HW stays 0
+    consumer, follower2 = loop.create_future(), loop.create_future()
+    p.add_data_waiter(consumer)
+    p.add_data_waiter(follower2, replica=True)   # parked at the log end
+    p.update_follower_fetch(3, 1, 0)             # follower 3's fetch moves the HW
+    assert p.high_watermark == 1
+    assert consumer.done() and not follower2.done()
+    p.log.append_as_leader(batch([b"b"], 0), 3)  # an append wakes every long poll
+    p.notify_data()
+    assert follower2.done()

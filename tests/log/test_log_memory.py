@@ -103,3 +103,53 @@ def test_what_is_counted_is_what_is_held():
     b.truncate_fully_and_start_at(0)
     a.delete_records_before(1000)
     assert memory.used == 0
+
+
+def test_serve_default_cap_is_an_eighth_of_memory_per_broker_within_bounds(monkeypatch):
+    import os
+
+    from minibroker.log import memory
+    pages = {"SC_PAGE_SIZE": 4096}
+
+    def sysconf(name):
+        return pages[name]
+    monkeypatch.setattr(os, "sysconf", sysconf)
+    gib = 1 << 30
+    pages["SC_PHYS_PAGES"] = 24 * gib // 4096          # this machine: 3 GiB for the brokers
+    assert memory.default_max_bytes(1) == gib          # at most 1 GiB each
+    assert memory.default_max_bytes(3) == gib
+    assert memory.default_max_bytes(6) == gib // 2
+    pages["SC_PHYS_PAGES"] = 2 * gib // 4096           # a small machine: 256 MiB shared
+    assert memory.default_max_bytes(2) == 128 << 20
+    assert memory.default_max_bytes(100) == 64 << 20   # but never below 64 MiB each
+    pages["SC_PHYS_PAGES"] = -1                        # unknown: no cap, the library's default
+    assert memory.default_max_bytes(3) == -1
+
+
+def test_serve_caps_memory_by_default_and_an_override_wins():
+    from minibroker import cli
+    from minibroker.log.memory import default_max_bytes
+    served = cli._config(cli.parser().parse_args(["serve", "--port", "0"]))
+    assert served.log_memory_max_bytes == default_max_bytes(3) != -1
+    unbounded = cli._config(cli.parser().parse_args(
+        ["serve", "--port", "0", "--override", "log.memory.max.bytes=-1"]))
+    assert unbounded.log_memory_max_bytes == -1
+
+
+def test_batches_adopted_from_one_fetch_frame_count_it_once():
+    """A follower keeps the batches of a fetch response inside its frame: the frame counts once,
+    split among them, not once per batch."""
+    memory = LogMemory()
+    (f,) = _logs(memory, 1)
+    batches = b"".join(_based(client_batch([VALUE]), i) for i in range(10))
+    frame = bytearray(4096) + bytearray(batches)
+    f.append_as_follower(memoryview(frame)[4096:], adopt=True)
+    assert f.batch_count == 10
+    assert memory.used == len(frame) + 10 * BATCH_OVERHEAD
+
+
+def _based(batch: bytes, offset: int) -> bytes:
+    from minibroker.log.batch import patch_batch
+    b = bytearray(batch)
+    patch_batch(b, 0, offset, 0)
+    return bytes(b)

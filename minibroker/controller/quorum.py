@@ -1,0 +1,138 @@
+"""The metadata quorum: KRaft's replicated metadata log, in process.
+
+Combined mode (KRaft's `process.roles=broker,controller`): the controller-eligible brokers
+(`controller.quorum.voters`, by default every broker) each hold their own copy of the metadata
+log. One voter is the leader — the broker hosting the active controller — for one epoch (the
+controller epoch). How it maps to KRaft's Raft:
+- append: the leader appends a record to its copy and to every live voter's copy before the
+  record counts as committed (`commit()`), so any live voter that becomes leader holds every
+  committed record. KRaft needs a majority of fetches; here replication cannot fail, so a record
+  reaches every live voter at once, and the one await in `commit()` is the fetch round trip.
+- fencing: an append from any but the current leader and epoch raises NotLeader, as a stale
+  leader's writes are refused by the quorum (a resigned or stopped controller writes nothing).
+- election: the live voter with the longest log (Raft's "at least as up to date" vote), first
+  after the previous leader in id order; the epoch goes up by one. Not enforced: a majority of
+  voters alive (with every voter stopped and a stale one started first, it would lead with its
+  shorter log — KRaft would wait for a majority).
+- a voter that starts again catches up from the leader's copy (KRaft's Fetch): its copy is cut
+  back to where they agree, then the rest is copied.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Iterator
+
+from minibroker.controller.metadata_log import MetadataLog
+
+
+class NotLeader(Exception):
+    """An append from a controller the quorum no longer has as leader (a stale epoch)."""
+
+
+class MetadataQuorum:
+    def __init__(self, voters: list[int]) -> None:
+        self.voters = sorted(voters)
+        self.copies: dict[int, MetadataLog] = {v: MetadataLog() for v in self.voters}
+        self.live: set[int] = set()
+        self.leader_id = -1
+        self.epoch = 0
+        self.last_leader = -1
+        self._waiters: list[tuple[int, asyncio.Future]] = []
+
+    # ------------------------------------------------------------------ membership
+    def voter_started(self, voter: int) -> None:
+        if voter not in self.copies:
+            return
+        self.live.add(voter)
+        source = self.copies.get(self.leader_id)
+        if source is not None and voter != self.leader_id:
+            self.copies[voter].catch_up(source)
+
+    def voter_stopped(self, voter: int) -> None:
+        self.live.discard(voter)
+        if voter == self.leader_id:
+            self.resign()
+
+    def resign(self) -> None:
+        """The leader stops leading: its controller's appends are refused from now on."""
+        if self.leader_id >= 0:
+            self.last_leader = self.leader_id
+        self.leader_id = -1
+
+    def elect(self) -> int:
+        """A new leader and epoch from the live voters; -1 if none is live."""
+        live = [v for v in self.voters if v in self.live]
+        if not live:
+            return -1
+        longest = max(len(self.copies[v]) for v in live)
+        best = [v for v in live if len(self.copies[v]) == longest]
+        after = [v for v in best if v > self.last_leader]
+        self.leader_id = (after or best)[0]
+        self.epoch += 1
+        return self.leader_id
+
+    # ------------------------------------------------------------------ the log
+    def leader_log(self) -> MetadataLog:
+        """The leader's copy (else the longest one): what a reader of "the" log sees."""
+        if self.leader_id in self.copies:
+            return self.copies[self.leader_id]
+        return max(self.copies.values(), key=len)
+
+    def view(self, leader_id: int, epoch: int) -> "LeaderLog":
+        return LeaderLog(self, leader_id, epoch)
+
+    def append(self, leader_id: int, epoch: int, record: Any) -> int:
+        if leader_id != self.leader_id or epoch != self.epoch:
+            raise NotLeader(f"controller {leader_id} epoch {epoch} is not the leader "
+                            f"(leader {self.leader_id}, epoch {self.epoch})")
+        own = self.copies[leader_id]
+        offset = own.append(record)
+        entry = own.entry(offset)
+        for v in self.voters:
+            if v != leader_id and v in self.live:
+                self.copies[v].append_entry(entry)
+        return offset
+
+    async def commit(self, leader_id: int, epoch: int) -> None:
+        """Every live voter holds what the leader appended (the high watermark passes it): wake
+        those waiting for it, then yield once — the fetch round trip."""
+        end = len(self.copies[leader_id])
+        if self._waiters:
+            ready = [f for n, f in self._waiters if n <= end]
+            self._waiters = [(n, f) for n, f in self._waiters if n > end]
+            for f in ready:
+                if not f.done():
+                    f.set_result(end)
+        await asyncio.sleep(0)
+        if leader_id != self.leader_id or epoch != self.epoch:
+            raise NotLeader(f"controller {leader_id} lost leadership at epoch {epoch}")
+
+    def wait_committed(self, end_offset: int) -> asyncio.Future:
+        """Resolves (to the log's length) at the first commit that leaves the log `end_offset`
+        records long or longer (KRaft's handleCommit listener); registered at the call."""
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append((end_offset, fut))
+        return fut
+
+
+class LeaderLog:
+    """The log as one controller sees it: reads its own voter's copy, appends as leader of its
+    epoch (refused once it is not)."""
+
+    def __init__(self, quorum: MetadataQuorum, leader_id: int, epoch: int) -> None:
+        self.quorum, self.leader_id, self.epoch = quorum, leader_id, epoch
+
+    def append(self, record: Any) -> int:
+        return self.quorum.append(self.leader_id, self.epoch, record)
+
+    async def commit(self) -> None:
+        await self.quorum.commit(self.leader_id, self.epoch)
+
+    def read_all(self) -> Iterator[tuple[int, Any]]:
+        return self.quorum.copies[self.leader_id].read_all()
+
+    def next_offset(self) -> int:
+        return self.quorum.copies[self.leader_id].next_offset()
+
+    def __len__(self) -> int:
+        return len(self.quorum.copies[self.leader_id])
