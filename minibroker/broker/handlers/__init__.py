@@ -39,6 +39,7 @@ from minibroker.broker.handlers import (  # noqa: F401 — imported to register 
     k60_describe_cluster,
     k68_consumer_group_heartbeat,
     k69_consumer_group_describe,
+    k75_describe_topic_partitions,
     k1000_consumer_group_position,
     k1001_partition_leader_epochs_for_partitions,
     k1002_assign_partitions,
