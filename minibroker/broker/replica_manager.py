@@ -285,7 +285,8 @@ class ReplicaManager:
                     # A large request's batches are kept where they arrived (handed_over), not copied.
                     res = plog.append_as_leader(records, p.leader_epoch, adopt=handed_over(records))
                 except KafkaError as e:
-                    out.append(PartitionResult(pd.index, e.errno, error_message=str(e)))
+                    out.append(PartitionResult(pd.index, e.errno, error_message=str(e),
+                                               record_errors=getattr(e, "record_errors", None)))
                     continue
                 p.maybe_increment_high_watermark()
                 ts = self.stats.topics[td.name]

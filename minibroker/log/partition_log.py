@@ -35,6 +35,7 @@ from minibroker.log.batch import (
     CONTROL_MASK, HEADER_SIZE, LOG_APPEND_TIME, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK, BatchHeader,
     increment_sequence, parse_batches, patch_batch, record_timestamps, set_log_append_time, validate_client_batch,
 )
+from minibroker.log import append_checks
 from minibroker.log.config import LogConfig
 from minibroker.log.epochs import LeaderEpochCache
 from minibroker.log.memory import LogMemory
@@ -184,10 +185,17 @@ class PartitionLog:
         headers = parse_batches(view)
         if not headers:
             raise InvalidRecordError(f"Produce request to {self.topic}-{self.partition} has no record batch")
-        max_bytes = self.config.max_message_bytes
+        config = self.config
+        max_bytes = config.max_message_bytes
         bases: list[int] = []
         next_offset = self.log_end_offset
         with_producer_id = False
+        # LogValidator's config-driven checks (log/append_checks.py): a header compare unless
+        # the topic is compacted or recompresses.
+        now = now_ms if now_ms is not None else self.clock.now_ms() if self.clock else None
+        check_times = origin == CLIENT and not config.log_append_time and now is not None
+        check_keys = origin == CLIENT and config.compacts
+        recompress = origin == CLIENT and config.compression_type != "producer"
         for h in headers:
             if origin == CLIENT:
                 validate_client_batch(h)
@@ -198,6 +206,10 @@ class PartitionLog:
             if origin == CLIENT:
                 start = h.offset_in_buf + HEADER_SIZE
                 check_records(view[start:h.offset_in_buf + h.size], h.records_count, h.compression)
+                if check_times:
+                    append_checks.check_timestamps(view, h, config, now)
+                if check_keys and not h.is_control:
+                    append_checks.check_keys(view, h, f"{self.topic}-{self.partition}")
             bases.append(next_offset)
             next_offset += h.last_offset_delta + 1
             with_producer_id = with_producer_id or h.producer_id >= 0
@@ -215,11 +227,15 @@ class PartitionLog:
                                     self.log_start_offset, True)
         shares = _frame_shares(view, headers) if adopt else None
         for i, (h, base) in enumerate(zip(headers, bases)):
-            data = view[h.offset_in_buf:h.offset_in_buf + h.size]
-            if not adopt:
-                data = bytearray(data)      # the one copy
+            rewritten = append_checks.recompress(view, h, config) if recompress else None
+            if rewritten is not None:
+                data, h = rewritten         # the topic's codec: a new buffer, a new header
+            else:
+                data = view[h.offset_in_buf:h.offset_in_buf + h.size]
+                if not adopt:
+                    data = bytearray(data)      # the one copy
             patch_batch(data, 0, base, leader_epoch)
-            share = shares[i] if shares else 0
+            share = shares[i] if shares and rewritten is None else 0
             if append_time != NO_TIMESTAMP:
                 set_log_append_time(data, 0, append_time)
                 self._store(StoredBatch(data, h, base, leader_epoch, append_time,
