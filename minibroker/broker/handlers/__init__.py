@@ -32,6 +32,7 @@ from minibroker.broker.handlers import (  # noqa: F401 — imported to register 
     k35_describe_log_dirs,
     k37_create_partitions,
     k42_delete_groups,
+    k43_elect_leaders,
     k44_incremental_alter_configs,
     k45_alter_partition_reassignments,
     k46_list_partition_reassignments,
