@@ -37,7 +37,7 @@ def pytest_configure(config):
 
 
 # MINIBROKER_CLIENTS opts out of clients explicitly: "python" (the pip-installed ones), or names
-# (kafka_python,aiokafka,confluent,kafkajs,kcat). Unset or "all": every client, and a client that
+# (kafka_python,aiokafka,confluent,kafkajs,kcat; `spark` selects tests/spark). Unset or "all": every client, and a client that
 # is not installed fails its tests. A client not selected is skipped, saying so.
 PYTHON_CLIENTS = ("kafka_python", "aiokafka", "confluent")
 ALL_CLIENTS = PYTHON_CLIENTS + ("kafkajs", "kcat")
@@ -47,6 +47,8 @@ def selected_clients() -> tuple[str, ...]:
     raw = os.environ.get("MINIBROKER_CLIENTS", "").strip() or "all"
     names: list[str] = []
     for word in (w.strip() for w in raw.split(",") if w.strip()):
+        if word == "spark":
+            continue                # tests/spark's selection (PySpark), not a conformance client
         group = {"all": ALL_CLIENTS, "python": PYTHON_CLIENTS}.get(word, (word,))
         unknown = [n for n in group if n not in ALL_CLIENTS]
         if unknown:

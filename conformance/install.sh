@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the non-Python clients of the conformance suite (idempotent), on Debian:
 #   - kcat from Debian (package "kcat"; older releases call it "kafkacat"),
+#   - Java 17 (openjdk-17-jre-headless) from Debian when `java` is missing, for PySpark's JVM (the
+#     `spark` extra's tests; "spark" in MINIBROKER_CLIENTS),
 #   - Node.js and npm from Debian when missing, then kafkajs 2.2.4 and its snappy/lz4/zstd codecs
 #     (pure JS/wasm, from npm) into conformance/drivers/node/node_modules, as package-lock.json pins.
 # Missing Debian packages are installed with apt-get as root, or through sudo; when neither works
@@ -24,6 +26,9 @@ if wants kafkajs; then
   command -v node >/dev/null 2>&1 || missing+=(nodejs)
   command -v npm >/dev/null 2>&1 || missing+=(npm)
 fi
+if wants spark && ! command -v java >/dev/null 2>&1; then
+  missing+=(openjdk-17-jre-headless)
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then SUDO=()
@@ -44,6 +49,9 @@ fi
 
 if wants kcat; then
   echo "kcat: $( (kcat -V 2>/dev/null || kafkacat -V) | grep -m1 Version)"
+fi
+if wants spark; then
+  echo "java: $(java -version 2>&1 | head -1)"
 fi
 if wants kafkajs; then
   cd "$HERE/drivers/node"

@@ -6,14 +6,14 @@ Delivered: every record any group member's poll() returned, in the global order 
 saw them (one list, appended as polls return; all members share one event loop).
 
 Delivery is at least once (a partition's new owner restarts from the committed offset), so the
-check is on *first* deliveries: when a key's record `seq` is delivered for the first time, every
-acknowledged record of that key with a smaller seq must already have been delivered.  Anything
-else is an order violation (the application would apply a newer state before an older one).
-A loss is an acknowledged record never delivered.
+check is on *first* deliveries: the first delivery of a key's record `seq` is an order violation
+when an acknowledged record of that key with a smaller seq is first delivered after it (the
+application would apply a newer state before an older one).  A loss is an acknowledged record
+never delivered.  The check is minibroker.spark.checker's (pandas back-end; a Spark job for large
+histories).
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 
@@ -49,38 +49,17 @@ class History:
         self.delivered.append((member, key, seq, partition, offset))
 
     def check(self, max_examples: int = 5) -> Report:
-        r = Report(expansions=self.expansions, deletions=self.deletions)
-        acked: dict[bytes, set[int]] = defaultdict(set)
-        for key, seq, _, _ in self.produced:
-            acked[key].add(seq)
-        r.records = sum(len(s) for s in acked.values())
-        r.keys = len(acked)
-        seen: dict[bytes, set[int]] = defaultdict(set)
-        # smallest acknowledged seq of each key not yet delivered
-        for key, seq_set in acked.items():
-            seen[key] = set()
-        next_missing = {key: 0 for key in acked}
-        ordered = {key: sorted(s) for key, s in acked.items()}
-        for member, key, seq, partition, offset in self.delivered:
-            r.delivered += 1
-            if seq in seen[key]:
-                r.duplicates += 1
-                continue
-            seen[key].add(seq)
-            want = ordered.get(key, [])
-            i = next_missing.get(key, 0)
-            # acknowledged seqs below `seq` not delivered yet
-            while i < len(want) and want[i] in seen[key]:
-                i += 1
-            next_missing[key] = i
-            if i < len(want) and want[i] < seq:
-                r.violations += 1
-                if len(r.examples) < max_examples:
-                    r.examples.append(f"{member} delivered {key!r} seq {seq} (p{partition} "
-                                      f"o{offset}) before seq {want[i]}")
-        for key, seqs in acked.items():
-            missing = seqs - seen[key]
-            r.losses += len(missing)
-            if missing and len(r.examples) < max_examples:
-                r.examples.append(f"{key!r}: never delivered {sorted(missing)[:5]}")
-        return r
+        """minibroker.spark.checker's pandas back-end over this history (delivery order = the
+        order deliveries were recorded); the same checker runs as a Spark job at scale."""
+        import pandas as pd
+
+        from minibroker.spark.checker import check_pandas
+        produced = pd.DataFrame({"key": [k for k, _, _, _ in self.produced],
+                                 "seq": [s for _, s, _, _ in self.produced]})
+        delivered = pd.DataFrame({"key": [k for _, k, _, _, _ in self.delivered],
+                                  "seq": [s for _, _, s, _, _ in self.delivered],
+                                  "order": range(len(self.delivered))})
+        r = check_pandas(produced, delivered, max_examples=max_examples)
+        return Report(records=r.records, keys=r.keys, delivered=r.delivered,
+                      duplicates=r.duplicates, violations=r.violations, losses=r.losses,
+                      expansions=self.expansions, deletions=self.deletions, examples=r.examples)

@@ -7,7 +7,9 @@ In-process Cluster on a virtual-time loop (seeded: producers' keys and pacing, t
 pace; set KIP253_SEED to replay one). The checker (conformance/kip253_checker.py) reads the whole
 produced and delivered history.  With `ordering_barrier=False` the same scenario must show
 violations (the negative control); with the barrier, none and no losses — also when the
-controller stops in the middle of an expansion and of a deletion.
+controller stops in the middle of an expansion and of a deletion: at a fault site, and by
+stopping the broker that hosts it right after step 1 is committed (a real stop; the broker is
+started again once the next controller answered).
 Stock clients (kafka-python, confluent-kafka) keep producing and consuming on such a topic.
 """
 from __future__ import annotations
@@ -56,19 +58,42 @@ async def _wait_state(admin: Admin, undeleted: int, partitions: int, timeout: fl
     raise AssertionError(f"{topic} never reached {undeleted}/{partitions}")
 
 
-async def _alter(cluster: Cluster, admin: Admin, count: int, fault: bool) -> None:
-    if fault:
+async def _stop_host_after_step1(cluster: Cluster, count: int):
+    """A task stopping the broker that hosts the controller once step 1 of changing the count to
+    `count` is committed (expansion: the count record and an epoch bump per partition)."""
+    t = (await cluster.active_controller()).image.topics[TOPIC]
+    step1 = 1 + (len(t.partitions) if count > t.undeleted_partition_count else 0)
+    committed = cluster.quorum.wait_committed(len(cluster.metadata_log) + step1)
+
+    async def stop() -> int:
+        await committed
+        host = cluster.controller_node_id
+        await cluster.stop_broker(host)
+        return host
+    return asyncio.ensure_future(stop())
+
+
+async def _alter(cluster: Cluster, admin: Admin, count: int, fault: bool | str) -> None:
+    """fault: False, True (the fault site after step 1) or "stop" (a real stop there)."""
+    stopper = await _stop_host_after_step1(cluster, count) if fault == "stop" else None
+    if fault is True:
         cluster.faults.enable(FAULT_SITE)
+    failed = False
     try:
         await admin.create_partitions({TOPIC: count})
     except Exception:  # noqa: BLE001 - the controller halted after step 1 (fault)
-        assert fault
+        failed = True
     finally:
-        if fault:
+        if fault is True:
             cluster.faults.disable(FAULT_SITE)
+        if stopper is not None:
+            await cluster.start_broker(await stopper)
+    assert failed == bool(fault), "the change was not split by the fault" if fault else \
+        "create_partitions failed"
 
 
-async def scenario(seed: int, barrier: bool = True, controller_faults: bool = False) -> Report:
+async def scenario(seed: int, barrier: bool = True,
+                   controller_faults: bool | str = False) -> Report:
     rng = random.Random(seed)
     history = History()
     async with Cluster(brokers=3, seed=seed, group_initial_rebalance_delay_ms=0,
@@ -233,6 +258,13 @@ def test_negative_control_without_the_barrier_shows_violations():
 def test_controller_stopped_mid_expansion_and_mid_deletion():
     r = run(SEED, controller_faults=True)
     print(f"seed={SEED} barrier=on, controller faults: {r.summary()}")
+    assert r.violations == 0 and r.losses == 0, f"seed={SEED}: {r.summary()} {r.examples}"
+    assert r.expansions == 3 and r.deletions == 1, f"seed={SEED}: {r.summary()}"
+
+
+def test_controllers_broker_stopped_mid_expansion_and_mid_deletion():
+    r = run(SEED, controller_faults="stop")
+    print(f"seed={SEED} barrier=on, controller's broker stopped between steps: {r.summary()}")
     assert r.violations == 0 and r.losses == 0, f"seed={SEED}: {r.summary()} {r.examples}"
     assert r.expansions == 3 and r.deletions == 1, f"seed={SEED}: {r.summary()}"
 

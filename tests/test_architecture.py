@@ -45,6 +45,11 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.log.codecs", "lz4"),
     ("minibroker.log.records_check", "lz4"),
     ("minibroker.log.records_check", "cramjam"),
+    # The `spark` extra: `import minibroker.spark` and the checker's pandas back-end (the KIP-253
+    # conformance scenario's checker) work without pyspark; register() and check_spark need it.
+    ("minibroker.spark", "minibroker.spark.source"),
+    ("minibroker.spark.checker", "pyspark"),
+    ("minibroker.spark.checker", "minibroker.spark.session"),
 }
 
 

@@ -1,0 +1,259 @@
+"""Synchronous Kafka calls for the connector, on the reference client's connection and metadata.
+
+Every function opens its own connections (asyncio.run) and closes them: the methods of a Python
+data source run in short-lived or freshly unpickled processes that share nothing with the driver.
+
+`fetch_range` is the read path: Fetch requests from the partition's leader from `start` until
+`end`, each response's record batches decoded by kafka-python's record reader straight into
+column lists (no per-record objects), returned as pyarrow RecordBatches.
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass
+from typing import Iterator
+
+import kafka.errors as Errors
+from kafka.protocol.consumer import FetchResponse
+from kafka.record.memory_records import MemoryRecords
+
+from minibroker.client import Admin, TopicPartition
+from minibroker.client.kip253 import epoch_end_offset, kip253_counts, partition_leader_epochs
+from minibroker.protocol.errors import INVALID_PARTITION_METADATA
+from minibroker.protocol.messages import FetchRequestKip253
+
+EARLIEST, LATEST = -2, -1
+_REFRESH = {Errors.NotLeaderForPartitionError.errno, Errors.FencedLeaderEpochError.errno,
+            Errors.UnknownTopicOrPartitionError.errno, Errors.LeaderNotAvailableError.errno,
+            Errors.UnknownLeaderEpochError.errno, Errors.KafkaStorageError.errno,
+            Errors.OffsetNotAvailableError.errno, INVALID_PARTITION_METADATA}
+
+
+class DataLossError(RuntimeError):
+    """Records the query wanted are gone (deleted by retention or DeleteRecords)."""
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    partitions: tuple[int, ...]
+    counts: tuple[int, int] | None       # KIP-253 (N, U) when the broker reports them
+
+
+def _admin(bootstrap: str) -> Admin:
+    return Admin(bootstrap, client_id="minibroker-spark", request_timeout_ms=30000)
+
+
+async def _topics(admin: Admin, subscribe: list[str] | None, pattern: str | None,
+                  assign: dict[str, list[int]] | None) -> dict[str, TopicInfo]:
+    resp = await admin.metadata.fetch_all()
+    names = sorted(t.name for t in resp.topics if not getattr(t, "is_internal", False)
+                   and not t.name.startswith("__"))
+    if subscribe is not None:
+        names = [n for n in subscribe if n in admin.metadata.topics]
+    elif pattern is not None:
+        rx = re.compile(pattern)
+        names = [n for n in names if rx.fullmatch(n)]
+    elif assign is not None:
+        names = sorted(n for n in assign if n in admin.metadata.topics)
+    out = {}
+    for n in names:
+        md = admin.metadata.topic(n)
+        parts = sorted(md.partitions)
+        if assign is not None:
+            parts = sorted(p for p in assign[n] if p in md.partitions)
+        out[n] = TopicInfo(n, tuple(parts), kip253_counts(md))
+    return out
+
+
+async def _offsets(admin: Admin, specs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    if not specs:
+        return {}
+    got = await admin.list_offsets(specs)
+    return {tp: off for tp, (off, _) in got.items()}
+
+
+def describe(bootstrap: str, subscribe=None, pattern=None, assign=None,
+             specs_of=None) -> tuple[dict[str, TopicInfo], dict[str, dict[TopicPartition, int]]]:
+    """Topics and, for each named spec (e.g. {"earliest": -2, ...} per tp), the offsets.
+
+    `specs_of(topics) -> {name: {tp: spec}}` builds the ListOffsets specs once topics are known."""
+    async def go():
+        admin = _admin(bootstrap)
+        try:
+            topics = await _topics(admin, subscribe, pattern, assign)
+            specs = specs_of(topics) if specs_of else {}
+            offsets = {name: await _offsets(admin, s) for name, s in specs.items()}
+            return topics, offsets
+        finally:
+            await admin.close()
+    return asyncio.run(go())
+
+
+# ---------------------------------------------------------------------------- KIP-253 lookups
+async def leader_epoch_maps(admin: Admin, topic: str, partitions: list[int]):
+    return await partition_leader_epochs(admin.pool, topic, partitions)
+
+
+async def end_of_epoch(admin: Admin, topic: str, partition: int, epoch: int) -> int:
+    if admin.metadata.leader_epoch(topic, partition) <= epoch:
+        await admin.metadata.refresh([topic])
+    return await epoch_end_offset(admin.pool, admin.metadata, topic, partition, epoch)
+
+
+def run_with_admin(bootstrap: str, fn):
+    """asyncio.run(fn(admin)) with a fresh Admin closed afterwards."""
+    async def go():
+        admin = _admin(bootstrap)
+        try:
+            return await fn(admin)
+        finally:
+            await admin.close()
+    return asyncio.run(go())
+
+
+# ---------------------------------------------------------------------------- fetching
+class Columns:
+    """Column lists one fetched range is decoded into."""
+    __slots__ = ("key", "value", "offset", "timestamp", "ttype", "epoch", "headers")
+
+    def __init__(self, with_headers: bool) -> None:
+        self.key: list = []
+        self.value: list = []
+        self.offset: list = []
+        self.timestamp: list = []
+        self.ttype: list = []          # (count, type) runs: one per batch
+        self.epoch: list = []          # (count, epoch) runs
+        self.headers: list | None = [] if with_headers else None
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+
+def decode_into(cols: Columns, data, fetch_offset: int, end: int) -> int:
+    """Decode records with fetch_offset <= offset < end; return the next offset to fetch."""
+    nxt = fetch_offset
+    records = MemoryRecords(bytes(data))
+    key_a, val_a, off_a, ts_a = cols.key.append, cols.value.append, cols.offset.append, cols.timestamp.append
+    hdr = cols.headers
+    while records.has_next():
+        batch = records.next_batch()
+        if batch is None:
+            break
+        if batch.next_offset <= fetch_offset:
+            continue
+        nxt = max(nxt, batch.next_offset)
+        if batch.is_control_batch or batch.base_offset >= end:
+            continue
+        before = len(cols.offset)
+        for rec in batch:
+            o = rec.offset
+            if o < fetch_offset or o >= end:
+                continue
+            off_a(o)
+            ts_a(rec.timestamp)
+            key_a(rec.key)
+            val_a(rec.value)
+            if hdr is not None:
+                hdr.append([(k, v) for k, v in rec.headers])
+        n = len(cols.offset) - before
+        if n:
+            cols.ttype.append((n, batch.timestamp_type))
+            cols.epoch.append((n, getattr(batch, "leader_epoch", -1)))
+    return nxt
+
+
+async def _fetch(admin: Admin, topic: str, partition: int, start: int, end: int,
+                 fail_on_data_loss: bool, with_headers: bool, max_bytes: int,
+                 rows_per_batch: int, emit) -> None:
+    md = admin.metadata
+    await md.refresh([topic])
+    offset = start
+    cols = Columns(with_headers)
+    errors = 0
+    while offset < end:
+        leader = md.leader(topic, partition)
+        if leader < 0:
+            errors += 1
+            if errors > 100:
+                raise Errors.LeaderNotAvailableError(f"{topic}-{partition}")
+            await asyncio.sleep(0.1)
+            await md.refresh([topic])
+            continue
+        cls = FetchRequestKip253
+        req = cls(replica_id=-1, max_wait_ms=500, min_bytes=1, max_bytes=max_bytes,
+                  isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[],
+                  rack_id="", topics=[cls.FetchTopic(
+                      # -1: no KIP-253 count check (as stock clients): the range was planned
+                      # from the broker's epochs already, and a shrink must not fail the read
+                      topic=topic, undeleted_partition_count=-1,
+                      partitions=[cls.FetchTopic.FetchPartition(
+                          partition=partition, current_leader_epoch=md.leader_epoch(topic, partition),
+                          fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
+                          partition_max_bytes=max_bytes)])])
+        try:
+            resp = await admin.pool.request(leader, req, lo=4, hi=12, response_class=FetchResponse)
+        except (ConnectionError, asyncio.TimeoutError, OSError, Errors.KafkaConnectionError):
+            admin.pool.close_node(leader, "fetch failed")
+            errors += 1
+            if errors > 100:
+                raise
+            await asyncio.sleep(0.1)
+            await md.refresh([topic])
+            continue
+        p = resp.responses[0].partitions[0]
+        if p.error_code == Errors.OffsetOutOfRangeError.errno:
+            lso = (await _offsets(admin, {TopicPartition(topic, partition): EARLIEST}))[
+                TopicPartition(topic, partition)]
+            if offset >= lso:
+                raise Errors.OffsetOutOfRangeError(f"{topic}-{partition} offset {offset}")
+            if fail_on_data_loss:
+                raise DataLossError(
+                    f"{topic}-{partition}: offsets {offset}..{min(lso, end) - 1} were deleted before "
+                    f"they were read (failOnDataLoss=true; set it to false to skip them)")
+            offset = lso
+            continue
+        if p.error_code:
+            errors += 1
+            if errors > 100 or p.error_code not in _REFRESH and not Errors.for_code(p.error_code).retriable:
+                raise Errors.for_code(p.error_code)(f"fetch {topic}-{partition} at {offset}")
+            await asyncio.sleep(0.1)
+            await md.refresh([topic])
+            continue
+        errors = 0
+        nxt = decode_into(cols, p.records, offset, end) if p.records else offset
+        if nxt == offset:
+            if p.high_watermark <= offset:
+                # Planned past the high watermark: the log was truncated (an unclean leader
+                # change) after planning; those offsets will never hold the planned records.
+                if fail_on_data_loss:
+                    raise DataLossError(f"{topic}-{partition}: offsets {offset}..{end - 1} planned "
+                                        f"but the high watermark is now {p.high_watermark}")
+                break
+            errors += 1
+            if errors > 100:
+                raise Errors.KafkaTimeoutError(f"fetch {topic}-{partition} at {offset}: no progress")
+            continue
+        offset = nxt
+        if len(cols) >= rows_per_batch:
+            emit(cols)
+            cols = Columns(with_headers)
+    if len(cols):
+        emit(cols)
+
+
+def fetch_range(bootstrap: str, topic: str, partition: int, start: int, end: int, *,
+                fail_on_data_loss: bool = True, with_headers: bool = False,
+                max_bytes: int = 8 << 20, rows_per_batch: int = 65536) -> list[Columns]:
+    out: list[Columns] = []
+
+    async def go(admin):
+        await _fetch(admin, topic, partition, start, end, fail_on_data_loss, with_headers,
+                     max_bytes, rows_per_batch, out.append)
+    run_with_admin(bootstrap, go)
+    return out
+
+
+def iter_range(*args, **kw) -> Iterator[Columns]:
+    yield from fetch_range(*args, **kw)
