@@ -7,7 +7,9 @@ topic's append stays a header-only, zero-copy one:
 - message.timestamp.type=CreateTime and message.timestamp.{before,after}.max.ms: a record whose
   timestamp is further from the broker's clock is INVALID_TIMESTAMP with its record errors. The
   batch header's first and max timestamps are compared first; records are read only when one is
-  out of bounds (to name them) — the default after.max.ms is one hour (Kafka 4.0).
+  out of bounds (to name them). Only once a bound is set on the topic or the broker
+  (LogConfig.timestamp_bounds_set): Kafka 4.0's default after.max.ms (one hour) is described but
+  not enforced alone, since a seeded cluster's clock is not its clients'.
 - compression.type other than producer: a batch in another codec is recompressed into the
   topic's (records unchanged, new CRC), at the topic's compression.*.level.
 """

@@ -54,6 +54,10 @@ class LogConfig:
     follower_replication_throttled_replicas: str = ""
     # The configs set that LogConfig does not model, as sorted (name, value) pairs (described only).
     others: tuple[tuple[str, str], ...] = ()
+    # CreateTime bounds are enforced once a message.timestamp.{before,after}.max.ms is set (on the
+    # topic or the broker): a seeded cluster's clock is not its clients', so Kafka 4.0's one-hour
+    # default would refuse every client's records there.
+    timestamp_bounds_set: bool = False
 
     @property
     def log_append_time(self) -> bool:
@@ -84,6 +88,8 @@ class LogConfig:
             if value is None:
                 continue
             parsed = validate(name, value)
+            if name in _TIMESTAMP_BOUNDS:
+                kwargs["timestamp_bounds_set"] = True
             if name in KAFKA_NAMES:
                 kwargs[KAFKA_NAMES[name]] = parsed
             elif str(value) != DEFAULTS[name]:
@@ -107,7 +113,8 @@ def _string(v: Any) -> str:
 
 
 KAFKA_NAMES: dict[str, str] = {f.name.replace("_", "."): f.name for f in fields(LogConfig)
-                               if f.name != "others"}
+                               if f.name not in ("others", "timestamp_bounds_set")}
+_TIMESTAMP_BOUNDS = ("message.timestamp.before.max.ms", "message.timestamp.after.max.ms")
 
 
 def _invalid(name: str, value: str, why: str) -> ValueError:

@@ -193,7 +193,8 @@ class PartitionLog:
         # LogValidator's config-driven checks (log/append_checks.py): a header compare unless
         # the topic is compacted or recompresses.
         now = now_ms if now_ms is not None else self.clock.now_ms() if self.clock else None
-        check_times = origin == CLIENT and not config.log_append_time and now is not None
+        check_times = (origin == CLIENT and config.timestamp_bounds_set
+                       and not config.log_append_time and now is not None)
         check_keys = origin == CLIENT and config.compacts
         recompress = origin == CLIENT and config.compression_type != "producer"
         for h in headers:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from minibroker.log.config import DEFAULTS, LogConfig, broker_defaults, validate, validate_all
@@ -16,7 +18,8 @@ def test_defaults():
         "message.timestamp.after.max.ms": "3600000", "compression.type": "producer",
         "segment.index.bytes": "10485760", "local.retention.ms": "-2"}
     assert sorted(DEFAULTS) == sorted(KAFKA_4_TOPIC_CONFIGS + ["enable.ordered.delivery"])
-    assert LogConfig.from_configs(DEFAULTS) == LogConfig()
+    assert replace(LogConfig.from_configs(DEFAULTS), timestamp_bounds_set=False) == LogConfig()
+    assert LogConfig.from_configs({"message.timestamp.after.max.ms": "5"}).timestamp_bounds_set
     for name, value in DEFAULTS.items():
         assert validate(name, value) is not None, name
 
