@@ -96,16 +96,26 @@ async def _serve(args, config: ClusterConfig) -> None:
         cluster = Cluster(config)
     except ValueError as e:                  # a log.* override's value (Kafka's wording)
         fail(one_line(e))
+    children = None
+    if args.processes and config.brokers > 1:
+        from minibroker.processes import ChildBrokers
+        children = ChildBrokers(cluster)     # brokers 2..N leave this process
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
         await cluster.start()
+        if children is not None:
+            await children.start()
     except OSError as e:                     # port in use, address not ours, unknown host
         ports = (f"{config.port}-{config.port + config.brokers - 1}"
                  if config.port and config.brokers > 1 else str(config.port))
         fail(f"cannot listen on {config.host} port {ports}: {os_reason(e)}")
+    except (RuntimeError, asyncio.TimeoutError) as e:     # a broker process did not come up
+        await children.stop()
+        await cluster.stop()
+        fail(f"serve --processes: {one_line(e) or 'a broker process did not register in time'}")
     metrics = None
     if args.metrics_port is not None:
         from minibroker.metrics import MetricsServer
@@ -120,7 +130,8 @@ async def _serve(args, config: ClusterConfig) -> None:
     # hold, and no longer stalls every broker for 10-35 ms once produced batches trigger one.
     gc.collect()
     gc.freeze()
-    print(f"BOOTSTRAP {cluster.bootstrap}", flush=True)
+    bootstrap = cluster.bootstrap if children is None else children.bootstrap(cluster.bootstrap)
+    print(f"BOOTSTRAP {bootstrap}", flush=True)
     if metrics is not None:
         print(f"METRICS http://{config.host}:{metrics.port}/metrics", flush=True)
     cap = config.log_memory_max_bytes
@@ -129,6 +140,8 @@ async def _serve(args, config: ClusterConfig) -> None:
     await stop.wait()
     if metrics is not None:
         await metrics.stop()
+    if children is not None:
+        await children.stop()
     await cluster.stop()
 
 
@@ -175,6 +188,9 @@ def parser() -> Parser:
                         "the names are listed below)")
     s.add_argument("--log-level", default="WARNING", type=str.upper, choices=LOG_LEVELS,
                    help="logging level on stderr")
+    s.add_argument("--processes", action="store_true",
+                   help="one broker per process (uses as many cores); the controller runs in "
+                        "the first, with broker 1")
     s.add_argument("--metrics-port", type=port, default=None,
                    help="serve Prometheus metrics on this port (0 = any free port; needs the "
                         "'metrics' extra, prometheus_client)")

@@ -31,6 +31,7 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli", "minibroker.groups_cli"),
     ("minibroker.cli", "minibroker.configs_cli"),
     ("minibroker.cli", "minibroker.metrics"),           # only with serve --metrics-port
+    ("minibroker.cli", "minibroker.processes"),         # only with serve --processes
     ("minibroker.cli_common", "minibroker.network.client"),
     ("minibroker.reassign_cli", "kafka"),
     ("minibroker.reassign_cli", "minibroker.protocol.errors"),
@@ -39,6 +40,7 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.testing.pytest_plugin", "minibroker.testing.threaded"),
     # Optional dependencies, imported only where installed and wanted.
     ("minibroker.cli", "uvloop"),
+    ("minibroker.processes", "uvloop"),                 # a broker process's loop, as serve's
     ("minibroker.cli", "prometheus_client"),            # the `metrics` extra, for --metrics-port
     ("minibroker.log.records_check", "zstandard"),      # compression codecs a batch may use
     ("minibroker.log.codecs", "zstandard"),

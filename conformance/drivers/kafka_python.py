@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
 
 from . import DriverError
 
@@ -124,7 +124,7 @@ def _flatten_configs(res, topic) -> dict[str, str]:
 def create_partitions(bs, topic, total, timeout: float = 30) -> None:
     admin = _admin(bs)
     try:
-        admin.create_partitions({topic: NewPartitions(total)}, timeout_ms=int(timeout * 1000))
+        admin.create_partitions({topic: total}, timeout_ms=int(timeout * 1000))
     finally:
         admin.close()
 

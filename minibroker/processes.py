@@ -1,0 +1,232 @@
+"""`minibroker serve --processes`: one broker per process, so a cluster can use as many cores.
+
+The first process runs the controller and broker 1 (a Cluster with that one broker local); it
+starts brokers 2..N as child processes (`python -m minibroker.processes`), each handed one end of a
+socketpair. Everything brokers say to each other stays on the wire as before (the controller's
+LeaderAndIsr / UpdateMetadata on the control-plane listeners, followers' Fetch requests); the
+socketpair carries what a broker asks of the controller (ControllerChannel's calls: registration,
+AlterPartition, forwarded admin requests, producer id blocks) as pickled (id, method, args) frames
+answered in any order. Nothing listens for it: only the parent and the child hold the pair.
+
+A child whose socketpair closes (the process died or was killed) is fenced at once, as a broker
+whose session expired: its partitions' leadership moves within their ISRs, so an acks=all write
+survives. A child whose parent goes away stops its broker and exits.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import pickle
+import signal
+import socket
+import struct
+import subprocess
+import sys
+from typing import Any
+
+from minibroker.broker.broker import Broker
+from minibroker.broker.faults import Faults
+from minibroker.clock import SEEDED_WALL_BASE_MS, Clock
+from minibroker.ids import IdSource
+from minibroker.log.memory import keep_freed_batches_for_reuse
+
+log = logging.getLogger("minibroker.processes")
+
+_LEN = struct.Struct(">I")
+# What a broker may ask of the controller: ControllerChannel's methods, and its own registration.
+CALLS = ("auto_create_topics", "alter_partition", "allocate_producer_ids", "create_topics",
+         "delete_topics", "create_partitions", "alter_topic_configs", "alter_broker_configs",
+         "assign_partitions", "alter_partition_reassignments", "list_partition_reassignments",
+         "partition_assignment_status")
+
+
+def _frame(obj: Any) -> bytes:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return _LEN.pack(len(data)) + data
+
+
+async def _read(reader: asyncio.StreamReader) -> Any:
+    (n,) = _LEN.unpack(await reader.readexactly(_LEN.size))
+    return pickle.loads(await reader.readexactly(n))
+
+
+# ---------------------------------------------------------------------------- the child's side
+class RemoteControllerChannel:
+    """ControllerChannel for a broker in a child process: each call a frame to the parent."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader, self._writer = reader, writer
+        self._next = 0
+        self._pending: dict[int, asyncio.Future] = {}
+        self.closed = asyncio.get_running_loop().create_future()   # the parent went away
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._answers())
+
+    async def _answers(self) -> None:
+        try:
+            while True:
+                call_id, ok, value = await _read(self._reader)
+                fut = self._pending.pop(call_id, None)
+                if fut is not None and not fut.done():
+                    (fut.set_result if ok else fut.set_exception)(value)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError("controller process gone"))
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    async def call(self, method: str, *args: Any, **kw: Any) -> Any:
+        self._next += 1
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[self._next] = fut
+        self._writer.write(_frame((self._next, method, args, kw)))
+        return await fut
+
+    def auto_create_topics(self, names: list[str]) -> asyncio.Task:
+        return asyncio.get_running_loop().create_task(self.call("auto_create_topics", names))
+
+    def __getattr__(self, name: str):
+        if name not in CALLS:
+            raise AttributeError(name)
+
+        async def call(*args: Any, **kw: Any) -> Any:
+            return await self.call(name, *args, **kw)
+        return call
+
+
+async def child_main(fd: int, node_id: int) -> None:
+    keep_freed_batches_for_reuse()
+    reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
+    config, cluster_id = await _read(reader)
+    channel = RemoteControllerChannel(reader, writer)
+    channel.start()
+    seeded = config.seed is not None
+    clock = Clock(config.wall_clock_base_ms if config.wall_clock_base_ms is not None
+                  else SEEDED_WALL_BASE_MS if seeded else None)
+    port = config.port + node_id - 1 if config.port else 0
+    broker = Broker(node_id, config, clock, IdSource((config.seed or 0) * 1000 + node_id),
+                    channel, Faults(), port=port, rack=config.rack_of(node_id))
+    broker.metadata.cluster_id = cluster_id
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)      # Ctrl-C reaches the whole group
+    channel.closed.add_done_callback(lambda _: stop.set())
+    try:
+        await broker.start()
+        broker.broker_epoch = await channel.call(
+            "register_broker", node_id, broker.host, broker.port, broker.rack, broker.control_port)
+        await stop.wait()
+    finally:
+        if broker.running:
+            await broker.stop()
+        writer.close()
+
+
+# ---------------------------------------------------------------------------- the parent's side
+class ChildBrokers:
+    """Brokers 2..N of `cluster` (whose config says N) in child processes, served their
+    controller calls; `start()` returns once every one registered. Made before the cluster
+    starts: the cluster keeps (and starts) broker 1 only, with the controller."""
+
+    def __init__(self, cluster) -> None:
+        for node_id in range(2, cluster.config.brokers + 1):
+            del cluster.brokers[node_id]        # constructed, never started: no socket was opened
+        self.cluster = cluster
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.endpoints: dict[int, str] = {}
+        self._registered: dict[int, asyncio.Future] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._writers: list[asyncio.StreamWriter] = []
+        self.stopping = False
+
+    async def start(self, timeout: float = 60.0) -> None:
+        loop = asyncio.get_running_loop()
+        for node_id in range(2, self.cluster.config.brokers + 1):
+            ours, theirs = socket.socketpair()
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+            self.procs[node_id] = subprocess.Popen(
+                [sys.executable, "-m", "minibroker.processes", str(theirs.fileno()), str(node_id),
+                 logging.getLevelName(logging.getLogger().level)],
+                pass_fds=(theirs.fileno(),), env=env, start_new_session=False)
+            theirs.close()
+            reader, writer = await asyncio.open_connection(sock=ours)
+            writer.write(_frame((self.cluster.config, self.cluster.cluster_id)))
+            self._writers.append(writer)
+            self._registered[node_id] = loop.create_future()
+            self._tasks.append(loop.create_task(self._serve(node_id, reader, writer)))
+        await asyncio.wait_for(asyncio.gather(*self._registered.values()), timeout)
+
+    async def _serve(self, node_id: int, reader, writer) -> None:
+        try:
+            while True:
+                call = await _read(reader)
+                asyncio.get_running_loop().create_task(self._answer(node_id, writer, *call))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        if not self._registered[node_id].done():
+            self._registered[node_id].set_exception(
+                RuntimeError(f"broker {node_id}'s process ended before registering"))
+        if not self.stopping:
+            # The process is gone: fence its broker now, as an expired session would.
+            log.warning("broker %d's process ended; fencing it", node_id)
+            await self.cluster._fence(node_id)
+
+    async def _answer(self, node_id: int, writer, call_id: int, method: str, args, kw) -> None:
+        try:
+            if method == "register_broker":
+                value = await self.cluster.channel._forward(lambda c: c.register_broker(*args, **kw))
+                self.endpoints[node_id] = f"{args[1]}:{args[2]}"
+                self._registered[node_id].set_result(None)
+            elif method in CALLS:
+                value = getattr(self.cluster.channel, method)(*args, **kw)
+                value = await value
+            else:
+                raise ValueError(f"unknown controller call {method!r}")
+            reply = (call_id, True, value)
+        except Exception as e:  # noqa: BLE001 — the broker's caller gets it, as in process
+            reply = (call_id, False, e)
+        try:
+            writer.write(_frame(reply))
+        except Exception as e:  # noqa: BLE001 — an unpicklable answer: say so, do not hang
+            writer.write(_frame((call_id, False, RuntimeError(f"{type(e).__name__}: {e}"))))
+
+    def bootstrap(self, first: str) -> str:
+        return ",".join([first] + [self.endpoints[i] for i in sorted(self.endpoints)])
+
+    async def stop(self) -> None:
+        self.stopping = True
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for w in self._writers:
+            w.close()
+        for p in self.procs.values():
+            for _ in range(100):
+                if p.poll() is not None:
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                p.kill()
+        for t in self._tasks:
+            t.cancel()
+
+
+def main() -> None:
+    fd, node_id = int(sys.argv[1]), int(sys.argv[2])
+    level = sys.argv[3] if len(sys.argv) > 3 else "WARNING"
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(child_main(fd, node_id))
+    else:
+        uvloop.run(child_main(fd, node_id))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""`minibroker serve --processes`: one broker per process, one command, one BOOTSTRAP line; a real
+client produces and consumes through it, and acks=all writes survive one process being killed."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+def _children(pid: int) -> dict[int, int]:
+    """node id -> pid of the serve process's broker children (their argv names the node id)."""
+    out = {}
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        for child in map(int, f.read().split()):
+            with open(f"/proc/{child}/cmdline", "rb") as c:
+                argv = c.read().split(b"\0")
+            if b"minibroker.processes" in argv:
+                out[int(argv[argv.index(b"minibroker.processes") + 2])] = child
+    return out
+
+
+def _delivered(p: Producer, topic: str, values: list[bytes]) -> list:
+    errors = []
+    for v in values:
+        p.produce(topic, v, on_delivery=lambda err, msg: errors.append(err) if err else None)
+        p.poll(0)
+    assert p.flush(60) == 0
+    return errors
+
+
+def test_processes_serve_a_client_and_survive_a_killed_broker_process():
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "minibroker", "serve", "--processes", "--port", "0",
+         "--override", "min.insync.replicas=2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = serve.stdout.readline()
+        assert line.startswith("BOOTSTRAP "), (line, serve.stderr.read() if serve.poll() else "")
+        bootstrap = line.split()[1]
+        assert len(bootstrap.split(",")) == 3
+        children = _children(serve.pid)
+        assert sorted(children) == [2, 3]           # brokers 2 and 3 each in a process
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        # Broker 2 (a child process) leads the partition: killing it moves the leadership.
+        admin.create_topics([NewTopic("kept", 1, replica_assignment=[[2, 1, 3]])])["kept"].result(30)
+        deadline = time.monotonic() + 30
+        while admin.list_topics("kept", timeout=10).topics["kept"].partitions[0].leader != 2:
+            assert time.monotonic() < deadline, "broker 2 never led the new partition"
+            time.sleep(0.1)
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+        before = [b"before-%d" % i for i in range(300)]
+        assert _delivered(p, "kept", before) == []
+
+        os.kill(children[2], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            md = admin.list_topics("kept", timeout=10).topics["kept"].partitions[0]
+            if md.leader in (1, 3) and 2 not in md.isrs:
+                break
+            time.sleep(0.2)
+        assert md.leader in (1, 3), md
+
+        after = [b"after-%d" % i for i in range(300)]
+        assert _delivered(p, "kept", after) == []
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g",
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c.subscribe(["kept"])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(got) < len(before) + len(after) and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+        c.close()
+        assert got == before + after                  # every acknowledged write, in order
+        assert serve.poll() is None                   # the command itself still serves
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        try:
+            serve.wait(30)
+        except subprocess.TimeoutExpired:
+            serve.kill()
+    assert serve.returncode == 0
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in children.values())   # all reaped
