@@ -3,8 +3,11 @@
 With broker 1 stopped, and then with whichever broker hosts the active controller stopped,
 kafka-python's KafkaAdminClient and librdkafka's AdminClient (confluent-kafka) create a topic and
 add partitions to it (CreateTopics, CreatePartitions, sent by the clients to the controller that
-Metadata names), and Metadata (key 3) and DescribeCluster (key 60) name a live broker as the
-controller. Real clients over sockets, against an in-process ``ThreadedCluster``.
+Metadata names), change its configs (IncrementalAlterConfigs), reassign a partition
+(AlterPartitionReassignments, kafka-python) and delete another topic (DeleteTopics); Metadata
+(key 3) and DescribeCluster (key 60) name a live broker as the controller. Real clients over
+sockets, against an in-process ``ThreadedCluster``; each round uses a new client (a long-lived
+one keeps the controller it learnt, see the README).
 """
 from __future__ import annotations
 
@@ -34,12 +37,26 @@ def _until(fn, what: str, timeout: float = TIMEOUT_S):
 
 def kafka_python_round(bs: str, topic: str, rf: int) -> tuple[int, int, int]:
     """(partitions after CreatePartitions, Metadata's controller, DescribeCluster's controller)"""
-    from kafka.admin import KafkaAdminClient, NewPartitions, NewTopic
+    from kafka import TopicPartition
+    from kafka.admin import (ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions,
+                             NewTopic)
     admin = KafkaAdminClient(bootstrap_servers=bs, client_id="failover-kafka-python",
                              request_timeout_ms=15000, reconnect_backoff_max_ms=500)
     try:
-        admin.create_topics([NewTopic(topic, 2, rf)], timeout_ms=TIMEOUT_S * 1000)
+        admin.create_topics([NewTopic(topic, 2, rf), NewTopic(topic + "-gone", 1, 1)],
+                            timeout_ms=TIMEOUT_S * 1000)
         admin.create_partitions({topic: NewPartitions(4)}, timeout_ms=TIMEOUT_S * 1000)
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                            configs={"retention.ms": "3600000"})],
+                            incremental=True)
+        res = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+        [entries] = [by_name[topic] for by_name in res.values()]     # {type: {name: configs}}
+        assert entries["retention.ms"]["value"] == "3600000", entries["retention.ms"]
+        [replicas] = [p["replica_nodes"] for t in admin.describe_topics([topic])
+                      for p in t["partitions"] if p["partition_index"] == 0]
+        moved = admin.alter_partition_reassignments({TopicPartition(topic, 0): replicas[::-1]})
+        assert all(err is None for err in moved.values()), moved
+        admin.delete_topics([topic + "-gone"], timeout_ms=TIMEOUT_S * 1000)
 
         def width():
             [t] = admin.describe_topics([topic])
@@ -52,15 +69,26 @@ def kafka_python_round(bs: str, topic: str, rf: int) -> tuple[int, int, int]:
 
 
 def confluent_round(bs: str, topic: str, rf: int) -> tuple[int, int, int]:
-    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry,
+                                       ConfigResource, NewPartitions, NewTopic, ResourceType)
     admin = AdminClient({"bootstrap.servers": bs, "client.id": "failover-confluent",
                          "reconnect.backoff.max.ms": 500, "logger": LOG})
-    for f in admin.create_topics([NewTopic(topic, 2, rf)], operation_timeout=TIMEOUT_S,
-                                 request_timeout=TIMEOUT_S).values():
-        f.result(timeout=TIMEOUT_S)
-    for f in admin.create_partitions([NewPartitions(topic, 4)], operation_timeout=TIMEOUT_S,
-                                     request_timeout=TIMEOUT_S).values():
-        f.result(timeout=TIMEOUT_S)
+    def done(futures: dict) -> None:
+        for f in futures.values():
+            f.result(timeout=TIMEOUT_S)
+    done(admin.create_topics([NewTopic(topic, 2, rf), NewTopic(topic + "-gone", 1, 1)],
+                             operation_timeout=TIMEOUT_S, request_timeout=TIMEOUT_S))
+    done(admin.create_partitions([NewPartitions(topic, 4)], operation_timeout=TIMEOUT_S,
+                                 request_timeout=TIMEOUT_S))
+    done(admin.incremental_alter_configs([ConfigResource(
+        ResourceType.TOPIC, topic, incremental_configs=[ConfigEntry(
+            "retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])],
+        request_timeout=TIMEOUT_S))
+    [described] = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)],
+                                         request_timeout=TIMEOUT_S).values()
+    assert described.result(TIMEOUT_S)["retention.ms"].value == "3600000"
+    done(admin.delete_topics([topic + "-gone"], operation_timeout=TIMEOUT_S,
+                             request_timeout=TIMEOUT_S))
 
     def width():
         t = admin.list_topics(topic, timeout=10).topics.get(topic)

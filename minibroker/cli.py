@@ -64,6 +64,13 @@ def _config(args) -> ClusterConfig:
     if args.port and args.port + args.brokers - 1 > 65535:
         fail(f"--port {args.port} leaves no room for {args.brokers} brokers (ports end at 65535)")
     overrides = _overrides(args.override)
+    if args.controller_quorum_voters:
+        try:
+            overrides["controller_quorum_voters"] = tuple(
+                int(v) for v in args.controller_quorum_voters.split(","))
+        except ValueError:
+            fail(f"--controller-quorum-voters expects broker ids like 1,2,3, got "
+                 f"{args.controller_quorum_voters!r}")
     if "log_memory_max_bytes" not in overrides:
         # serve's own default (the library's is -1, no cap): sized from the machine, so the
         # README's command reuses deleted batches' memory instead of faulting in every new GiB.
@@ -186,6 +193,9 @@ def parser() -> Parser:
     s.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
                    help="a broker config by its Kafka name, e.g. num.partitions=3 (repeat; "
                         "the names are listed below)")
+    s.add_argument("--controller-quorum-voters", default=None, metavar="IDS",
+                   help="controller.quorum.voters: the brokers that may host the active "
+                        "controller, e.g. 1,2,3 (default: every broker)")
     s.add_argument("--log-level", default="WARNING", type=str.upper, choices=LOG_LEVELS,
                    help="logging level on stderr")
     s.add_argument("--processes", action="store_true",
@@ -203,6 +213,8 @@ def parser() -> Parser:
     add_groups_parser(sub)
     from minibroker.configs_cli import add_configs_parser
     add_configs_parser(sub)
+    from minibroker.transactions_cli import add_transactions_parser
+    add_transactions_parser(sub)
     return ap
 
 

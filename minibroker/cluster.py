@@ -197,26 +197,33 @@ class Cluster:
         log, finishes what the last one left half-done and fences brokers that stopped meanwhile.
         No live voter: none now; the next voter to start is elected."""
         self._controller_wanted = True
+        await self._elect()
+
+    async def _elect(self) -> None:
+        if not self._controller_wanted:
+            return                          # stop_controller() or stop(): none until asked
         async with self._election:
-            if self.controller is not None:
-                return
-            leader = self.quorum.elect()
-            if leader < 0:
-                return
-            epoch = self.quorum.epoch
-            ctl = Controller(self.quorum.view(leader, epoch), epoch, controller_id=leader,
-                             config=self.config, clock=self.clock, ids=self.ids,
-                             fault_enabled=lambda site: site in self.faults.enabled_sites,
-                             on_halt=self.controller_halted)
-            for b in self.brokers.values():
-                b.metadata.cluster_id = self.cluster_id
-            try:
-                await ctl.start(tuple(sorted(i for i, b in self.brokers.items() if not b.running)))
-            except ControllerHalted:        # its broker stopped while it started
-                await ctl.stop()
-                return
-            self.controller = ctl
-            self._controller_ready.set()
+            while self.controller is None and self._controller_wanted:
+                leader = self.quorum.elect()
+                if leader < 0:
+                    return
+                epoch = self.quorum.epoch
+                ctl = Controller(self.quorum.view(leader, epoch), epoch, controller_id=leader,
+                                 config=self.config, clock=self.clock, ids=self.ids,
+                                 fault_enabled=lambda site: site in self.faults.enabled_sites,
+                                 on_halt=self.controller_halted)
+                for b in self.brokers.values():
+                    b.metadata.cluster_id = self.cluster_id
+                try:
+                    await ctl.start(tuple(sorted(i for i, b in self.brokers.items()
+                                                 if not b.running)))
+                except ControllerHalted:
+                    pass
+                if (self.quorum.leader_id, self.quorum.epoch) != (leader, epoch):
+                    await ctl.stop()        # its broker stopped while it started: the next one
+                    continue
+                self.controller = ctl
+                self._controller_ready.set()
 
     def controller_halted(self, ctl: Controller) -> None:
         """A controller stopped itself (a fault site): elect the next one, as Kafka would."""
@@ -229,7 +236,7 @@ class Cluster:
             await ctl.stop()
             if self.controller is ctl:
                 self.controller = None
-                await self.start_controller()
+                await self._elect()
         asyncio.get_running_loop().create_task(failover())
 
     async def stop_controller(self) -> None:
@@ -252,8 +259,8 @@ class Cluster:
 
     # ------------------------------------------------------------------ control API
     async def stop_broker(self, broker_id: int) -> None:
-        """Stop a broker; if it hosts the active controller, that stops too (it writes nothing
-        more from here) and another live voter takes over."""
+        """Stop a broker (as a crash would); if it hosts the active controller, that stops too
+        (it writes nothing more from here) and another live voter takes over."""
         b = self.brokers[broker_id]
         ctl = self.controller
         hosted = ctl is not None and ctl.controller_id == broker_id
@@ -264,7 +271,7 @@ class Cluster:
             await ctl.stop()
         await b.stop()
         if hosted and self._controller_wanted:
-            await self.start_controller()
+            await self._elect()                 # fences broker_id as it starts
         else:
             await self._fence(broker_id)
 
@@ -272,8 +279,8 @@ class Cluster:
         b = self.brokers[broker_id]
         await b.start()
         self.quorum.voter_started(broker_id)
-        if self.controller is None and self._controller_wanted:
-            await self.start_controller()
+        if self.controller is None:
+            await self._elect()
         b.broker_epoch = await self.channel._forward(lambda c: c.register_broker(
             b.node_id, b.host, b.port, b.rack, b.control_port))
 

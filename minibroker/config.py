@@ -11,6 +11,9 @@ from minibroker.log.config import BROKER_CONFIGS
 _AT_LEAST = {"num_partitions": 1, "default_replication_factor": 1, "min_insync_replicas": 1,
              "socket_request_max_bytes": 1, "offsets_topic_num_partitions": 1,
              "offsets_topic_replication_factor": 1, "transaction_state_log_num_partitions": 1,
+             "transaction_state_log_replication_factor": 1, "transaction_state_log_min_isr": 1,
+             "transaction_max_timeout_ms": 1, "transactional_id_expiration_ms": 1,
+             "transaction_abort_timed_out_transaction_cleanup_interval_ms": 1,
              "offsets_retention_minutes": 1, "offsets_retention_check_interval_ms": 1,
              "log_retention_check_interval_ms": 1, "log_cleaner_backoff_ms": 0,
              "group_max_size": 1,
@@ -66,6 +69,11 @@ class ClusterConfig:
     group_consumer_heartbeat_interval_ms: int = 5000
     group_consumer_session_timeout_ms: int = 45000
     transaction_state_log_num_partitions: int = 50
+    transaction_state_log_replication_factor: int = 3
+    transaction_state_log_min_isr: int = 2
+    transaction_max_timeout_ms: int = 900000
+    transactional_id_expiration_ms: int = 604800000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     broker_session_timeout_ms: int = 9000
     max_incremental_fetch_session_cache_slots: int = 1000
     controlled_shutdown_enable: bool = True

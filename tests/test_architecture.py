@@ -30,6 +30,7 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli", "minibroker.reassign_cli"),
     ("minibroker.cli", "minibroker.groups_cli"),
     ("minibroker.cli", "minibroker.configs_cli"),
+    ("minibroker.cli", "minibroker.transactions_cli"),
     ("minibroker.cli", "minibroker.metrics"),           # only with serve --metrics-port
     ("minibroker.cli", "minibroker.processes"),         # only with serve --processes
     ("minibroker.cli_common", "minibroker.network.client"),

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from kafka.admin import KafkaAdminClient
 
 pytestmark = pytest.mark.real_time
 
@@ -99,3 +100,21 @@ def test_reassign_partitions_execute_progress_verify(served, tmp_path):
     assert r.returncode == 1 and "InvalidRequestError" in r.stderr
     r = topics(served, "--describe", "--topic", "moving")
     assert f"Replicas: {','.join(map(str, target))}" in r.stdout
+
+
+def test_serve_places_the_controller_on_a_voter():
+    p = subprocess.Popen([sys.executable, "-m", "minibroker", "serve", "--brokers", "3",
+                          "--port", "0", "--controller-quorum-voters", "3,2"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        line = p.stdout.readline()
+        assert line.startswith("BOOTSTRAP "), line + p.stderr.read()
+        admin = KafkaAdminClient(bootstrap_servers=line.split()[1])
+        try:
+            assert admin.describe_cluster()["controller_id"] == 2     # the first voter
+        finally:
+            admin.close()
+    finally:
+        os.killpg(p.pid, signal.SIGTERM)
+        assert p.wait(15) == 0

@@ -1,4 +1,5 @@
-"""One broker: a listener, a metadata cache, a replica manager and a group coordinator.
+"""One broker: a listener, a metadata cache, a replica manager, a group coordinator and a
+transaction coordinator.
 
 A broker learns cluster state only from the controller's LeaderAndIsr / UpdateMetadata /
 StopReplica requests; it reaches the controller through `controller_channel` (admin forwarding,
@@ -19,11 +20,13 @@ from minibroker.broker.fetch_session import FetchSessionCache
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.stats import BrokerStats
+from minibroker.broker.txn_channel import TxnChannel
 from minibroker.broker.throttle import ReplicationThrottle
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
 from minibroker.coordinator.offsets import OFFSETS_TOPIC
 from minibroker.coordinator.runtime import GroupCoordinatorRuntime
+from minibroker.coordinator.txn.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoordinator
 from minibroker.ids import IdSource
 from minibroker.log.config import broker_defaults
 from minibroker.network.tcp import close_idle_connections, start_listener
@@ -65,6 +68,13 @@ class Broker:
             node_id, config, clock, ids, self.metadata,
             ReplicaManagerPartitionWriter(self.replica_manager, OFFSETS_TOPIC),
             lambda specs: self.controller.create_topics(specs, validate_only=False))
+        # Transactions (KIP-98): markers and KIP-890 verification go to other brokers over the wire.
+        self.txn_channel = TxnChannel(node_id, self.metadata)
+        self.txn = TransactionCoordinator(
+            node_id, config, clock, self.metadata,
+            ReplicaManagerPartitionWriter(self.replica_manager, TRANSACTION_STATE_TOPIC),
+            lambda specs: self.controller.create_topics(specs, validate_only=False),
+            self.next_producer_id, self.txn_channel.send_markers)
         self.connections: set = set()
         # What a listener calls per request frame: network/ knows no broker, only this.
         self.handle = handler_for(self)
@@ -99,6 +109,7 @@ class Broker:
         self.running = True
         self.replica_manager.start()
         self.groups.start()
+        self.txn.start()
         if listen:
             log.info("broker %d listening on %s:%d", self.node_id, self.host, self.port)
 
@@ -116,6 +127,8 @@ class Broker:
             conn.close("broker stopping", logging.DEBUG)
         await self.replica_manager.stop()
         await self.groups.stop()
+        await self.txn.stop()
+        self.txn_channel.close()
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None

@@ -154,6 +154,10 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview,
     control_plane: the frame came to the broker's control-plane listener."""
     if len(frame) < 8:
         raise ProtocolViolation(f"request of {len(frame)} bytes is shorter than a header")
+    if not broker.running:
+        # A connection accepted while the broker stopped: a stopped broker answers nothing
+        # (its metadata may still name itself as the controller).
+        raise ProtocolViolation("the broker is stopped")
     api_key, api_version, corr = API_PREFIX.unpack_from(frame, 0)
     handler = HANDLERS.get(api_key)
     if handler is None:

@@ -494,7 +494,8 @@ class ReplicaManager:
             found = plog.max_timestamp_offset()
             return (found[0], found[1]) if found else (-1, -1)
         found = plog.offset_for_timestamp(ts)
-        if found is None or found[0] >= p.high_watermark:
+        if found is None or found[0] >= (p.last_stable_offset() if isolation_level
+                                         else p.high_watermark):
             return -1, -1
         return found
 

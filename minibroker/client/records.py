@@ -1,17 +1,22 @@
 """Record batch encoding and decoding for the reference client (kafka-python's record code).
 
 `encode_batch` writes one v2 batch with any codec kafka-python has (gzip always; snappy, lz4, zstd
-when their libraries are installed). `decode_records` walks fetched bytes with kafka-python's
-`MemoryRecords` (which decompresses), drops control batches and records before `fetch_offset`, and
-tells the caller where the next fetch starts (the end of the last whole batch seen).
+when their libraries are installed). `decode_records` walks fetched bytes batch by batch, drops
+control batches and records before `fetch_offset`, and tells the caller where the next fetch starts
+(the end of the last whole batch seen). An uncompressed v2 batch's records are read in one loop here;
+a compressed or pre-v2 batch goes through kafka-python's `MemoryRecords` (which decompresses), whose
+pure-Python reader makes a record object and ~15 calls per record (benchmarks/NOTES.md).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import struct
 from typing import NamedTuple, Sequence
 
+import crc32c
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
+
+from minibroker.protocol.varint import SMALL_UVARINTS, uvarint_bytes
 
 CODECS = {None: 0, "none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -36,8 +41,9 @@ class RecordMetadata(NamedTuple):
     timestamp: int
 
 
-@dataclass(frozen=True, slots=True)
-class ConsumerRecord:
+class ConsumerRecord(NamedTuple):
+    """Immutable, as before; a NamedTuple is built in one call, where a frozen dataclass set
+    each of its nine fields through object.__setattr__ (~6 us a record here)."""
     topic: str
     partition: int
     offset: int
@@ -52,11 +58,56 @@ class ConsumerRecord:
 def encode_batch(records: Sequence[tuple], compression: int = 0, producer_id: int = -1,
                  producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
     """One v2 batch from [(key, value, headers, timestamp_ms)], offsets 0..n-1."""
+    if compression == 0 and records:
+        return _plain_batch(records, producer_id, producer_epoch, base_sequence)
     builder = DefaultRecordBatchBuilder(2, compression, False, producer_id, producer_epoch,
                                         base_sequence, 1 << 30)
     for i, (key, value, headers, ts) in enumerate(records):
         builder.append(i, ts, key, value, list(headers or ()))
     return bytes(builder.build())
+
+
+def _zz(n: int) -> bytes:
+    """A zigzag varint's bytes (a record's fields)."""
+    z = (n << 1) ^ (n >> 63)
+    return SMALL_UVARINTS[z] if z < 0x80 else uvarint_bytes(z)
+
+
+_NULL = _zz(-1)
+
+
+def _plain_batch(records: Sequence[tuple], producer_id: int, producer_epoch: int,
+                 base_sequence: int) -> bytes:
+    """An uncompressed batch, its records written in one loop: the bytes kafka-python's builder
+    writes (tests/client/test_records_decode.py) without its per-record checks and varint calls."""
+    first_ts = records[0][3]
+    max_ts = first_ts
+    parts = []
+    add = parts.append
+    for i, (key, value, headers, ts) in enumerate(records):
+        if ts > max_ts:
+            max_ts = ts
+        body = [b"\x00", _zz(ts - first_ts), _zz(i),
+                _NULL if key is None else _zz(len(key)), key or b"",
+                _NULL if value is None else _zz(len(value)), value or b""]
+        if headers:
+            body.append(_zz(len(headers)))
+            for h_key, h_value in headers:
+                raw = h_key.encode()
+                body += (_zz(len(raw)), raw,
+                         _NULL if h_value is None else _zz(len(h_value)), h_value or b"")
+        else:
+            body.append(b"\x00")
+        rec = b"".join(body)
+        add(_zz(len(rec)))
+        add(rec)
+    tail = _BATCH_TAIL.pack(0, len(records) - 1, first_ts, max_ts, producer_id, producer_epoch,
+                            base_sequence, len(records)) + b"".join(parts)
+    return _BATCH_START.pack(0, len(tail) + 9, 0, 2, crc32c.crc32c(tail)) + tail
+
+
+_BATCH_START = struct.Struct(">qiibI")       # base offset, length, leader epoch, magic, CRC
+_BATCH_TAIL = struct.Struct(">hiqqqhii")     # attributes .. record count (what the CRC covers)
 
 
 def estimate_size(key: bytes | None, value: bytes | None, headers) -> int:
@@ -66,6 +117,11 @@ def estimate_size(key: bytes | None, value: bytes | None, headers) -> int:
     return n
 
 
+_BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")   # a v2 batch header: 61 bytes
+_HEAD_SIZE = 61
+_CONTROL, _LOG_APPEND_TIME, _CODEC = 0x20, 0x08, 0x07
+
+
 def decode_records(topic: str, partition: int, data: bytes | None, fetch_offset: int,
                    ) -> tuple[list[ConsumerRecord], int]:
     """Records at offsets >= fetch_offset, and the offset to fetch next (>= fetch_offset)."""
@@ -73,7 +129,87 @@ def decode_records(topic: str, partition: int, data: bytes | None, fetch_offset:
     next_offset = fetch_offset
     if not data:
         return out, next_offset
-    records = MemoryRecords(bytes(data))
+    data = bytes(data)
+    pos, size = 0, len(data)
+    while pos + _HEAD_SIZE <= size:
+        (base, length, epoch, magic, _crc, attrs, last_delta, first_ts, max_ts, _pid, _pepoch,
+         _seq, _count) = _BATCH_HEAD.unpack_from(data, pos)
+        end = pos + 12 + length
+        if end > size:
+            break                   # the partial batch a fetch may end with
+        if magic != 2 or attrs & _CODEC:
+            return _decode_generic(topic, partition, data[pos:], fetch_offset, out, next_offset)
+        after = base + last_delta + 1
+        if after > fetch_offset:
+            next_offset = max(next_offset, after)
+            if not attrs & _CONTROL:
+                _plain_records(topic, partition, data, pos + _HEAD_SIZE, end, base, epoch,
+                               1 if attrs & _LOG_APPEND_TIME else 0, first_ts, max_ts,
+                               fetch_offset, out)
+        pos = end
+    return out, next_offset
+
+
+def _zigzag(data: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint (a record's fields) at pos: (value, next pos)."""
+    b = data[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    n, shift = b & 0x7F, 7
+    while True:
+        pos += 1
+        b = data[pos]
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (n >> 1) ^ -(n & 1), pos + 1
+        shift += 7
+
+
+def _plain_records(topic: str, partition: int, data: bytes, pos: int, end: int, base: int,
+                   epoch: int, ttype: int, first_ts: int, max_ts: int, fetch_offset: int,
+                   out: list) -> None:
+    """An uncompressed batch's records (key, value and header values as bytes)."""
+    log_append = ttype == 1
+    new = ConsumerRecord
+    while pos < end:
+        length, pos = _zigzag(data, pos)
+        rec_end = pos + length
+        ts_delta, pos = _zigzag(data, pos + 1)          # after the record's attributes byte
+        off_delta, pos = _zigzag(data, pos)
+        if base + off_delta < fetch_offset:
+            pos = rec_end
+            continue
+        n, pos = _zigzag(data, pos)
+        key = None if n < 0 else data[pos:pos + n]
+        if n > 0:
+            pos += n
+        n, pos = _zigzag(data, pos)
+        value = None if n < 0 else data[pos:pos + n]
+        if n > 0:
+            pos += n
+        count, pos = _zigzag(data, pos)
+        headers = ()
+        if count > 0:
+            hs = []
+            for _ in range(count):
+                n, pos = _zigzag(data, pos)
+                h_key = data[pos:pos + n].decode()
+                n, pos = _zigzag(data, pos + n)
+                hs.append((h_key, None if n < 0 else data[pos:pos + n]))
+                if n > 0:
+                    pos += n
+            headers = tuple(hs)
+        out.append(new(topic, partition, base + off_delta,
+                       max_ts if log_append else first_ts + ts_delta, ttype, key, value,
+                       headers, epoch))
+        pos = rec_end
+
+
+def _decode_generic(topic: str, partition: int, data: bytes, fetch_offset: int,
+                    out: list[ConsumerRecord], next_offset: int
+                    ) -> tuple[list[ConsumerRecord], int]:
+    """The rest of `data` through kafka-python's reader (compressed or pre-v2 batches)."""
+    records = MemoryRecords(data)
     while records.has_next():
         batch = records.next_batch()
         if batch is None:

@@ -46,8 +46,10 @@ from minibroker.coordinator.partition_writer import PartitionWriter
 from minibroker.coordinator.positions import ConsumerGroupPositions
 from minibroker.coordinator.replay import replay
 from minibroker.coordinator.shard import Shard
+from minibroker.coordinator.txn_offsets import complete_txn, replay_txn_records
 from minibroker.log.batch import build_batch
 from minibroker.log.config import VALIDATORS
+from minibroker.log.transactions import COMMIT, control_type
 
 if TYPE_CHECKING:
     from minibroker.broker.metadata_cache import MetadataCache
@@ -225,9 +227,11 @@ class GroupCoordinatorRuntime:
 
     # ------------------------------------------------------------------ writes
     def append(self, shard: Shard, records: list[tuple[bytes, bytes | None]],
-               on_commit: Callable[[int], None] | None) -> asyncio.Future:
+               on_commit: Callable[[int], None] | None, *, producer_id: int = -1,
+               producer_epoch: int = -1) -> asyncio.Future:
         """Append `records` as one batch now; the future resolves to 0 once the high watermark
-        passed them, else to an error code. `on_commit(code)` runs first, in the same callback."""
+        passed them, else to an error code. `on_commit(code)` runs first, in the same callback.
+        A producer id makes it a transactional batch (TxnOffsetCommit, coordinator/txn_offsets)."""
         loop = asyncio.get_running_loop()
         result = loop.create_future()
         timer: list[asyncio.TimerHandle] = []
@@ -249,7 +253,9 @@ class GroupCoordinatorRuntime:
             loop.call_soon(finish, Errors.NotLeaderForPartitionError.errno)
             return result
         now = self.clock.now_ms()
-        batch = build_batch([(k, v, []) for k, v in records], timestamp=now)
+        batch = build_batch([(k, v, []) for k, v in records], timestamp=now,
+                            producer_id=producer_id, producer_epoch=producer_epoch,
+                            transactional=producer_id >= 0)
         try:
             hw = self.writer.append(shard.partition, shard.leader_epoch, batch, now)
         except Errors.KafkaError as e:
@@ -285,6 +291,9 @@ class GroupCoordinatorRuntime:
                           shard.partition)
             return
         shard.loading = False
+        for producer_id, commit in shard.markers_while_loading:
+            complete_txn(shard, producer_id, commit)
+        shard.markers_while_loading.clear()
         if shard.deleted_while_loading:
             self._delete_offsets_of(shard, sorted(shard.deleted_while_loading))
             shard.deleted_while_loading.clear()
@@ -301,7 +310,12 @@ class GroupCoordinatorRuntime:
         next_offset = _BASE_OFFSET.unpack_from(data, 0)[0] + \
             _LAST_OFFSET_DELTA.unpack_from(data, 23)[0] + 1
         batch = DefaultRecordBatch(data)
-        if batch.is_control_batch:
+        if batch.is_control_batch:      # a transaction marker: TxnOffsetCommit offsets decided
+            complete_txn(shard, batch.producer_id, control_type(data) == COMMIT)
+            return next_offset
+        if batch.is_transactional:
+            replay_txn_records(shard, batch.producer_id,
+                               [(r.key, r.value) for r in batch if r.key is not None])
             return next_offset
         for record in batch:
             if record.key is None:
@@ -321,6 +335,20 @@ class GroupCoordinatorRuntime:
             shard.load_task.cancel()
         self.classic.on_unloaded(shard)
         self.consumer.on_unloaded(shard)
+
+    # ------------------------------------------------------------------ transactions
+    def on_txn_marker(self, topic: str, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was appended to a __consumer_offsets partition we lead
+        (WriteTxnMarkers): the producer's pending transactional offsets are decided."""
+        if topic != OFFSETS_TOPIC:
+            return
+        shard = self.shards.get(partition)
+        if shard is None:
+            return
+        if shard.loading:
+            shard.markers_while_loading.append((producer_id, commit))
+        else:
+            complete_txn(shard, producer_id, commit)
 
     # ------------------------------------------------------------------ retention
     async def _expiration_loop(self) -> None:

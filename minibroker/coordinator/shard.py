@@ -24,6 +24,11 @@ class Shard:
         self.pending_offset_commits: dict[tuple[str, str, int], set] = {}
         # Partitions deleted while loading: every replayed record predates the deletion.
         self.deleted_while_loading: set[tuple[str, int]] = set()
+        # Transactional offset commits awaiting their producer's marker (coordinator/txn_offsets):
+        # producer id -> {(group, topic, partition): (key, value)}; and markers that arrived
+        # while loading, applied once loaded: [(producer id, commit)].
+        self.pending_txn_offsets: dict[int, dict[tuple[str, str, int], tuple]] = {}
+        self.markers_while_loading: list[tuple[int, bool]] = []
 
     def __repr__(self) -> str:
         return (f"Shard({OFFSETS_TOPIC}-{self.partition}, epoch={self.leader_epoch}, "

@@ -290,8 +290,11 @@ class PartitionLog:
 
     def _commit_producers(self, pending: PendingProducerAppend) -> None:
         self.producers.commit(pending)
-        for txn in pending.completed:
-            self.txn_index.completed(txn)
+        if pending.completed:
+            for txn in pending.completed:
+                self.txn_index.completed(txn)
+            # Forget what the high watermark has passed (a follower is rarely asked its LSO).
+            self.txn_index.first_unstable_offset(self.producers.ongoing, self.high_watermark_of())
 
     def _store(self, batch: StoredBatch) -> None:
         if self.config.compacts:

@@ -14,9 +14,13 @@ import asyncio
 import pytest
 from kafka.errors import RequestTimedOutError
 
+from kafka.protocol.metadata import MetadataRequest
+
 from minibroker.client import Admin, TopicPartition
 from minibroker.cluster import Cluster
+from minibroker.network import memory
 from minibroker.protocol import records as R
+from tests.cluster_helpers import memory_broker
 from tests.controller.test_partition_count import _settle
 from tests.controller.test_reassignment import _cluster_with, _moved
 
@@ -145,3 +149,28 @@ async def test_a_reassignment_in_progress_survives_stopping_the_controllers_brok
         await _moved(c, "t", [2, 4])
         _, progress = await admin.partition_assignment_status(rid)
         assert {v[0] for v in progress.values()} == {0}
+
+
+async def test_a_stopped_broker_answers_nothing_on_a_connection_it_accepted_while_stopping():
+    # A connection accepted as the broker stopped once answered Metadata naming the stopped
+    # broker as controller, and librdkafka kept waiting for it.
+    b = await memory_broker()
+    await b.stop()
+    client = memory.connect(b.handle, connections=b.connections)
+    with pytest.raises(Exception):
+        await asyncio.wait_for(client.request(MetadataRequest(topics=[]), 1), 5)
+    assert client.closed
+
+
+async def test_a_voter_stopped_while_its_controller_starts_hands_over_to_the_next():
+    async with Cluster(brokers=3) as c:
+        await c.create_topic("t", 1, 3)
+        await c.stop_controller()
+        starting = asyncio.ensure_future(c.start_controller())
+        await asyncio.sleep(0)                      # the election ran: broker 2 is starting
+        assert c.quorum.leader_id == 2 and c.controller is None
+        await c.stop_broker(2)
+        await starting
+        assert c.controller_node_id == 3 and c.controller.controller_epoch == 3
+        assert c.controller.image.brokers[2].fenced
+        await c.create_topic("after", 1, 2)

@@ -28,6 +28,8 @@ def test_control_type_reads_the_marker_key():
 
 def test_open_transactions_hold_the_first_unstable_offset_until_decided_and_replicated():
     log = new_log()
+    hw = [0]
+    log.high_watermark_of = lambda: hw[0]       # as a Partition's: replication lags the appends
     log.append_as_leader(client_batch([b"plain"]), 0)                  # 0
     assert log.first_unstable_offset(1) is None
     txn(log, 7, 0, b"a", b"b")                                          # 1-2
@@ -39,8 +41,11 @@ def test_open_transactions_hold_the_first_unstable_offset_until_decided_and_repl
     assert log.producers.ongoing == {8: 3}
     assert log.first_unstable_offset(5) == 1        # the marker is not below the HW yet
     assert log.first_unstable_offset(6) == 3        # now it is: only 8's transaction is left
+    hw[0] = 6
     marker(log, 8, commit=True)                                         # 6
+    assert log.first_unstable_offset(6) == 3        # its marker is not replicated yet
     assert log.first_unstable_offset(7) is None
+    assert log.txn_index.unreplicated == []         # forgotten once the HW passed the markers
     # Only the aborted one is indexed; it concerns fetches that read any of offsets 1..5.
     assert log.aborted_transactions(0, 7) == [(7, 1)]
     assert log.aborted_transactions(0, 1) == []        # read ended before it started

@@ -3,7 +3,8 @@
 v3: transactional_id, magic 2 only.  v5: log_start_offset.  v8: record_errors, error_message.
 v9: flexible.  v10-12: current_leader / node_endpoints tags (not filled).
 acks: 0 (no response), 1 (leader append), -1 (wait for the high watermark; min.insync.replicas).
-Not implemented: transactional produce (answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+Transactional produce (KIP-98): a batch that would open a transaction in a partition is first
+verified with the transactional id's coordinator (broker/txn_verify.py, KIP-890 part 1).
 KIP-253: a topic's undeleted_partition_count (tag 10000, v9+) must match the leader's, else
 INVALID_PARTITION_METADATA per partition; writes into partitions marked for deletion are refused.
 Hot path: the body is decoded by minibroker.protocol.fast (records stay memoryviews of the frame).
@@ -11,12 +12,13 @@ The append itself (and acks=all waiting) is ReplicaManager.append_records / awai
 """
 from __future__ import annotations
 
-from kafka.errors import InvalidRequiredAcksError, TransactionalIdAuthorizationFailedError
+from kafka.errors import InvalidRequiredAcksError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceRequest
 
 from minibroker.broker.dispatch import RawResponse, RequestContext, handles
-from minibroker.protocol.fast import decode_produce
+from minibroker.broker.txn_verify import verify_transactional
+from minibroker.protocol.fast import ProduceTopic, decode_produce
 from minibroker.protocol.produce_response import PartitionResult as _part
 from minibroker.protocol.produce_response import encode_produce_response
 
@@ -31,11 +33,18 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
     acks = req.acks
     if acks not in (0, 1, -1):
         results = _refused(req.topics, InvalidRequiredAcksError.errno)
-    elif req.transactional_id is not None:
-        results = _refused(req.topics, TransactionalIdAuthorizationFailedError.errno)
     else:
         rm = ctx.broker.replica_manager
-        results, waits = rm.append_records(req.topics, acks)
+        topics, refused = req.topics, {}
+        if req.transactional_id is not None:
+            refused = await verify_transactional(ctx.broker, req.transactional_id, topics)
+            if refused:
+                topics = [ProduceTopic(td.name, [pd for pd in td.partitions
+                                                 if (td.name, pd.index) not in refused],
+                                       td.undeleted_partition_count) for td in topics]
+        results, waits = rm.append_records(topics, acks)
+        for (topic, index), code in sorted(refused.items()):
+            results.setdefault(topic, []).append(_part(index, code))
         if waits:
             timeout_ms = req.timeout_ms
             # The log holds its own copy (or the large frame's own buffer) now: let go of the

@@ -34,4 +34,5 @@ async def handle_leader_and_isr(ctx: RequestContext, req: LeaderAndIsrRequest):
             errs.append(_Err(partition_index=p.partition_index, error_code=code))
         topics.append(_Topic(topic_id=t.topic_id, partition_errors=errs))
     ctx.broker.groups.on_leadership_change()
+    ctx.broker.txn.on_leadership_change()
     return LeaderAndIsrResponse(error_code=0, topics=topics)

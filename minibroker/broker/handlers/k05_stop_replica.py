@@ -23,4 +23,5 @@ async def handle_stop_replica(ctx: RequestContext, req: StopReplicaRequest):
             errs.append(_Err(topic_name=t.topic_name, partition_index=p.partition_index,
                              error_code=code))
     ctx.broker.groups.on_leadership_change()
+    ctx.broker.txn.on_leadership_change()
     return StopReplicaResponse(error_code=0, partition_errors=errs)

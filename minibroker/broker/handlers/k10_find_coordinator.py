@@ -4,8 +4,8 @@ v1: key_type, throttle_time_ms, error_message.  v3: flexible.  v4: batched coord
 key_type 0 (group): the leader of __consumer_offsets partition abs(javaHashCode(key)) % partitions.
 The topic is created through the controller on the first lookup; until its partition has a leader
 the answer is COORDINATOR_NOT_AVAILABLE (retriable).
-Not implemented: key_type 1 (transactions) answers COORDINATOR_NOT_AVAILABLE; other key types
-INVALID_REQUEST.
+key_type 1 (transaction): the leader of __transaction_state partition abs(javaHashCode(key)) %
+partitions, the topic created the same way. Other key types: INVALID_REQUEST.
 """
 from __future__ import annotations
 
@@ -26,10 +26,11 @@ def _message(code: int) -> str:
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str, int]:
     """(error, node_id, host, port)."""
     if key_type == TRANSACTION:
-        return Errors.CoordinatorNotAvailableError.errno, -1, "", -1
-    if key_type != GROUP:
+        code, node_id = ctx.broker.txn.coordinator_for(key)
+    elif key_type == GROUP:
+        code, node_id = ctx.broker.groups.coordinator_for(key)
+    else:
         return Errors.InvalidRequestError.errno, -1, "", -1
-    code, node_id = ctx.broker.groups.coordinator_for(key)
     if code:
         return code, -1, "", -1
     b = ctx.broker.metadata.brokers[node_id]

@@ -1,0 +1,35 @@
+"""DescribeProducers (key 61), v0: the active producers of partitions this broker leads (Kafka's
+kafka-transactions.sh describe-producers): id, epoch, last sequence and timestamp, and the first
+offset of the open transaction (-1: none)."""
+from __future__ import annotations
+
+from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
+from kafka.protocol.api_key import ApiKey
+
+from minibroker.broker.dispatch import RequestContext, handles
+
+_Topic = DescribeProducersResponse.TopicResponse
+_Part = _Topic.PartitionResponse
+_State = _Part.ProducerState
+
+
+@handles(ApiKey.DescribeProducers, DescribeProducersRequest, versions=(0, 0))
+async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersRequest):
+    rm = ctx.broker.replica_manager
+    topics = []
+    for t in req.topics:
+        parts = []
+        for index in t.partition_indexes:
+            p, err = rm.leader_partition(t.name, index)
+            if err:
+                parts.append(_Part(partition_index=index, error_code=err, error_message=None,
+                                   active_producers=[]))
+                continue
+            states = [_State(producer_id=e.producer_id, producer_epoch=e.producer_epoch,
+                             last_sequence=e.last_seq, last_timestamp=e.last_timestamp,
+                             coordinator_epoch=-1, current_txn_start_offset=e.current_txn_first_offset)
+                      for e in p.log.producers.entries()]
+            parts.append(_Part(partition_index=index, error_code=0, error_message=None,
+                               active_producers=states))
+        topics.append(_Topic(name=t.name, partitions=parts))
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)

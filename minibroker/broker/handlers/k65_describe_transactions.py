@@ -1,0 +1,32 @@
+"""DescribeTransactions (key 65), v0: the coordinator's state of each transactional id it owns
+(NOT_COORDINATOR otherwise; TRANSACTIONAL_ID_NOT_FOUND for an unknown one)."""
+from __future__ import annotations
+
+from kafka.protocol.admin import DescribeTransactionsRequest, DescribeTransactionsResponse
+from kafka.protocol.api_key import ApiKey
+
+from minibroker.broker.dispatch import RequestContext, handles
+
+_State = DescribeTransactionsResponse.TransactionState
+_Topic = _State.TopicData
+
+
+@handles(ApiKey.DescribeTransactions, DescribeTransactionsRequest, versions=(0, 0))
+async def handle_describe_transactions(ctx: RequestContext, req: DescribeTransactionsRequest):
+    out = []
+    for tid in req.transactional_ids:
+        code, txn = ctx.broker.txn.describe(tid)
+        if txn is None:
+            out.append(_State(error_code=code, transactional_id=tid, transaction_state="",
+                              transaction_timeout_ms=0, transaction_start_time_ms=-1,
+                              producer_id=-1, producer_epoch=-1, topics=[]))
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(txn.partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        out.append(_State(error_code=0, transactional_id=tid, transaction_state=txn.state_name,
+                          transaction_timeout_ms=txn.timeout_ms,
+                          transaction_start_time_ms=txn.start_ms, producer_id=txn.producer_id,
+                          producer_epoch=txn.producer_epoch,
+                          topics=[_Topic(topic=t, partitions=ps) for t, ps in by_topic.items()]))
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=out)

@@ -1,0 +1,467 @@
+"""The transaction coordinator of one broker (KIP-98; Kafka's TransactionCoordinator).
+
+Transactional ids live in __transaction_state (partition abs(javaHashCode(id)) % partitions, as
+Kafka), a compacted internal topic created through the controller on the first FindCoordinator.
+This broker coordinates the ids whose partition it leads: it loads them by replaying the partition
+when it becomes leader (state.replay; ids of a loading partition get
+COORDINATOR_LOAD_IN_PROGRESS, others NOT_COORDINATOR). Every state change is a record written
+with acks=all and applied (replay) once the high watermark passed it; while one is in flight the
+id answers CONCURRENT_TRANSACTIONS.
+
+The life of a transaction: InitProducerId (Empty, epoch bumped: the previous producer is fenced;
+an Ongoing transaction is first aborted and the caller retries) -> AddPartitionsToTxn /
+AddOffsetsToTxn (Ongoing) -> EndTxn (PrepareCommit/PrepareAbort written, the client answered)
+-> WriteTxnMarkers to every partition leader over the wire (markers.py) -> CompleteCommit/
+CompleteAbort. A loaded Prepare* state resumes its markers (the previous coordinator died), so a
+decided transaction always completes. Transactions open longer than their timeout are aborted
+with a bumped epoch (the producer is fenced), every
+transaction.abort.timed.out.transaction.cleanup.interval.ms; ids idle past
+transactional.id.expiration.ms are tombstoned.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Awaitable, Callable
+
+import kafka.errors as Errors
+from kafka.record.default_records import DefaultRecordBatch
+
+from minibroker.coordinator.offsets import partition_for
+from minibroker.coordinator.txn.records import (
+    COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT, TxnRecord,
+    encode_key, encode_value,
+)
+from minibroker.coordinator.txn.state import TxnMetadata, TxnShard, replay
+from minibroker.log.batch import build_batch
+from minibroker.log.config import VALIDATORS
+
+if TYPE_CHECKING:
+    from minibroker.broker.metadata_cache import MetadataCache
+    from minibroker.clock import Clock
+    from minibroker.config import ClusterConfig
+    from minibroker.coordinator.partition_writer import PartitionWriter
+
+log = logging.getLogger("minibroker.txn")
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                 "segment.bytes": "104857600"}
+MAX_EPOCH = 32767
+WRITE_TIMEOUT_MS = 5000
+_LOAD_READ_BYTES = 1 << 20
+
+# (broker id, [(producer_id, epoch, commit, coordinator_epoch, [(topic, partition)])]) ->
+# {(producer_id, topic, partition): error code}
+SendMarkers = Callable[[int, list], Awaitable[dict]]
+
+
+class TransactionCoordinator:
+    def __init__(self, node_id: int, config: "ClusterConfig", clock: "Clock",
+                 metadata: "MetadataCache", writer: "PartitionWriter",
+                 create_topics: Callable, next_producer_id: Callable[[], Awaitable[int]],
+                 send_markers: SendMarkers) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.clock = clock
+        self.metadata = metadata
+        self.writer = writer
+        self._create_topics = create_topics
+        self.next_producer_id = next_producer_id
+        self.send_markers = send_markers
+        self.shards: dict[int, TxnShard] = {}
+        self.running = False
+        self._tasks: set[asyncio.Task] = set()
+        self._creating = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self.running = True
+        self._spawn(self._timeout_loop())
+
+    async def stop(self) -> None:
+        self.running = False
+        for pid in sorted(self.shards):
+            self._unload(pid)
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def on_leadership_change(self) -> None:
+        if not self.running:
+            return
+        for pid in sorted(self.shards):
+            if self.writer.leader_epoch(pid) != self.shards[pid].leader_epoch:
+                self._unload(pid)
+        # LeaderAndIsr may come before the UpdateMetadata that shows the topic: probe the count.
+        for pid in range(max(self.num_partitions(), self.config.transaction_state_log_num_partitions)):
+            epoch = self.writer.leader_epoch(pid)
+            if epoch is not None and pid not in self.shards:
+                shard = self.shards[pid] = TxnShard(pid, epoch)
+                shard.load_task = self._spawn(self._load(shard))
+
+    def _unload(self, pid: int) -> None:
+        shard = self.shards.pop(pid, None)
+        if shard is not None and shard.load_task is not None and not shard.load_task.done():
+            shard.load_task.cancel()
+
+    async def _load(self, shard: TxnShard) -> None:
+        try:
+            offset, end = self.writer.log_range(shard.partition)
+            while offset < end:
+                batches = self.writer.read(shard.partition, offset, _LOAD_READ_BYTES, end)
+                if not batches:
+                    break
+                for view in batches:
+                    batch = DefaultRecordBatch(bytes(view))
+                    for record in batch:
+                        offset = record.offset + 1
+                        if record.key is not None and not batch.is_control_batch:
+                            try:
+                                replay(shard, record.key, record.value)
+                            except ValueError:
+                                log.warning("%s-%d offset %d: undecodable record",
+                                            TRANSACTION_STATE_TOPIC, shard.partition, record.offset)
+                await asyncio.sleep(0)
+                if self.shards.get(shard.partition) is not shard:
+                    return
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001 — a partition that cannot load stays unavailable
+            log.exception("broker %d: loading %s-%d failed", self.node_id, TRANSACTION_STATE_TOPIC,
+                          shard.partition)
+            return
+        shard.loading = False
+        log.log(logging.INFO if shard.txns else logging.DEBUG, "broker %d: loaded %s-%d (%d ids)",
+                self.node_id, TRANSACTION_STATE_TOPIC, shard.partition, len(shard.txns))
+        for tid in sorted(shard.txns):
+            txn = shard.txns[tid]
+            if txn.preparing:           # decided under the previous coordinator: finish it
+                self._spawn(self._complete(shard, txn))
+
+    # ------------------------------------------------------------------ routing
+    def num_partitions(self) -> int:
+        t = self.metadata.topics.get(TRANSACTION_STATE_TOPIC)
+        return len(t.partitions) if t is not None and t.partitions else \
+            self.config.transaction_state_log_num_partitions
+
+    def coordinator_for(self, transactional_id: str) -> tuple[int, int]:
+        """FindCoordinator key_type 1: (error, node id) of the id's partition leader."""
+        topic = self.metadata.topics.get(TRANSACTION_STATE_TOPIC)
+        if topic is None:
+            self._create_topic()
+            return Errors.CoordinatorNotAvailableError.errno, -1
+        p = topic.partitions.get(partition_for(transactional_id, len(topic.partitions)))
+        if p is None or p.leader < 0 or p.leader not in self.metadata.brokers:
+            return Errors.CoordinatorNotAvailableError.errno, -1
+        return 0, p.leader
+
+    def _create_topic(self) -> None:
+        if self._creating:
+            return
+        self._creating = True
+        live = len(self.metadata.alive_brokers()) or 1
+        rf = min(self.config.transaction_state_log_replication_factor, live)
+        configs = {k: v for k, v in TOPIC_CONFIGS.items() if k in VALIDATORS}
+        configs["min.insync.replicas"] = str(min(self.config.transaction_state_log_min_isr, rf))
+        spec = (TRANSACTION_STATE_TOPIC, self.config.transaction_state_log_num_partitions, rf,
+                None, configs)
+
+        async def create() -> None:
+            try:
+                [res] = await self._create_topics([spec])
+                if res.error_code and res.error_code != Errors.TopicAlreadyExistsError.errno:
+                    log.warning("broker %d: creating %s failed: %s %s", self.node_id,
+                                TRANSACTION_STATE_TOPIC, res.error_code, res.message)
+            except Exception:  # noqa: BLE001 — the next FindCoordinator retries
+                log.exception("broker %d: creating %s failed", self.node_id, TRANSACTION_STATE_TOPIC)
+            finally:
+                self._creating = False
+        self._spawn(create())
+
+    def shard_for(self, transactional_id: str) -> tuple[TxnShard | None, int]:
+        shard = self.shards.get(partition_for(transactional_id, self.num_partitions()))
+        if shard is None or not self.running:
+            return None, Errors.NotCoordinatorError.errno
+        if shard.loading:
+            return None, Errors.CoordinatorLoadInProgressError.errno
+        return shard, 0
+
+    def _active(self, shard: TxnShard) -> bool:
+        return self.shards.get(shard.partition) is shard and not shard.loading
+
+    # ------------------------------------------------------------------ writes
+    async def _write(self, shard: TxnShard, tid: str, r: TxnRecord) -> int:
+        """Write one state record; applied once the high watermark passed it. Returns the error
+        code the client gets (NOT_COORDINATOR when leadership moved meanwhile)."""
+        txn = shard.txns.get(tid)
+        if txn is not None:
+            txn.pending = True
+        try:
+            if self.writer.leader_epoch(shard.partition) != shard.leader_epoch or \
+                    not self._active(shard):
+                return Errors.NotCoordinatorError.errno
+            now = self.clock.now_ms()
+            batch = build_batch([(encode_key(tid), encode_value(r), [])], timestamp=now)
+            try:
+                fut = self.writer.append(shard.partition, shard.leader_epoch, batch, now)
+            except Errors.KafkaError as e:
+                log.warning("broker %d: %s write of %r refused: %s", self.node_id,
+                            TRANSACTION_STATE_TOPIC, tid, e)
+                return Errors.NotCoordinatorError.errno
+            try:
+                code = await asyncio.wait_for(asyncio.shield(fut), WRITE_TIMEOUT_MS / 1000)
+            except asyncio.TimeoutError:
+                return Errors.CoordinatorNotAvailableError.errno
+            except asyncio.CancelledError:
+                if fut.cancelled():
+                    return Errors.NotCoordinatorError.errno
+                raise
+            if code:
+                return Errors.NotCoordinatorError.errno if code in (
+                    Errors.NotLeaderForPartitionError.errno,
+                    Errors.UnknownTopicOrPartitionError.errno) else \
+                    Errors.CoordinatorNotAvailableError.errno
+            if not self._active(shard):
+                return Errors.NotCoordinatorError.errno
+            replay(shard, encode_key(tid), encode_value(r))
+            return 0
+        finally:
+            current = shard.txns.get(tid)
+            if current is not None:
+                current.pending = False
+
+    # ------------------------------------------------------------------ InitProducerId
+    async def init_producer_id(self, tid: str, timeout_ms: int, producer_id: int = -1,
+                               producer_epoch: int = -1, fenced_code: int = 0
+                               ) -> tuple[int, int, int]:
+        """(error, producer id, epoch). `fenced_code`: PRODUCER_FENCED or, for old versions,
+        INVALID_PRODUCER_EPOCH."""
+        fenced_code = fenced_code or Errors.ProducerFencedError.errno
+        if timeout_ms <= 0 or timeout_ms > self.config.transaction_max_timeout_ms:
+            return Errors.InvalidTransactionTimeoutError.errno, -1, -1
+        shard, err = self.shard_for(tid)
+        if err:
+            return err, -1, -1
+        now = self.clock.now_ms()
+        txn = shard.txns.get(tid)
+        if txn is None:
+            new_pid = await self.next_producer_id()
+            if shard.txns.get(tid) is not None:
+                return Errors.ConcurrentTransactionsError.errno, -1, -1
+            code = await self._write(shard, tid, TxnRecord(new_pid, 0, timeout_ms, EMPTY, (), now, -1))
+            return (code, -1, -1) if code else (0, new_pid, 0)
+        if txn.pending or txn.preparing:
+            return Errors.ConcurrentTransactionsError.errno, -1, -1
+        if producer_id >= 0:                # KIP-360: a producer recovering its own id
+            if (producer_id, producer_epoch) == (txn.last_producer_id, txn.last_producer_epoch) \
+                    and txn.completed:
+                return 0, txn.producer_id, txn.producer_epoch       # a retry after our bump
+            if (producer_id, producer_epoch) != (txn.producer_id, txn.producer_epoch):
+                return fenced_code, -1, -1
+        if txn.ongoing:
+            # Fence the producer and abort what it left open; the caller retries.
+            self._spawn(self._abort(shard, txn, bump=True, why="a new producer initialised"))
+            return Errors.ConcurrentTransactionsError.errno, -1, -1
+        pid, epoch = txn.producer_id, txn.producer_epoch + 1
+        if epoch >= MAX_EPOCH:
+            pid, epoch = await self.next_producer_id(), 0
+        code = await self._write(shard, tid, TxnRecord(pid, epoch, timeout_ms, EMPTY, (), now, -1))
+        return (code, -1, -1) if code else (0, pid, epoch)
+
+    # ------------------------------------------------------------------ checks
+    def _check(self, tid: str, producer_id: int, producer_epoch: int, fenced_code: int
+               ) -> tuple[TxnShard | None, TxnMetadata | None, int]:
+        shard, err = self.shard_for(tid)
+        if err:
+            return None, None, err
+        txn = shard.txns.get(tid)
+        if txn is None or txn.producer_id != producer_id:
+            return None, None, Errors.InvalidProducerIdMappingError.errno
+        if txn.producer_epoch != producer_epoch:
+            return None, None, fenced_code or Errors.ProducerFencedError.errno
+        if txn.pending or txn.preparing:
+            return None, None, Errors.ConcurrentTransactionsError.errno
+        return shard, txn, 0
+
+    # ------------------------------------------------------------------ AddPartitionsToTxn
+    async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int,
+                             partitions: list[tuple[str, int]], fenced_code: int = 0,
+                             verify_only: bool = False) -> dict[tuple[str, int], int]:
+        shard, txn, err = self._check(tid, producer_id, producer_epoch, fenced_code)
+        if err:
+            return {tp: err for tp in partitions}
+        if verify_only:         # KIP-890: a partition leader asks before a transactional append
+            return {tp: 0 if txn.ongoing and tp in txn.partitions
+                    else Errors.InvalidTxnStateError.errno for tp in partitions}
+        unknown = [tp for tp in partitions if self.metadata.partition(*tp) is None]
+        if unknown:
+            return {tp: Errors.UnknownTopicOrPartitionError.errno if tp in unknown
+                    else Errors.OperationNotAttemptedError.errno for tp in partitions}
+        if txn.ongoing and all(tp in txn.partitions for tp in partitions):
+            return {tp: 0 for tp in partitions}
+        now = self.clock.now_ms()
+        r = txn.record(state=ONGOING, partitions=tuple(sorted(txn.partitions | set(partitions))),
+                       last_update_ms=now, start_ms=txn.start_ms if txn.ongoing else now)
+        code = await self._write(shard, tid, r)
+        return {tp: code for tp in partitions}
+
+    # ------------------------------------------------------------------ EndTxn
+    async def end_txn(self, tid: str, producer_id: int, producer_epoch: int, commit: bool,
+                      fenced_code: int = 0) -> int:
+        shard, err = self.shard_for(tid)
+        if err:
+            return err
+        txn = shard.txns.get(tid)
+        if txn is not None and txn.producer_id == producer_id and \
+                txn.producer_epoch == producer_epoch and not txn.pending:
+            # A retried EndTxn whose first try was applied answers as that one did.
+            if txn.state == (COMPLETE_COMMIT if commit else COMPLETE_ABORT):
+                return 0
+            if txn.state == (PREPARE_COMMIT if commit else PREPARE_ABORT):
+                return Errors.ConcurrentTransactionsError.errno
+        shard, txn, err = self._check(tid, producer_id, producer_epoch, fenced_code)
+        if err:
+            return err
+        if not txn.ongoing:
+            return Errors.InvalidTxnStateError.errno
+        now = self.clock.now_ms()
+        code = await self._write(shard, tid, txn.record(
+            state=PREPARE_COMMIT if commit else PREPARE_ABORT, last_update_ms=now))
+        if not code:
+            self._spawn(self._complete(shard, txn))
+        return code
+
+    async def _abort(self, shard: TxnShard, txn: TxnMetadata, *, bump: bool, why: str) -> None:
+        """Abort an Ongoing transaction, with a bumped epoch when the producer is to be fenced."""
+        if txn.pending or not txn.ongoing:
+            return
+        epoch = txn.producer_epoch + 1 if bump and txn.producer_epoch + 1 < MAX_EPOCH \
+            else txn.producer_epoch
+        log.info("broker %d: aborting transaction of %r (producer %d, epoch %d -> %d): %s",
+                 self.node_id, txn.transactional_id, txn.producer_id, txn.producer_epoch, epoch, why)
+        code = await self._write(shard, txn.transactional_id, txn.record(
+            state=PREPARE_ABORT, producer_epoch=epoch, last_update_ms=self.clock.now_ms()))
+        if not code:
+            await self._complete(shard, txn)
+
+    async def _complete(self, shard: TxnShard, txn: TxnMetadata) -> None:
+        """Write the markers of a Prepare* transaction to every partition, then Complete*."""
+        commit = txn.state == PREPARE_COMMIT
+        pending = set(txn.partitions)
+        backoff = 0.02
+        while pending and self._active(shard) and shard.txns.get(txn.transactional_id) is txn:
+            by_leader: dict[int, list[tuple[str, int]]] = {}
+            for tp in sorted(pending):
+                p = self.metadata.partition(*tp)
+                if p is None:
+                    pending.discard(tp)             # deleted: nothing to mark
+                elif p.leader >= 0:
+                    by_leader.setdefault(p.leader, []).append(tp)
+            results = await asyncio.gather(*(
+                self._send(leader, txn.producer_id, txn.producer_epoch, commit, shard.leader_epoch, tps)
+                for leader, tps in sorted(by_leader.items())))
+            for codes in results:
+                for tp, code in codes.items():
+                    if code == 0 or not _retriable(code):
+                        if code:
+                            log.warning("broker %d: marker for %r on %s-%d failed: %s", self.node_id,
+                                        txn.transactional_id, tp[0], tp[1], Errors.for_code(code).__name__)
+                        pending.discard(tp)
+            if pending:
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 0.5)
+        if pending or not self._active(shard) or shard.txns.get(txn.transactional_id) is not txn:
+            return                                  # the next coordinator resumes it
+        await self._write(shard, txn.transactional_id, txn.record(
+            state=COMPLETE_COMMIT if commit else COMPLETE_ABORT, partitions=(),
+            last_update_ms=self.clock.now_ms()))
+
+    async def _send(self, leader: int, producer_id: int, epoch: int, commit: bool,
+                    coordinator_epoch: int, tps: list[tuple[str, int]]) -> dict:
+        try:
+            got = await self.send_markers(leader, [(producer_id, epoch, commit, coordinator_epoch, tps)])
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 — the broker is down: retried
+            log.debug("broker %d: WriteTxnMarkers to %d failed: %r", self.node_id, leader, e)
+            return {tp: Errors.NotLeaderForPartitionError.errno for tp in tps}
+        return {tp: got.get((producer_id, tp[0], tp[1]), Errors.UnknownError.errno)
+                for tp in tps}
+
+    # ------------------------------------------------------------------ timeouts, expiration
+    async def _timeout_loop(self) -> None:
+        interval = self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.abort_timed_out()
+                self.expire_ids()
+            except Exception:  # noqa: BLE001
+                log.exception("transaction timeout check failed")
+
+    def abort_timed_out(self) -> None:
+        now = self.clock.now_ms()
+        for pid in sorted(self.shards):
+            shard = self.shards[pid]
+            if shard.loading:
+                continue
+            for tid in sorted(shard.txns):
+                txn = shard.txns[tid]
+                if txn.ongoing and not txn.pending and now > txn.start_ms + txn.timeout_ms:
+                    self._spawn(self._abort(shard, txn, bump=True,
+                                            why=f"timed out after {txn.timeout_ms} ms"))
+
+    def expire_ids(self) -> None:
+        now = self.clock.now_ms()
+        expiration = self.config.transactional_id_expiration_ms
+        for pid in sorted(self.shards):
+            shard = self.shards[pid]
+            if shard.loading:
+                continue
+            for tid in sorted(shard.txns):
+                txn = shard.txns[tid]
+                if txn.completed and not txn.pending and now - txn.last_update_ms > expiration:
+                    self._spawn(self._tombstone(shard, tid))
+
+    async def _tombstone(self, shard: TxnShard, tid: str) -> None:
+        if self.writer.leader_epoch(shard.partition) != shard.leader_epoch:
+            return
+        now = self.clock.now_ms()
+        batch = build_batch([(encode_key(tid), None, [])], timestamp=now)
+        try:
+            code = await self.writer.append(shard.partition, shard.leader_epoch, batch, now)
+        except Errors.KafkaError:
+            return
+        if not code and self._active(shard):
+            replay(shard, encode_key(tid), None)
+
+    # ------------------------------------------------------------------ describe / list
+    def describe(self, tid: str) -> tuple[int, TxnMetadata | None]:
+        shard, err = self.shard_for(tid)
+        if err:
+            return err, None
+        txn = shard.txns.get(tid)
+        return (0, txn) if txn is not None else (Errors.TransactionalIdNotFoundError.errno, None)
+
+    def list_transactions(self) -> list[TxnMetadata]:
+        out = []
+        for pid in sorted(self.shards):
+            shard = self.shards[pid]
+            if not shard.loading:
+                out += [shard.txns[t] for t in sorted(shard.txns)]
+        return out
+
+
+def _retriable(code: int) -> bool:
+    return code in (Errors.NotLeaderForPartitionError.errno, Errors.UnknownTopicOrPartitionError.errno,
+                    Errors.NotEnoughReplicasError.errno, Errors.NotEnoughReplicasAfterAppendError.errno,
+                    Errors.RequestTimedOutError.errno, Errors.KafkaStorageError.errno,
+                    Errors.UnknownError.errno)
