@@ -92,6 +92,9 @@ class ControllerChannel:
         return await self._forward(lambda c: c.alter_broker_configs(
             resource_name, changes, validate_only=validate_only))
 
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None):
+        return await self._forward(lambda c: c.elect_leaders(election_type, partitions))
+
     # Reassignments (KIP-455 and the private AssignPartitions / PartitionAssignmentStatus APIs).
     async def assign_partitions(self, assignments: list[tuple[str, int, list[int]]]):
         return await self._forward(lambda c: c.assign_partitions(assignments))

@@ -15,7 +15,8 @@ _AT_LEAST = {"num_partitions": 1, "default_replication_factor": 1, "min_insync_r
              "transaction_max_timeout_ms": 1, "transactional_id_expiration_ms": 1,
              "transaction_abort_timed_out_transaction_cleanup_interval_ms": 1,
              "offsets_retention_minutes": 1, "offsets_retention_check_interval_ms": 1,
-             "log_retention_check_interval_ms": 1, "group_max_size": 1,
+             "log_retention_check_interval_ms": 1, "log_cleaner_backoff_ms": 0,
+             "group_max_size": 1,
              "replica_fetch_max_bytes": 0, "message_max_bytes": 0, "fetch_max_bytes": 0,
              "group_initial_rebalance_delay_ms": 0}
 
@@ -54,6 +55,8 @@ class ClusterConfig:
     replica_fetch_response_max_bytes: int = 10485760
     fetch_max_bytes: int = 57671680         # caps every Fetch response's max_bytes (KIP-541)
     log_retention_check_interval_ms: int = 300000
+    log_cleaner_enable: bool = True
+    log_cleaner_backoff_ms: int = 15000     # how often the cleaner looks for logs to compact
     log_memory_max_bytes: int = -1          # cap on a broker's log bytes; -1: none (serve: from RAM)
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3

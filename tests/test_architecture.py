@@ -44,6 +44,8 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.processes", "uvloop"),                 # a broker process's loop, as serve's
     ("minibroker.cli", "prometheus_client"),            # the `metrics` extra, for --metrics-port
     ("minibroker.log.records_check", "zstandard"),      # compression codecs a batch may use
+    ("minibroker.log.codecs", "zstandard"),
+    ("minibroker.log.codecs", "lz4"),
     ("minibroker.log.records_check", "lz4"),
     ("minibroker.log.records_check", "cramjam"),
     # The `spark` extra: `import minibroker.spark` and the checker's pandas back-end (the KIP-253

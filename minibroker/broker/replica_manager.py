@@ -35,6 +35,7 @@ from minibroker.broker.throttle import ReplicationThrottle
 from minibroker.broker.topic_names import INTERNAL_TOPICS
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
+from minibroker.log import cleaner
 from minibroker.log.config import LogConfig
 from minibroker.log.memory import LogMemory
 from minibroker.log.partition_log import PartitionLog
@@ -128,6 +129,8 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._isr_shrink_loop()),
                        loop.create_task(self._retention_loop())]
+        if self.config.log_cleaner_enable:
+            self._tasks.append(loop.create_task(self._cleaner_loop()))
 
     async def stop(self) -> None:
         self.running = False
@@ -282,7 +285,8 @@ class ReplicaManager:
                     # A large request's batches are kept where they arrived (handed_over), not copied.
                     res = plog.append_as_leader(records, p.leader_epoch, adopt=handed_over(records))
                 except KafkaError as e:
-                    out.append(PartitionResult(pd.index, e.errno, error_message=str(e)))
+                    out.append(PartitionResult(pd.index, e.errno, error_message=str(e),
+                                               record_errors=getattr(e, "record_errors", None)))
                     continue
                 p.maybe_increment_high_watermark()
                 ts = self.stats.topics[td.name]
@@ -668,6 +672,29 @@ class ReplicaManager:
         while True:
             await asyncio.sleep(interval)
             self.apply_retention()
+
+    async def _cleaner_loop(self) -> None:
+        interval = max(self.config.log_cleaner_backoff_ms, 1) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self.clean_logs()
+
+    def clean_logs(self) -> int:
+        """Compact every hosted compacted log that needs it (log/cleaner.py), leader or follower,
+        below its high watermark. Returns how many were cleaned."""
+        now = self.clock.now_ms()
+        cleaned = 0
+        for key in sorted(self.partitions):
+            p = self.partitions[key]
+            if p.log.config.compacts and cleaner.needs_cleaning(p.log, now, p.high_watermark):
+                try:
+                    result = cleaner.clean(p.log, now, p.high_watermark)
+                except Exception:  # noqa: BLE001 — one bad log must not stop the others
+                    log.exception("broker %d: cleaning %s-%d failed", self.node_id, *key)
+                    continue
+                cleaned += 1
+                log.debug("broker %d: cleaned %s-%d: %s", self.node_id, key[0], key[1], result)
+        return cleaned
 
     def apply_retention(self) -> None:
         now = self.clock.now_ms()

@@ -23,8 +23,8 @@ from kafka.errors import RequestTimedOutError
 
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
-from minibroker.controller import (broker_configs, brokers, partition_count, partitions,
-                                   reassignment, topics)
+from minibroker.controller import (broker_configs, brokers, elections, partition_count,
+                                   partitions, reassignment, topics)
 from minibroker.controller.changelog import log_changes
 from minibroker.controller.delta import MetadataDelta
 from minibroker.controller.image import MetadataImage, PartitionRegistration
@@ -187,6 +187,13 @@ class Controller:
         async with self._lock:
             return await self._write(partitions.elect_leader(self.image, topic, partition,
                                                              preferred))
+
+    async def elect_leaders(self, election_type: int,
+                            partitions: list[tuple[str, int]] | None) -> list:
+        """ElectLeaders: preferred or unclean elections, one commit (controller/elections.py)."""
+        async with self._lock:
+            return await self._write(elections.elect_leaders(self.image, election_type,
+                                                             partitions))
 
     def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
         t = self.image.topics.get(topic)

@@ -98,11 +98,12 @@ def _create_topic(image: MetadataImage, ids: IdSource, name: str, partitions: in
                 f"Replication factor: {replication_factor} larger than available brokers: "
                 f"{len(live)}.")
         parts = assign_replicas(live, 0, partitions, replication_factor, ids.rng)
-    for k, v in sorted(configs.items()):
-        try:
+    try:
+        for k, v in sorted(configs.items()):
             log_config.validate(k, v)
-        except ValueError as e:
-            return [], ItemResult(InvalidConfigurationError.errno, str(e))
+        log_config.validate_all(configs)
+    except ValueError as e:
+        return [], ItemResult(InvalidConfigurationError.errno, str(e))
     topic_id = ids.topic_id()
     alive = {b.broker_id for b in live}
     out = [records.topic(name, topic_id),
@@ -134,7 +135,7 @@ def alter_topic_configs(image: MetadataImage, name: str, changes: dict[str, str 
         return Result((), ItemResult(UnknownTopicOrPartitionError.errno,
                                      f"Topic {name} does not exist"))
     for k, v in sorted(changes.items()):
-        if k not in log_config.DEFAULTS:
+        if k not in log_config.DEFAULTS and k not in log_config.IGNORED_CONFIGS:
             return Result((), ItemResult(InvalidConfigurationError.errno,
                                          f"Unknown topic config name: {k}"))
         if v is not None:
@@ -142,6 +143,12 @@ def alter_topic_configs(image: MetadataImage, name: str, changes: dict[str, str 
                 log_config.validate(k, v)
             except ValueError as e:
                 return Result((), ItemResult(InvalidConfigurationError.errno, str(e)))
+    after = {} if replace else dict(t.configs)
+    after.update(changes)
+    try:
+        log_config.validate_all({k: v for k, v in after.items() if v is not None})
+    except ValueError as e:
+        return Result((), ItemResult(InvalidConfigurationError.errno, str(e)))
     out = []
     if replace:
         out += [records.topic_config(name, k, None) for k in sorted(set(t.configs) - set(changes))]

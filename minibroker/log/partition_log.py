@@ -35,6 +35,7 @@ from minibroker.log.batch import (
     CONTROL_MASK, HEADER_SIZE, LOG_APPEND_TIME, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK, BatchHeader,
     increment_sequence, parse_batches, patch_batch, record_timestamps, set_log_append_time, validate_client_batch,
 )
+from minibroker.log import append_checks
 from minibroker.log.config import LogConfig
 from minibroker.log.epochs import LeaderEpochCache
 from minibroker.log.memory import LogMemory
@@ -65,7 +66,8 @@ class UnexpectedAppendOffsetError(Exception):
 
 class StoredBatch:
     __slots__ = ("data", "view", "base_offset", "last_offset", "max_timestamp", "leader_epoch", "size",
-                 "attributes", "producer_id", "producer_epoch", "base_sequence", "held")
+                 "attributes", "producer_id", "producer_epoch", "base_sequence", "held",
+                 "delete_horizon")
 
     def __init__(self, data: bytearray | memoryview, header: BatchHeader, base_offset: int, leader_epoch: int,
                  max_timestamp: int, attributes: int, frame_share: int = 0) -> None:
@@ -84,6 +86,7 @@ class StoredBatch:
         # (the fuzzer's 70-byte batches held ~7x their size, so 10 MB became 107 MB) and, adopted
         # from a request or fetch frame, its share of the rest of that buffer (_frame_shares).
         self.held = self.size + BATCH_OVERHEAD + frame_share
+        self.delete_horizon = -1        # compaction: when its tombstones may go (log/cleaner.py)
 
     @property
     def timestamp_type(self) -> int:
@@ -142,6 +145,14 @@ class PartitionLog:
         self.memory = memory if memory is not None else LogMemory()
         self.memory.register(self)
         self.high_watermark_of: Callable[[], int] = lambda: self.log_end_offset
+        # Compaction (log/cleaner.py): where the last cleaning ended, the earliest delete horizon of
+        # the tombstones kept (-1: none), and the active segment (rolled on append by segment.ms /
+        # segment.bytes, tracked only on compacted topics: its base offset, start time and bytes).
+        self.first_dirty_offset = 0
+        self.next_delete_horizon = -1
+        self._segment_base: int | None = None
+        self._segment_started_ms = 0
+        self._segment_bytes = 0
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, [{self.log_start_offset}, {self.log_end_offset}), "
@@ -174,10 +185,18 @@ class PartitionLog:
         headers = parse_batches(view)
         if not headers:
             raise InvalidRecordError(f"Produce request to {self.topic}-{self.partition} has no record batch")
-        max_bytes = self.config.max_message_bytes
+        config = self.config
+        max_bytes = config.max_message_bytes
         bases: list[int] = []
         next_offset = self.log_end_offset
         with_producer_id = False
+        # LogValidator's config-driven checks (log/append_checks.py): a header compare unless
+        # the topic is compacted or recompresses.
+        now = now_ms if now_ms is not None else self.clock.now_ms() if self.clock else None
+        check_times = (origin == CLIENT and config.timestamp_bounds_set
+                       and not config.log_append_time and now is not None)
+        check_keys = origin == CLIENT and config.compacts
+        recompress = origin == CLIENT and config.compression_type != "producer"
         for h in headers:
             if origin == CLIENT:
                 validate_client_batch(h)
@@ -188,6 +207,10 @@ class PartitionLog:
             if origin == CLIENT:
                 start = h.offset_in_buf + HEADER_SIZE
                 check_records(view[start:h.offset_in_buf + h.size], h.records_count, h.compression)
+                if check_times:
+                    append_checks.check_timestamps(view, h, config, now)
+                if check_keys and not h.is_control:
+                    append_checks.check_keys(view, h, f"{self.topic}-{self.partition}")
             bases.append(next_offset)
             next_offset += h.last_offset_delta + 1
             with_producer_id = with_producer_id or h.producer_id >= 0
@@ -205,11 +228,15 @@ class PartitionLog:
                                     self.log_start_offset, True)
         shares = _frame_shares(view, headers) if adopt else None
         for i, (h, base) in enumerate(zip(headers, bases)):
-            data = view[h.offset_in_buf:h.offset_in_buf + h.size]
-            if not adopt:
-                data = bytearray(data)      # the one copy
+            rewritten = append_checks.recompress(view, h, config) if recompress else None
+            if rewritten is not None:
+                data, h = rewritten         # the topic's codec: a new buffer, a new header
+            else:
+                data = view[h.offset_in_buf:h.offset_in_buf + h.size]
+                if not adopt:
+                    data = bytearray(data)      # the one copy
             patch_batch(data, 0, base, leader_epoch)
-            share = shares[i] if shares else 0
+            share = shares[i] if shares and rewritten is None else 0
             if append_time != NO_TIMESTAMP:
                 set_log_append_time(data, 0, append_time)
                 self._store(StoredBatch(data, h, base, leader_epoch, append_time,
@@ -270,12 +297,63 @@ class PartitionLog:
             self.txn_index.first_unstable_offset(self.producers.ongoing, self.high_watermark_of())
 
     def _store(self, batch: StoredBatch) -> None:
+        if self.config.compacts:
+            self._maybe_roll(batch)
         self._bases.append(batch.base_offset)
         self._stored.append(batch)
         self.memory.stored(batch.held)
         self.size_bytes += batch.size
         self.held_bytes += batch.held
         self.log_end_offset = batch.last_offset + 1
+
+    def _maybe_roll(self, batch: StoredBatch) -> None:
+        """Kafka's UnifiedLog.maybeRoll: a new segment after segment.ms or segment.bytes."""
+        now = self.clock.now_ms() if self.clock is not None else 0
+        if (self._segment_base is None or now - self._segment_started_ms >= self.config.segment_ms
+                or self._segment_bytes + batch.size > self.config.segment_bytes):
+            self._segment_base, self._segment_started_ms, self._segment_bytes = (
+                batch.base_offset, now, 0)
+        self._segment_bytes += batch.size
+
+    @property
+    def active_segment_base(self) -> int:
+        """Where the active segment starts (the LEO when none is tracked: all of it rolled)."""
+        return self.log_end_offset if self._segment_base is None else self._segment_base
+
+    @property
+    def last_batch_base(self) -> int:
+        return self._stored[-1].base_offset if self.batch_count else self.log_end_offset
+
+    def batches_from(self, offset: int) -> Iterator[StoredBatch]:
+        """The stored batches from the one holding `offset` on, in offset order."""
+        start = max(bisect_right(self._bases, offset, self._head) - 1, self._head)
+        return islice(self._stored, start, None)
+
+    def replace_batches(self, replacements: dict[int, StoredBatch | None]) -> None:
+        """Compaction: swap the batches at these base offsets for rewritten ones (None: drop),
+        offsets kept. Readers holding the old batches' views keep reading the old bytes."""
+        stored, bases = self._stored, self._bases
+        kept_batches: list[StoredBatch | None] = []
+        kept_bases: list[int] = []
+        freed = added = 0
+        for i in range(self._head, len(stored)):
+            batch = stored[i]
+            if batch.base_offset in replacements:
+                new = replacements[batch.base_offset]
+                self.size_bytes -= batch.size
+                self.held_bytes -= batch.held
+                freed += batch.held
+                if new is None:
+                    continue
+                self.size_bytes += new.size
+                self.held_bytes += new.held
+                added += new.held
+                batch = new
+            kept_batches.append(batch)
+            kept_bases.append(batch.base_offset)
+        self._stored, self._bases, self._head = kept_batches, kept_bases, 0
+        self.memory.released(freed)
+        self.memory.stored(added)
 
     # -- reads -----------------------------------------------------------------------------------------
 
@@ -380,6 +458,9 @@ class PartitionLog:
             del stored[i:], self._bases[i:]
         self.log_end_offset = min(self.log_end_offset, offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.first_dirty_offset = min(self.first_dirty_offset, self.log_end_offset)
+        if self._segment_base is not None and self._segment_base >= self.log_end_offset:
+            self._segment_base = None
         self.epochs.truncate_from_end(self.log_end_offset)
         self._rebuild_producers(removed)
         if self.producers.ongoing or self.txn_index.aborted or self.txn_index.unreplicated or removed:
@@ -394,6 +475,7 @@ class PartitionLog:
         self.memory.released(self.held_bytes)
         self.size_bytes = self.held_bytes = 0
         self.log_start_offset = self.log_end_offset = offset
+        self.first_dirty_offset, self._segment_base = offset, None
         self.epochs.clear()
         self.producers.clear()
         self.txn_index.clear()

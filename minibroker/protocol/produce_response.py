@@ -24,17 +24,19 @@ _PART_V5 = struct.Struct(">ihqqq")          # ... log_start_offset
 class PartitionResult:
     """One partition's answer; handlers fill it, then may set error_code after waiting."""
     __slots__ = ("index", "error_code", "base_offset", "log_append_time_ms", "log_start_offset",
-                 "error_message")
+                 "error_message", "record_errors")
 
     def __init__(self, index: int, error_code: int, base_offset: int = -1,
                  log_append_time_ms: int = -1, log_start_offset: int = -1,
-                 error_message: str | None = None) -> None:
+                 error_message: str | None = None,
+                 record_errors: list[tuple[int, str | None]] | None = None) -> None:
         self.index = index
         self.error_code = error_code
         self.base_offset = base_offset
         self.log_append_time_ms = log_append_time_ms
         self.log_start_offset = log_start_offset
         self.error_message = error_message
+        self.record_errors = record_errors      # KIP-467 (v8+): (batch index, message) per record
 
 
 def _string(s: str | None, flexible: bool) -> bytes:
@@ -46,6 +48,13 @@ def _string(s: str | None, flexible: bool) -> bytes:
 
 def _count(n: int, flexible: bool) -> bytes:
     return _uvarint(n + 1) if flexible else _I32.pack(n)
+
+
+def _record_errors(errors: list[tuple[int, str | None]], flexible: bool) -> bytes:
+    out = [_count(len(errors), flexible)]
+    for index, message in errors:
+        out.append(_I32.pack(index) + _string(message, flexible) + (b"\x00" if flexible else b""))
+    return b"".join(out)
 
 
 _NAMES: dict[tuple[str, bool], bytes] = {}     # encoded topic names (a broker's topics are few)
@@ -77,9 +86,13 @@ def encode_produce_response(version: int, correlation_id: int,
             else:
                 out.append(part.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms))
             if version >= 8:
-                # No record_errors (we reject whole batches), then error_message.
-                out.append(_NO_MESSAGE[flexible] if p.error_message is None else
-                           _NO_RECORD_ERRORS[flexible] + _string(p.error_message, flexible))
+                # record_errors (KIP-467: the records that made the batch fail), error_message.
+                if p.record_errors:
+                    out.append(_record_errors(p.record_errors, flexible)
+                               + _string(p.error_message, flexible))
+                else:
+                    out.append(_NO_MESSAGE[flexible] if p.error_message is None else
+                               _NO_RECORD_ERRORS[flexible] + _string(p.error_message, flexible))
             if flexible:
                 out.append(b"\x00")
         if flexible:

@@ -60,8 +60,10 @@ async def test_broker_retention_bytes_bounds_the_log_at_produce_time():
         got = {e.name: (e.value, e.config_source, [(s.name, s.value, s.source) for s in e.synonyms])
                for e in resp.results[0].configs}
         assert got == {
+            # Kafka lists every synonym in priority order, the default last
             "retention.bytes": ("300", STATIC_BROKER_CONFIG,
-                                [("log.retention.bytes", "300", STATIC_BROKER_CONFIG)]),
+                                [("log.retention.bytes", "300", STATIC_BROKER_CONFIG),
+                                 ("log.retention.bytes", "-1", DEFAULT_CONFIG)]),
             "retention.ms": ("604800000", DEFAULT_CONFIG,
                              [("log.retention.ms", "604800000", DEFAULT_CONFIG)])}
         conn.close()

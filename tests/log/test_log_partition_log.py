@@ -252,7 +252,7 @@ def test_retention_ms():
     assert (log.log_start_offset, log.batch_count) == (3, 1)
     assert new_log(retention_ms=-1).apply_retention(now_ms=10**15) == 0
     compact = new_log(retention_ms=0, cleanup_policy="compact")
-    compact.append_as_leader(client_batch([b"v"], ts=0), 0)
+    compact.append_as_leader(client_batch([b"v"], ts=0, keys=[b"k"]), 0)   # compacted: keyed
     assert compact.apply_retention(now_ms=10**12) == 0
 
 

@@ -1,10 +1,11 @@
 """Metadata (key 3), v0-13.
 
 v1: null topics = all, is_internal, controller_id.  v2: cluster_id.  v4: allow_auto_topic_creation.
-v5: offline_replicas.  v7: leader_epoch.  v8-10: authorized operations (we report none: -2^31).
+v5: offline_replicas.  v7: leader_epoch.  v8: include_{cluster (to v10),topic}_authorized_operations:
+every operation while there are no ACLs (broker/acl_operations.py), else -2^31.
 v9: flexible.  v10: topic ids.  v13: top-level error_code.
 KIP-253: initial/undeleted partition counts, partition_epoch, max_partition_epoch as tagged
-fields (see schemas/README.md).  Not implemented: authorized operations (no ACLs).
+fields (see schemas/README.md).
 Two caches in the broker's MetadataCache: each topic's encoded entry per version (dropped when
 that topic changes), and whole encoded responses per (version, requested topics), dropped on any
 change. A response is the skeleton (brokers, cluster, controller) with the topic entries spliced in,
@@ -26,6 +27,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBufferPool
 
+from minibroker.broker import acl_operations
 from minibroker.broker.dispatch import RawResponse, RequestContext, handles
 from minibroker.broker.metadata_wait import topic_has_leaders, wait_for_metadata
 from minibroker.protocol.framing import frame_parts, response_header
@@ -41,7 +43,7 @@ _TOPICS = MetadataResponse._struct.fields["topics"]
 _AUTO_CREATE_WAIT_MS = 500
 
 
-def _topic_entry(topic, version: int):
+def _topic_entry(topic, version: int, operations=acl_operations.OMITTED):
     parts = []
     for p in sorted(topic.partitions.values(), key=lambda p: p.partition):
         parts.append(_Partition(
@@ -51,7 +53,7 @@ def _topic_entry(topic, version: int):
             offline_replicas=list(p.offline_replicas), partition_epoch=p.partition_epoch))
     return _Topic(error_code=0, name=topic.name, topic_id=topic.topic_id,
                   is_internal=topic.is_internal, partitions=parts,
-                  authorized_operations=None,
+                  authorized_operations=operations,
                   initial_partition_count=topic.initial_partition_count,
                   undeleted_partition_count=topic.undeleted_partition_count)
 
@@ -70,11 +72,12 @@ def _encode_entry(entry, version: int) -> bytes:
         return bytes(out.result())
 
 
-def _cached_entry(cache, topic, version: int) -> bytes:
+def _cached_entry(cache, topic, version: int, operations=acl_operations.OMITTED) -> bytes:
     per_version = cache.encoded.setdefault(topic.name, {})
-    entry = per_version.get(version)
+    key = version if operations is None else (version, operations)
+    entry = per_version.get(key)
     if entry is None:
-        entry = per_version[version] = _encode_entry(_topic_entry(topic, version), version)
+        entry = per_version[key] = _encode_entry(_topic_entry(topic, version, operations), version)
     return entry
 
 
@@ -106,8 +109,11 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest):
         (t.name, t.topic_id if version >= 10 else None) for t in req.topics)
     auto = ctx.broker.config.auto_create_topics_enable and (
         version < 4 or bool(req.allow_auto_topic_creation))
+    ops = (version >= 8 and bool(req.include_topic_authorized_operations),
+           8 <= version <= 10 and bool(req.include_cluster_authorized_operations))
+
     def key():
-        return (version, wanted, auto, cache.generation, cache.controller_id, cache.cluster_id,
+        return (version, wanted, auto, ops, cache.generation, cache.controller_id, cache.cluster_id,
                 cache.max_partition_epoch)
     body = cache.responses.get(key())
     if body is None:
@@ -131,9 +137,13 @@ def _metadata(ctx: RequestContext, req: MetadataRequest) -> tuple[bytes, list[st
     cache = ctx.broker.metadata
     to_create = []
     version = ctx.api_version
+    topic_ops = acl_operations.topic_operations(
+        version >= 8 and bool(req.include_topic_authorized_operations))
+    cluster_ops = acl_operations.cluster_operations(
+        8 <= version <= 10 and bool(req.include_cluster_authorized_operations))
     topics = []
     if req.topics is None or (version == 0 and not req.topics):
-        topics = [_cached_entry(cache, cache.topics[n], version) for n in sorted(cache.topics)]
+        topics = [_cached_entry(cache, cache.topics[n], version, topic_ops) for n in sorted(cache.topics)]
     else:
         auto = ctx.broker.config.auto_create_topics_enable and (
             version < 4 or req.allow_auto_topic_creation)
@@ -141,12 +151,12 @@ def _metadata(ctx: RequestContext, req: MetadataRequest) -> tuple[bytes, list[st
             name = t.name
             if name is None and version >= 10 and t.topic_id not in (None, _ZERO_UUID):
                 info = cache.topics_by_id.get(t.topic_id)
-                topics.append(_cached_entry(cache, info, version) if info else _encode_entry(
+                topics.append(_cached_entry(cache, info, version, topic_ops) if info else _encode_entry(
                     _error_entry(UnknownTopicIdError.errno, None, t.topic_id), version))
                 continue
             info = cache.topics.get(name)
             if info is not None:
-                topics.append(_cached_entry(cache, info, version))
+                topics.append(_cached_entry(cache, info, version, topic_ops))
                 continue
             if invalid_reason(name):
                 code = InvalidTopicError.errno
@@ -161,6 +171,6 @@ def _metadata(ctx: RequestContext, req: MetadataRequest) -> tuple[bytes, list[st
     skeleton = MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,
         controller_id=cache.controller_id, topics=[],
-        authorized_operations=None, error_code=0,
+        authorized_operations=cluster_ops, error_code=0,
         max_partition_epoch=cache.max_partition_epoch)
     return _splice(skeleton, version, topics), to_create

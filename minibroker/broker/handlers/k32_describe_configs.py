@@ -8,9 +8,12 @@ broker's id, or "" for cluster defaults): the broker's ClusterConfig.describe(),
 STATIC_BROKER_CONFIG where it differs from the default. configuration_keys filters (unknown names
 are left out, as in Kafka).
 v0: is_default.  v1: config_source, synonyms (with include_synonyms: the topic-level value if set,
-then the broker-level synonym, e.g. log.retention.ms).  v3: config_type, documentation (always
-null).  v4: flexible.
-Not implemented: BROKER_LOGGER resources, documentation text.
+then the broker-level synonym when set, then Kafka's default under the first broker synonym, e.g.
+log.retention.ms).  v3: config_type, documentation (with include_documentation).  v4: flexible.
+Every Kafka 4.x topic config is described (minibroker.log.config.TOPIC_CONFIGS); brokers also
+describe broker.id, node.id, broker.rack (null without a rack), listeners and the topic defaults
+under their broker names (log.retention.ms, ...).
+Not implemented: BROKER_LOGGER resources.
 """
 from __future__ import annotations
 
@@ -33,27 +36,44 @@ DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 # Kafka's ConfigDef types (DescribeConfigsResponse.ConfigType).
 UNKNOWN, BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 0, 1, 2, 3, 4, 5, 6, 7
-TOPIC_CONFIG_TYPES = {
-    "cleanup.policy": LIST, "max.message.bytes": INT, "message.timestamp.type": STRING,
-    "min.insync.replicas": INT, "retention.bytes": LONG, "retention.ms": LONG,
-    "segment.bytes": INT, "enable.ordered.delivery": BOOLEAN,
-    "leader.replication.throttled.replicas": LIST, "follower.replication.throttled.replicas": LIST,
+_TYPES = {"BOOLEAN": BOOLEAN, "STRING": STRING, "INT": INT, "SHORT": SHORT, "LONG": LONG,
+          "DOUBLE": DOUBLE, "LIST": LIST}
+TOPIC_CONFIG_TYPES = {name: _TYPES[d.type] for name, d in log_config.TOPIC_CONFIGS.items()}
+# Read-only broker configs every Kafka broker describes, beyond ClusterConfig's own.
+BROKER_DOCS = {
+    "broker.id": "The broker id of this server.",
+    "node.id": "The node id of this server in the KRaft cluster.",
+    "broker.rack": "Rack of the broker, for rack-aware replica placement and fetching from the "
+                   "closest replica (KIP-392).",
+    "process.roles": "The roles this process plays: broker, controller, or both.",
+    "listeners": "The addresses the broker listens on.",
+    "advertised.listeners": "The addresses the broker gives clients.",
+    "replica.selector.class": "The ReplicaSelector that picks the preferred read replica.",
 }
-def _entry(name, value, source, read_only, config_type, synonyms) -> _Entry:
+
+
+def _entry(name, value, source, read_only, config_type, synonyms, doc=None) -> _Entry:
     return _Entry(name=name, value=value, read_only=read_only, config_source=source,
                   is_default=source == DEFAULT_CONFIG, is_sensitive=False, synonyms=synonyms,
-                  config_type=config_type, documentation=None)
+                  config_type=config_type, documentation=doc)
 
 
 def topic_configs(set_configs: dict[str, str], keys, include_synonyms: bool,
-                  defaults: dict[str, str]) -> list[_Entry]:
-    """`defaults`: the broker's topic defaults (its log.* configs over Kafka's)."""
+                  broker_configs: dict[str, str], include_docs: bool = False) -> list[_Entry]:
+    """`broker_configs`: the broker's configs (its log.* synonyms give the topic defaults).
+    Synonyms as Kafka lists them: the topic's own value, the broker synonym set, then the
+    default under the first broker synonym's name."""
     out = []
     for name in sorted(log_config.DEFAULTS):
         if keys is not None and name not in keys:
             continue
-        default = defaults[name]
-        default_source = DEFAULT_CONFIG if default == log_config.DEFAULTS[name] else STATIC_BROKER_CONFIG
+        definition = log_config.TOPIC_CONFIGS[name]
+        kafka_default = log_config.DEFAULTS[name]
+        found = log_config.broker_value(name, broker_configs)
+        if found is not None and found[1] != kafka_default:
+            default, default_source = found[1], STATIC_BROKER_CONFIG
+        else:
+            default, default_source = kafka_default, DEFAULT_CONFIG
         synonyms = []
         if name in set_configs:
             value, source = set_configs[name], DYNAMIC_TOPIC_CONFIG
@@ -61,26 +81,48 @@ def topic_configs(set_configs: dict[str, str], keys, include_synonyms: bool,
                 synonyms.append(_Synonym(name=name, value=value, source=DYNAMIC_TOPIC_CONFIG))
         else:
             value, source = default, default_source
-        if include_synonyms and name in log_config.BROKER_SYNONYMS:
-            synonyms.append(_Synonym(name=log_config.BROKER_SYNONYMS[name], value=default,
-                                     source=default_source))
-        out.append(_entry(name, value, source, False, TOPIC_CONFIG_TYPES.get(name, UNKNOWN),
-                          synonyms))
+        if include_synonyms and definition.synonyms:
+            if default_source == STATIC_BROKER_CONFIG:
+                synonyms.append(_Synonym(name=found[0], value=broker_configs[found[0]],
+                                         source=STATIC_BROKER_CONFIG))
+            synonyms.append(_Synonym(name=definition.synonyms[0], value=kafka_default,
+                                     source=DEFAULT_CONFIG))
+        out.append(_entry(name, value, source, False, TOPIC_CONFIG_TYPES[name], synonyms,
+                          definition.doc if include_docs else None))
     return out
 
 
-def broker_configs(config: ClusterConfig, keys, include_synonyms: bool,
-                   dynamic: dict[str, dict[str, str]] | None = None,
+def broker_values(broker) -> dict[str, str | None]:
+    """What a broker describes read-only: its ClusterConfig, the topic defaults under their broker
+    names, and its identity (broker.id, node.id, broker.rack, listeners)."""
+    values: dict[str, str | None] = {}
+    topic_defaults = broker.log_defaults.to_configs()
+    for name, definition in log_config.TOPIC_CONFIGS.items():
+        if definition.synonyms:
+            values[definition.synonyms[0]] = topic_defaults[name]
+    values.update(broker.config.describe())
+    listener = f"PLAINTEXT://{broker.host}:{broker.port}"
+    values.update({"broker.id": str(broker.node_id), "node.id": str(broker.node_id),
+                   "broker.rack": broker.rack, "process.roles": "broker",
+                   "listeners": listener, "advertised.listeners": listener,
+                   "replica.selector.class":
+                       "org.apache.kafka.common.replica.RackAwareReplicaSelector"})
+    return values
+
+
+def broker_configs(broker, keys, include_synonyms: bool, include_docs: bool = False,
                    resource_name: str = "") -> list[_Entry]:
     """The static configs (read-only), and the dynamic throttle rates: set for this broker
     (DYNAMIC_BROKER_CONFIG), for the cluster (DYNAMIC_DEFAULT_BROKER_CONFIG), else Kafka's
     default (Long.MAX_VALUE); synonyms list every level that has a value, most specific first."""
-    values, defaults = config.describe(), ClusterConfig().describe()
-    dynamic = dynamic or {}
+    values, defaults = broker_values(broker), ClusterConfig().describe()
+    dynamic = broker.dynamic_configs or {}
     entries = []
     for name in sorted(values):
         value = values[name]
-        source = DEFAULT_CONFIG if defaults.get(name) == value else STATIC_BROKER_CONFIG
+        source = (STATIC_BROKER_CONFIG if name in BROKER_DOCS and value is not None
+                  or name in broker.config.extra
+                  or name in defaults and defaults[name] != value else DEFAULT_CONFIG)
         entries.append((name, True, [(value, source)]))
     for name in RATE_CONFIGS:
         levels = []
@@ -90,14 +132,15 @@ def broker_configs(config: ClusterConfig, keys, include_synonyms: bool,
             levels.append((dynamic[""][name], DYNAMIC_DEFAULT_BROKER_CONFIG))
         entries.append((name, False, levels + [(str(2**63 - 1), DEFAULT_CONFIG)]))
     out = []
-    for name, read_only, levels in sorted(entries):
+    for name, read_only, levels in sorted(entries, key=lambda e: e[0]):
         if keys is not None and name not in keys:
             continue
         value, source = levels[0]
         synonyms = ([_Synonym(name=name, value=v, source=s) for v, s in levels]
                     if include_synonyms else [])
+        doc = BROKER_DOCS.get(name, "") if include_docs else None
         out.append(_entry(name, value, source, read_only, LONG if not read_only else UNKNOWN,
-                          synonyms))
+                          synonyms, doc))
     return out
 
 
@@ -113,6 +156,7 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
     results = []
     for r in req.resources:
         keys = None if r.configuration_keys is None else set(r.configuration_keys)
+        docs = ctx.api_version >= 3 and bool(req.include_documentation)
         if r.resource_type == TOPIC:
             reason = invalid_reason(r.resource_name)
             topic = broker.metadata.topics.get(r.resource_name)
@@ -125,7 +169,7 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
                 results.append(_Result(error_code=0, error_message=None,
                                        resource_type=TOPIC, resource_name=r.resource_name,
                                        configs=topic_configs(topic.configs, keys, synonyms,
-                                                              ctx.broker.log_defaults.to_configs())))
+                                                              broker_values(broker), docs)))
         elif r.resource_type == BROKER:
             if r.resource_name not in ("", str(broker.node_id)):
                 results.append(_error(r, InvalidRequestError.errno,
@@ -134,8 +178,7 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
             else:
                 results.append(_Result(error_code=0, error_message=None,
                                        resource_type=BROKER, resource_name=r.resource_name,
-                                       configs=broker_configs(broker.config, keys, synonyms,
-                                                              broker.dynamic_configs,
+                                       configs=broker_configs(broker, keys, synonyms, docs,
                                                               r.resource_name)))
         else:
             results.append(_error(r, InvalidRequestError.errno,

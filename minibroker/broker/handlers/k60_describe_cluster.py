@@ -1,9 +1,11 @@
-"""DescribeCluster (key 60), v0-1.
+"""DescribeCluster (key 60), v0-2.
 
 Brokers, cluster id and controller id from this broker's metadata cache (as Metadata answers
 them). v0: flexible from the start.  v1: endpoint_type — only 1 (brokers); 2 (controllers) is
 MISMATCHED_ENDPOINT_TYPE, since our controller has no listener of its own.
-Not implemented: authorized operations (no ACLs: None, sent as -2^31), v2's fenced brokers.
+include_cluster_authorized_operations: every cluster operation while there are no ACLs
+(broker/acl_operations.py), else -2^31.  v2: include_fenced_brokers, is_fenced — the metadata
+cache holds the unfenced brokers only, so every broker listed is unfenced.
 """
 from __future__ import annotations
 
@@ -11,13 +13,14 @@ from kafka.errors import MismatchedEndpointTypeError, UnsupportedEndpointTypeErr
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
 
+from minibroker.broker import acl_operations
 from minibroker.broker.dispatch import RequestContext, handles
 
 _Broker = DescribeClusterResponse.DescribeClusterBroker
 BROKERS, CONTROLLERS = 1, 2
 
 
-@handles(ApiKey.DescribeCluster, DescribeClusterRequest, versions=(0, 1))
+@handles(ApiKey.DescribeCluster, DescribeClusterRequest, versions=(0, 2))
 async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterRequest):
     cache = ctx.broker.metadata
     endpoint_type = req.endpoint_type if ctx.api_version >= 1 else BROKERS
@@ -30,10 +33,11 @@ async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterReque
         return DescribeClusterResponse(
             throttle_time_ms=0, error_code=code, error_message=message,
             endpoint_type=endpoint_type, cluster_id="", controller_id=-1, brokers=[],
-            authorized_operations=None)
-    brokers = [_Broker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-               for b in cache.alive_brokers()]
+            authorized_operations=acl_operations.OMITTED)
+    brokers = [_Broker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack,
+                       is_fenced=False) for b in cache.alive_brokers()]
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS,
         cluster_id=cache.cluster_id or "", controller_id=cache.controller_id, brokers=brokers,
-        authorized_operations=None)
+        authorized_operations=acl_operations.cluster_operations(
+            bool(req.include_cluster_authorized_operations)))

@@ -1,0 +1,76 @@
+"""ElectLeaders (KIP-460) as one controller operation: preferred or unclean leader election for
+many partitions, all changes in one commit. A plain function of the frozen image.
+
+Per partition, as Kafka's ReplicationControlManager.electLeader:
+- PREFERRED (0): the first replica becomes leader if it is alive and in the ISR; already leader
+  -> ELECTION_NOT_NEEDED; otherwise PREFERRED_LEADER_NOT_AVAILABLE.
+- UNCLEAN (1): a partition with a live leader -> ELECTION_NOT_NEEDED; else the first live replica
+  in the ISR, else the first live replica at all (the ISR becomes just it: acknowledged writes
+  it lacks are lost, the point of an unclean election); none alive -> ELIGIBLE_LEADERS_NOT_AVAILABLE.
+`partitions` None: every partition that needs an election (Kafka's "all partitions" form), and
+only those are answered.
+"""
+from __future__ import annotations
+
+from kafka.errors import (ElectionNotNeededError, EligibleLeadersNotAvailableError,
+                          PreferredLeaderNotAvailableError, UnknownTopicOrPartitionError)
+
+from minibroker.controller import records
+from minibroker.controller.image import MetadataImage
+from minibroker.controller.result import Result
+
+PREFERRED, UNCLEAN = 0, 1
+_STRATEGY = {PREFERRED: "PreferredReplicaPartitionLeaderElectionStrategy",
+             UNCLEAN: "UncleanPartitionLeaderElectionStrategy"}
+
+# (topic, partition, error code, error message)
+ElectionResult = tuple[str, int, int, "str | None"]
+
+
+def elect_leaders(image: MetadataImage, election_type: int,
+                  partitions: list[tuple[str, int]] | None) -> Result[list[ElectionResult]]:
+    alive = {b.broker_id for b in image.live_brokers()}
+    everything = partitions is None
+    if everything:
+        partitions = [(name, i) for name in sorted(image.topics)
+                      for i in sorted(image.topics[name].partitions)]
+    out, results = [], []
+    for topic, index in partitions:
+        t = image.topics.get(topic)
+        p = t.partitions.get(index) if t else None
+        if p is None:
+            results.append((topic, index, UnknownTopicOrPartitionError.errno,
+                            f"The partition {topic}-{index} does not exist."))
+            continue
+        new, isr = None, None
+        if election_type == PREFERRED:
+            preferred = p.replicas[0] if p.replicas else -1
+            if p.leader == preferred:
+                code = ElectionNotNeededError.errno
+            elif preferred in p.isr and preferred in alive:
+                new, code = preferred, 0
+            else:
+                code = PreferredLeaderNotAvailableError.errno
+        elif p.leader >= 0 and p.leader in alive:
+            code = ElectionNotNeededError.errno
+        else:
+            in_isr = [r for r in p.replicas if r in p.isr and r in alive]
+            any_live = [r for r in p.replicas if r in alive]
+            if in_isr:
+                new, code = in_isr[0], 0
+            elif any_live:
+                new, isr, code = any_live[0], [any_live[0]], 0
+            else:
+                code = EligibleLeadersNotAvailableError.errno
+        if everything and code == ElectionNotNeededError.errno:
+            continue
+        if new is not None:
+            out.append(records.partition_change(t.topic_id, index, leader=new, isr=isr))
+        message = None
+        if code == ElectionNotNeededError.errno:
+            message = "Leader election not needed for topic partition."
+        elif code:
+            message = (f"Failed to elect leader for partition {topic}-{index} under strategy "
+                       f"{_STRATEGY[election_type]}")
+        results.append((topic, index, code, message))
+    return Result(tuple(out), results)
