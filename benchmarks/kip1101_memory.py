@@ -30,6 +30,7 @@ import tracemalloc
 import uuid
 from collections.abc import Mapping
 
+from _results import publish    # benchmarks/, the folder of the script
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from minibroker.coordinator.group.metadata_hash import (  # noqa: E402
     TopicHashCache,
@@ -43,7 +44,6 @@ REPLICATION_FACTOR = 3
 RACKS = ("rack-a", "rack-b", "rack-c")
 BROKERS = {b: RACKS[b % 3] for b in range(9)}          # 3 brokers per rack
 REPS = 25
-RESULT = pathlib.Path(__file__).resolve().parent / "results" / "kip1101_memory.txt"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +123,7 @@ def median_us(fn) -> float:
     return statistics.median(samples) * 1e6
 
 
-def main() -> str:
+def main() -> list[str]:
     image = build_image()
     cache = TopicHashCache(BROKERS.get)
 
@@ -174,11 +174,8 @@ def main() -> str:
         f"   ({full_us / warm_us:.0f}x faster)",
         f"cache counters after the run: hits={cache.hits} misses={cache.misses}",
     ]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 if __name__ == "__main__":
-    text = main()
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(text)
-    print(text, end="")
+    publish("kip1101_memory.txt", main())

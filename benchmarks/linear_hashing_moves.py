@@ -19,12 +19,12 @@ import sys
 
 import numpy as np
 
+from _results import publish    # benchmarks/, the folder of the script
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from minibroker.partitioning import key_hash, partition_for_hash  # noqa: E402
 
 KEYS = 100_000
 CHECK = 2_000
-RESULT = pathlib.Path(__file__).resolve().parent / "results" / "linear_hashing_moves.txt"
 
 
 def linear(h: np.ndarray, n: int, u: int) -> np.ndarray:
@@ -46,7 +46,7 @@ def moved(f, h: np.ndarray, n: int, u_from: int, u_to: int) -> tuple[float, floa
     return changed.mean(), between.mean()
 
 
-def main() -> str:
+def main() -> list[str]:
     h = np.fromiter((key_hash(b"key-%d" % i) for i in range(KEYS)), dtype=np.int64, count=KEYS)
     cols = ["LH N=U +1", "LH N=U x2", "LH N=1 +1", "LH N=1 x2", "mod +1", "mod x2", "mod +1 between"]
     lines = [
@@ -77,11 +77,8 @@ def main() -> str:
         "mod +1 ~ U/(U+1), nearly all of it between existing partitions; LH N=1 +1 moves half of",
         "one unsplit partition: 1/2^(k+1) for every U in [2^k, 2^(k+1)), 1/(2U) only at U = 2^k.",
     ]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 if __name__ == "__main__":
-    text = main()
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(text)
-    print(text, end="")
+    publish("linear_hashing_moves.txt", main())
