@@ -22,6 +22,7 @@ Keys and values are ``bytes``. Every call is bounded by its ``timeout`` (seconds
 """
 from __future__ import annotations
 
+import asyncio
 import importlib
 from types import ModuleType
 
@@ -31,6 +32,17 @@ CLIENTS = ("kafka_python", "aiokafka", "confluent", "kafkajs", "kcat")
 
 class DriverError(RuntimeError):
     """A client reported a failure (or did not finish in time)."""
+
+
+def run_bounded(coro, timeout: float, name: str):
+    """asyncio.run of an in-process client's coroutine; DriverError when it takes over `timeout`
+    seconds."""
+    async def bounded():
+        try:
+            return await asyncio.wait_for(coro, timeout)
+        except asyncio.TimeoutError as e:
+            raise DriverError(f"{name}: no result within {timeout}s") from e
+    return asyncio.run(bounded())
 
 
 def load(name: str) -> ModuleType:

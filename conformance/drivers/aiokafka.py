@@ -7,22 +7,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewPartitions, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
-from . import DriverError
+from . import ALL_CODECS, DriverError, run_bounded
 
 NAME = "aiokafka"
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+CODECS = ALL_CODECS
 MISSING_CODECS: dict[str, str] = {}
 HAS_ADMIN = True
 HAS_IDEMPOTENCE = True
-
-
-def _run(coro, timeout: float):
-    async def bounded():
-        return await asyncio.wait_for(coro, timeout)
-    try:
-        return asyncio.run(bounded())
-    except asyncio.TimeoutError as e:
-        raise DriverError(f"aiokafka call did not finish within {timeout}s") from e
 
 
 async def _with_admin(bs, fn):
@@ -49,7 +40,7 @@ def create_topic(bs, name, partitions, rf, configs=None, timeout: float = 30) ->
             [NewTopic(name, partitions, rf, topic_configs=configs or {})],
             timeout_ms=int(timeout * 1000))
         _check(resp, "topic_errors" if hasattr(resp, "topic_errors") else "topics")
-    _run(_with_admin(bs, go), timeout)
+    run_bounded(_with_admin(bs, go), timeout, NAME)
 
 
 def produce(bs, topic, records, codec, acks="all", idempotent=False, timeout: float = 60):
@@ -66,7 +57,7 @@ def produce(bs, topic, records, codec, acks="all", idempotent=False, timeout: fl
             return [(md.partition, md.offset) for md in mds]
         finally:
             await producer.stop()
-    return _run(go(), timeout)
+    return run_bounded(go(), timeout, NAME)
 
 
 def _consumer(bs):
@@ -93,7 +84,7 @@ def consume_assigned(bs, topic, partitions, expected_count, timeout: float = 30)
             return out
         finally:
             await consumer.stop()
-    return _run(go(), timeout + 10)
+    return run_bounded(go(), timeout + 10, NAME)
 
 
 def list_offsets(bs, topic, timeout: float = 30):
@@ -116,7 +107,7 @@ def list_offsets(bs, topic, timeout: float = 30):
             return {tp.partition: (early[tp], late[tp]) for tp in tps}
         finally:
             await consumer.stop()
-    return _run(go(), timeout)
+    return run_bounded(go(), timeout, NAME)
 
 
 def partition_count(bs, topic, timeout: float = 30) -> int:
@@ -125,7 +116,7 @@ def partition_count(bs, topic, timeout: float = 30) -> int:
         if desc["error_code"]:
             raise DriverError(f"describe_topics {topic}: error {desc['error_code']}")
         return len(desc["partitions"])
-    return _run(_with_admin(bs, go), timeout)
+    return run_bounded(_with_admin(bs, go), timeout, NAME)
 
 
 def describe_configs(bs, topic, timeout: float = 30) -> dict[str, str]:
@@ -140,7 +131,7 @@ def describe_configs(bs, topic, timeout: float = 30) -> dict[str, str]:
                 if res[3] == topic:
                     out.update({e[0]: e[1] for e in res[4]})
         return out
-    return _run(_with_admin(bs, go), timeout)
+    return run_bounded(_with_admin(bs, go), timeout, NAME)
 
 
 def create_partitions(bs, topic, total, timeout: float = 30) -> None:
@@ -148,20 +139,20 @@ def create_partitions(bs, topic, total, timeout: float = 30) -> None:
         resp = await admin.create_partitions({topic: NewPartitions(total)},
                                              timeout_ms=int(timeout * 1000))
         _check(resp, "topic_errors" if hasattr(resp, "topic_errors") else "results")
-    _run(_with_admin(bs, go), timeout)
+    run_bounded(_with_admin(bs, go), timeout, NAME)
 
 
 def delete_topic(bs, topic, timeout: float = 30) -> None:
     async def go(admin):
         resp = await admin.delete_topics([topic], timeout_ms=int(timeout * 1000))
         _check(resp, "topic_error_codes" if hasattr(resp, "topic_error_codes") else "responses")
-    _run(_with_admin(bs, go), timeout)
+    run_bounded(_with_admin(bs, go), timeout, NAME)
 
 
 def list_topics(bs, timeout: float = 30) -> set[str]:
     async def go(admin):
         return set(await admin.list_topics())
-    return _run(_with_admin(bs, go), timeout)
+    return run_bounded(_with_admin(bs, go), timeout, NAME)
 
 
 # ------------------------------------------------------------------ consumer groups

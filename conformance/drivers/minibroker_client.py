@@ -6,35 +6,24 @@ import asyncio
 from minibroker.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from minibroker.client.admin import TOPIC
 
-from . import DriverError
+from . import ALL_CODECS, DriverError, run_bounded
 
 NAME = "minibroker_client"
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+CODECS = ALL_CODECS
 MISSING_CODECS: dict[str, str] = {}
 HAS_ADMIN = True
 HAS_IDEMPOTENCE = True
 
 
-def _run(coro, timeout: float):
-    async def bounded():
-        try:
-            return await asyncio.wait_for(coro, timeout)
-        except asyncio.TimeoutError as e:
-            raise DriverError(f"{NAME}: no result within {timeout}s") from e
-    return asyncio.run(bounded())
-
-
 async def _admin(bs, fn):
-    admin = Admin(bs, client_id="conformance-minibroker-admin", request_timeout_ms=15000)
-    try:
+    async with Admin(bs, client_id="conformance-minibroker-admin",
+                     request_timeout_ms=15000) as admin:
         return await fn(admin)
-    finally:
-        await admin.close()
 
 
 def create_topic(bs, name, partitions, rf, configs=None, timeout: float = 30) -> None:
-    _run(_admin(bs, lambda a: a.create_topics([NewTopic(name, partitions, rf, configs or {})])),
-         timeout)
+    run_bounded(_admin(bs, lambda a: a.create_topics([NewTopic(name, partitions, rf,
+                                                               configs or {})])), timeout, NAME)
 
 
 def produce(bs, topic, records, codec, acks="all", idempotent=False, timeout: float = 60, **extra):
@@ -50,7 +39,7 @@ def produce(bs, topic, records, codec, acks="all", idempotent=False, timeout: fl
             return [(md.partition, md.offset) for md in mds]
         finally:
             await producer.stop()
-    return _run(go(), timeout)
+    return run_bounded(go(), timeout, NAME)
 
 
 def consume_assigned(bs, topic, partitions, expected_count, timeout: float = 30):
@@ -68,7 +57,7 @@ def consume_assigned(bs, topic, partitions, expected_count, timeout: float = 30)
         finally:
             await consumer.close()
         return out
-    return _run(go(), timeout)
+    return run_bounded(go(), timeout, NAME)
 
 
 def list_offsets(bs, topic, timeout: float = 30):
@@ -80,7 +69,7 @@ def list_offsets(bs, topic, timeout: float = 30):
         early = await admin.list_offsets({tp: "earliest" for tp in tps})
         late = await admin.list_offsets({tp: "latest" for tp in tps})
         return {tp.partition: (early[tp][0], late[tp][0]) for tp in tps}
-    return _run(_admin(bs, go), timeout)
+    return run_bounded(_admin(bs, go), timeout, NAME)
 
 
 def partition_count(bs, topic, timeout: float = 30) -> int:
@@ -89,25 +78,25 @@ def partition_count(bs, topic, timeout: float = 30) -> int:
         if topic not in topics:
             raise DriverError(f"no topic {topic}")
         return topics[topic]
-    return _run(_admin(bs, go), timeout)
+    return run_bounded(_admin(bs, go), timeout, NAME)
 
 
 def describe_configs(bs, topic, timeout: float = 30) -> dict[str, str]:
     async def go(admin):
         return (await admin.describe_configs(topics=[topic]))[(TOPIC, topic)]
-    return _run(_admin(bs, go), timeout)
+    return run_bounded(_admin(bs, go), timeout, NAME)
 
 
 def create_partitions(bs, topic, total, timeout: float = 30) -> None:
-    _run(_admin(bs, lambda a: a.create_partitions({topic: total})), timeout)
+    run_bounded(_admin(bs, lambda a: a.create_partitions({topic: total})), timeout, NAME)
 
 
 def delete_topic(bs, topic, timeout: float = 30) -> None:
-    _run(_admin(bs, lambda a: a.delete_topics([topic])), timeout)
+    run_bounded(_admin(bs, lambda a: a.delete_topics([topic])), timeout, NAME)
 
 
 def list_topics(bs, timeout: float = 30) -> set[str]:
-    return set(_run(_admin(bs, lambda a: a.list_topics()), timeout))
+    return set(run_bounded(_admin(bs, lambda a: a.list_topics()), timeout, NAME))
 
 
 # ------------------------------------------------------------------ consumer groups
