@@ -28,6 +28,7 @@ from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from minibroker.client.connection_pool import ConnectionPool
+from minibroker.client.lifecycle import PooledClient
 from minibroker.client.list_offsets import EARLIEST, LATEST, list_offsets
 from minibroker.client.group_protocol import decode_assignment, decode_subscription
 from minibroker.client.metadata import ClusterMetadata
@@ -65,23 +66,13 @@ def _err(code: int, what: str, message: str | None = None) -> Exception | None:
     return Errors.for_code(code)(f"{what}: {message}" if message else what)
 
 
-class Admin:
+class Admin(PooledClient):
     def __init__(self, bootstrap_servers: str | list[str], *, client_id: str = "minibroker-admin",
                  request_timeout_ms: int = 30000) -> None:
         self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms)
         self.metadata = ClusterMetadata(self.pool, allow_auto_topic_creation=False)
         self.timeout_ms = request_timeout_ms
         self.last_throttle_time_ms = 0
-
-    async def close(self) -> None:
-        self.metadata.close()
-        self.pool.close()
-
-    async def __aenter__(self) -> "Admin":
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
 
     async def _controller(self) -> int:
         if self.metadata.controller_id < 0:

@@ -46,6 +46,7 @@ from kafka.protocol.consumer import FetchResponse, OffsetCommitRequest, OffsetFe
 from minibroker.client.connection_pool import ConnectionPool
 from minibroker.client.group_membership import COORDINATOR_ERRORS, REJOIN_ERRORS, GroupMembership
 from minibroker.client.group_protocol import ASSIGNORS
+from minibroker.client.lifecycle import PooledClient, cancel_and_wait
 # EARLIEST, LATEST, list_offsets and PartitionKeyRebalanceListener are also imported from here.
 from minibroker.client.list_offsets import EARLIEST, LATEST, REFRESH_ERRORS, list_offsets
 from minibroker.client.metadata import ClusterMetadata
@@ -57,7 +58,7 @@ from minibroker.protocol.messages import FetchRequestKip253
 
 log = logging.getLogger("minibroker.client.consumer")
 
-class Consumer(GroupMembership):
+class Consumer(GroupMembership, PooledClient):
     def __init__(self, bootstrap_servers: str | list[str], *, group_id: str | None = None,
                  client_id: str = "minibroker-consumer", auto_offset_reset: str = "latest",
                  enable_auto_commit: bool = True, auto_commit_interval_ms: int = 5000,
@@ -339,11 +340,7 @@ class Consumer(GroupMembership):
         self._stopping = True
         try:
             if self._task is not None:
-                self._task.cancel()
-                try:
-                    await self._task
-                except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                    pass
+                await cancel_and_wait(self._task)
             if self.group_id is not None and self._parts and self.enable_auto_commit:
                 try:
                     await asyncio.wait_for(self.commit(), timeout)
@@ -358,14 +355,7 @@ class Consumer(GroupMembership):
             self._closed = True
             for t in self._fetch_timers.values():
                 t.cancel()
-            self.metadata.close()
-            self.pool.close()
-
-    async def __aenter__(self) -> "Consumer":
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
+            self._close_connections()
 
     def _ensure_started(self) -> None:
         if self._closed:

@@ -64,6 +64,7 @@ from kafka.protocol.admin import DescribeConfigsRequest
 
 from minibroker.client.kip253 import (epoch_end_offset, kip253_counts, linear_hashing_partitioner,
                                       partition_leader_epochs)
+from minibroker.client.lifecycle import cancel_and_wait
 from minibroker.client.list_offsets import EARLIEST, list_offsets
 from minibroker.client.metadata import ClusterMetadata, TopicMetadata
 from minibroker.client.records import (RecordMetadata, TopicPartition, codec_id, encode_batch,
@@ -235,11 +236,7 @@ class Producer:
         for task in list(self._lookups.values()):
             task.cancel()
         if self._sender is not None:
-            self._sender.cancel()
-            try:
-                await self._sender
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
+            await cancel_and_wait(self._sender)
         self.metadata.close()
         self.pool.close()
 

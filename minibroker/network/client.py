@@ -115,12 +115,9 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         after the response header), for a caller with its own decoder. The view points into the
         receive buffer, which is reused only once no view of it is left: drop it (and the future)
         as soon as it is handled."""
-        fut = asyncio.get_running_loop().create_future()
-        if self.closed:
-            fut.set_exception(ConnectionClosed(self.close_reason or "connection closed"))
+        fut, corr = self._new_request()
+        if corr < 0:
             return fut
-        self._corr = (self._corr + 1) & 0x7FFFFFFF
-        corr = self._corr
         self.transport.writelines(encode_request(req, version, corr, self.client_id))
         if not req.expect_response():
             fut.set_result(None)
@@ -129,16 +126,23 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         self.inflight.append((corr, rcls, version, fut, raw))
         return fut
 
+    def _new_request(self) -> tuple[asyncio.Future, int]:
+        """A request's future and correlation id; -1 when the connection is closed (the future
+        holds ConnectionClosed)."""
+        fut = asyncio.get_running_loop().create_future()
+        if self.closed:
+            fut.set_exception(ConnectionClosed(self.close_reason or "connection closed"))
+            return fut, -1
+        self._corr = (self._corr + 1) & 0x7FFFFFFF
+        return fut, self._corr
+
     def send_encoded(self, api_key: int, version: int, body: bytes, flexible: bool
                      ) -> asyncio.Future:
         """send(..., raw=True) of a body its caller encoded (the replica fetcher's FetchRequest:
         protocol/fetch_request.py): the future resolves to the raw response body."""
-        fut = asyncio.get_running_loop().create_future()
-        if self.closed:
-            fut.set_exception(ConnectionClosed(self.close_reason or "connection closed"))
+        fut, corr = self._new_request()
+        if corr < 0:
             return fut
-        self._corr = (self._corr + 1) & 0x7FFFFFFF
-        corr = self._corr
         cid = self.client_id.encode()
         hdr = _REQ_HDR.pack(api_key, version, corr, len(cid)) + cid + (b"\x00" if flexible else b"")
         self.transport.writelines((_I32.pack(len(hdr) + len(body)), hdr, body))
