@@ -10,6 +10,7 @@ import uuid
 from typing import Any, Awaitable, Callable
 
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest
+from kafka.protocol.metadata import FindCoordinatorRequest
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.default_records import DefaultRecordBatch
 
@@ -59,6 +60,16 @@ def produce_request(topic: str, partition: int, records: bytes | None, acks: int
                     timeout_ms: int = 10_000) -> ProduceRequest:
     return ProduceRequest(transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[
         _PTopic(name=topic, partition_data=[_PPart(index=partition, records=records)])])
+
+
+async def produce_each(conn: KafkaClientConnection, topic: str, values: list[bytes],
+                       timestamp: int, first_offset: int = 0) -> None:
+    """Produce `values` to topic-0 one request each (acks=all): each is acknowledged at the next
+    offset, from `first_offset`."""
+    for i, v in enumerate(values):
+        resp = await conn.request(produce_request(topic, 0, batch([v], timestamp)), PRODUCE_VERSION)
+        assert resp == wire(produce_response(topic, 0, base_offset=first_offset + i,
+                                             log_start_offset=0), PRODUCE_VERSION)
 
 
 def produce_response(topic: str, partition: int, error_code: int = 0, base_offset: int = -1,
@@ -135,6 +146,17 @@ async def request_once(c: Cluster, broker_id: int, req: Any, version: int,
         return await conn.request(req, version)
     finally:
         conn.close()
+
+
+async def find_coordinator(conn: KafkaClientConnection, key: str, key_type: int = 0) -> int:
+    """FindCoordinator on `conn` every 50 ms until a node is named (returned); the first asks
+    create the internal topic."""
+    for _ in range(200):
+        r = await conn.request(FindCoordinatorRequest(key=key, key_type=key_type), 3)
+        if r.error_code == 0:
+            return r.node_id
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no coordinator for {key!r}")
 
 
 async def wait_until(cond: Callable[[], Any], timeout: float = 60.0, what: str = "") -> Any:

@@ -14,8 +14,8 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import MetadataRequest
 
-from cluster_helpers import (batch, connect, fetch_request, fetched_records, log_bytes,
-                             log_records, produce_request, produce_response, until_partition,
+from cluster_helpers import (batch, connect, fetch_request, fetched_records, log_bytes, log_records,
+                             produce_each, produce_request, produce_response, until_partition,
                              wait_for_isr, wait_until, wire)
 from minibroker.cluster import Cluster
 from minibroker.network.client import ConnectionClosed
@@ -74,9 +74,7 @@ async def test_restart_broker_keeps_its_log_and_rejoins_the_isr():
         leader = await c.leader_of(T, 0)
         conn = await connect(c, leader)
         now = c.clock.now_ms()
-        for i in range(3):
-            resp = await conn.request(produce_request(T, 0, batch([b"%d" % i], now)), 9)
-            assert resp == wire(produce_response(T, 0, base_offset=i, log_start_offset=0), 9)
+        await produce_each(conn, T, [b"%d" % i for i in range(3)], now)
         follower = next(r for r in (1, 2, 3) if r != leader)
         await c.restart_broker(follower)
         await wait_for_isr(c, T, 0, {1, 2, 3})

@@ -219,15 +219,20 @@ async def test_bad_crc_is_corrupt_message_for_that_partition(setup, caplog):
     await setup.assert_broker_unharmed()
 
 
-async def test_truncated_batch_is_corrupt_message(setup, caplog):
-    bad = batch([b"x" * 20], setup.c.clock.now_ms())[:-7]
+async def assert_corrupt_message(setup, caplog, records: bytes) -> None:
+    """Producing `records` answers CORRUPT_MESSAGE with Kafka's message; the connection stays
+    open and the broker unharmed."""
     conn = await connect(setup.c, setup.leader, "bad")
-    resp = await conn.request(produce_request(TOPIC, 0, bad), 9)
+    resp = await conn.request(produce_request(TOPIC, 0, records), 9)
     assert resp == wire(produce_response(TOPIC, 0, CorruptRecordError.errno,
-                                         error_message=_corrupt_message(bad)), 9)
+                                         error_message=_corrupt_message(records)), 9)
     conn.close()
     assert closing_lines(caplog) == []
     await setup.assert_broker_unharmed()
+
+
+async def test_truncated_batch_is_corrupt_message(setup, caplog):
+    await assert_corrupt_message(setup, caplog, batch([b"x" * 20], setup.c.clock.now_ms())[:-7])
 
 
 @pytest.mark.parametrize("records", [b"", None], ids=["empty", "null"])
@@ -257,11 +262,4 @@ async def test_batch_with_zero_records_is_corrupt_message(setup, caplog):
     empty = bytearray(HEADER_SIZE)
     HEADER.pack_into(empty, 0, *fields)
     struct.pack_into(">I", empty, CRC_OFFSET, crc32c(empty[ATTRIBUTES_OFFSET:]))
-    empty = bytes(empty)
-    conn = await connect(setup.c, setup.leader, "bad")
-    resp = await conn.request(produce_request(TOPIC, 0, empty), 9)
-    assert resp == wire(produce_response(TOPIC, 0, CorruptRecordError.errno,
-                                         error_message=_corrupt_message(empty)), 9)
-    conn.close()
-    assert closing_lines(caplog) == []
-    await setup.assert_broker_unharmed()
+    await assert_corrupt_message(setup, caplog, bytes(empty))

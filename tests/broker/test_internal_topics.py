@@ -6,29 +6,18 @@ A real 3-broker cluster over loopback sockets.
 """
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 from kafka.errors import InvalidTopicError
 from kafka.protocol.consumer import OffsetFetchRequest
 
-from cluster_helpers import batch, connect, log_bytes, produce_request
+from cluster_helpers import batch, connect, find_coordinator, log_bytes, produce_request
 from minibroker.cluster import Cluster
 from minibroker.coordinator.offsets import OFFSETS_TOPIC
 from kafka.protocol.consumer import OffsetCommitRequest
-from kafka.protocol.metadata import FindCoordinatorRequest
 
 GROUP = "cg"
 _CTopic = OffsetCommitRequest.OffsetCommitRequestTopic
-
-
-async def find_coordinator(conn) -> int:
-    for _ in range(200):
-        r = await conn.request(FindCoordinatorRequest(key=GROUP, key_type=0), 3)
-        if r.error_code == 0:
-            return r.node_id
-        await asyncio.sleep(0.05)
-    raise AssertionError("no coordinator")
 
 
 def offsets_logs(c: Cluster) -> dict:
@@ -42,7 +31,7 @@ async def test_client_produce_to_internal_topic_is_invalid_topic(topic):
     async with Cluster(brokers=3) as c:
         await c.create_topic("t", 1, 3)
         conn = await connect(c, 1, "finder")
-        coord = await find_coordinator(conn)          # creates __consumer_offsets
+        coord = await find_coordinator(conn, GROUP)          # creates __consumer_offsets
         conn.close()
         before = offsets_logs(c)
         led = sorted(p for (t, p), part in c.brokers[coord].replica_manager.partitions.items()

@@ -16,8 +16,8 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
 
 from cluster_helpers import (batch, connect, fetch_request, fetched_records, list_offsets_request,
-                             log_bytes, log_records, produce_request, produce_response, until_partition,
-                             wait_for_isr, wait_until, wire)
+                             log_bytes, log_records, produce_each, produce_request,
+                             produce_response, until_partition, wait_for_isr, wait_until, wire)
 from minibroker.cluster import Cluster
 
 LAG_MS = 10_000
@@ -219,9 +219,7 @@ async def test_isr_shrinks_after_replica_lag_time_and_expands_when_caught_up(c):
     assert st["logs"][lagging]["log_end_offset"] == 0
 
     # more records while it is out; then it fetches again, catches up and rejoins
-    for i in range(1, 4):
-        resp = await conn.request(produce_request(T, 0, batch([b"r%d" % i], now)), 9)
-        assert resp == wire(produce_response(T, 0, base_offset=i, log_start_offset=0), 9)
+    await produce_each(conn, T, [b"r%d" % i for i in range(1, 4)], now, first_offset=1)
     stall.lift()
     st = await wait_for_isr(c, T, 0, {1, 2, 3})
     st = await settle(c)
@@ -446,11 +444,8 @@ async def test_stopped_leader_is_replaced_with_a_bumped_epoch_and_acked_records_
     st0 = await c.partition_state(T, 0)
     conn = await connect(c, leader)
     now = c.clock.now_ms()
-    acked = []
-    for i in range(5):
-        resp = await conn.request(produce_request(T, 0, batch([b"v%d" % i], now)), 9)
-        assert resp == wire(produce_response(T, 0, base_offset=i, log_start_offset=0), 9)
-        acked.append((i, b"v%d" % i))
+    acked = [(i, b"v%d" % i) for i in range(5)]
+    await produce_each(conn, T, [v for _, v in acked], now)
     conn.close()
 
     await c.stop_broker(leader)
@@ -484,9 +479,7 @@ async def test_returning_old_leader_truncates_its_divergent_suffix(c):
     old = await c.leader_of(T, 0)
     conn = await connect(c, old)
     now = c.clock.now_ms()
-    for i in range(3):
-        resp = await conn.request(produce_request(T, 0, batch([b"acked%d" % i], now)), 9)
-        assert resp == wire(produce_response(T, 0, base_offset=i, log_start_offset=0), 9)
+    await produce_each(conn, T, [b"acked%d" % i for i in range(3)], now)
     await settle(c)
 
     # cut the followers off, then write a suffix only the old leader gets (acks=1)

@@ -11,7 +11,6 @@ import asyncio
 import struct
 import uuid
 
-import pytest
 
 from minibroker.broker.broker import Broker
 from minibroker.broker.faults import Faults
@@ -61,13 +60,6 @@ async def make_broker(**overrides) -> Broker:
     b.metadata.put_topic(TopicInfo("u", uuid.UUID(int=3), False, {
         0: PartitionInfo(0, 1, 0, 0, (1,), (1,))}, 1, 1))
     return await started(b)
-
-
-@pytest.fixture
-async def broker():
-    b = await make_broker()
-    yield b
-    await b.groups.stop()
 
 
 def join(b: Broker, member_id: str = "", client_id: str = "c1", instance: str | None = None,

@@ -13,7 +13,6 @@ import asyncio
 import dataclasses
 import uuid
 
-import pytest
 
 from minibroker.broker.broker import Broker
 from minibroker.broker.faults import Faults
@@ -58,13 +57,6 @@ async def make_broker() -> Broker:
     b.metadata.put_topic(topic("t", T, 2))
     b.metadata.put_topic(topic("u", U, 1))
     return await started(b)
-
-
-@pytest.fixture
-async def broker():
-    b = await make_broker()
-    yield b
-    await b.groups.stop()
 
 
 def req(member_id: str, epoch: int, **kw) -> ConsumerGroupHeartbeatRequest:

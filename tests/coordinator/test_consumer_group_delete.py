@@ -15,7 +15,7 @@ from minibroker.protocol.records import (ConsumerGroupMetadataKey,
                                          ConsumerGroupPartitionMetadataKey,
                                          ConsumerGroupTargetAssignmentMetadataKey,
                                          OffsetCommitKey)
-from tests.coordinator.test_consumer_group import (GROUP, broker, group, hb,  # noqa: F401
+from tests.coordinator.test_consumer_group import (GROUP, make_broker, group, hb,  # noqa: F401
                                                    lead, loaded, log_records)
 from tests.coordinator.test_consumer_group_cluster import GROUP as WIRE_GROUP
 from tests.coordinator.test_consumer_group_cluster import (RETRY, describe, find_coordinator,

@@ -18,7 +18,7 @@ from minibroker.cluster import Cluster
 from minibroker.network.client import KafkaClientConnection
 from minibroker.protocol.records import GroupMetadataKey, OffsetCommitKey
 from tests.cluster_helpers import request_once, wait_until
-from tests.coordinator.test_classic_group import (GROUP, broker, lead, loaded,  # noqa: F401
+from tests.coordinator.test_classic_group import (GROUP, make_broker, lead, loaded,  # noqa: F401
                                                   stable_one)
 from tests.coordinator.test_consumer_group import hb
 from tests.coordinator.test_consumer_group import log_records as decoded_log

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 
 import kafka.errors as Errors
-from kafka.protocol.metadata import FindCoordinatorRequest
 
 from minibroker.client.group_protocol import encode_assignment
 from minibroker.cluster import Cluster
@@ -14,8 +13,9 @@ from minibroker.coordinator.positions import parse_assignment
 from minibroker.network.client import KafkaClientConnection
 from minibroker.protocol.messages import (ConsumerGroupPositionRequest,
                                           ConsumerGroupPositionResponse)
-from tests.coordinator.test_classic_group import (GROUP, broker, expected_ids, join,  # noqa: F401
-                                                  sub, sync)
+from tests.cluster_helpers import find_coordinator
+from tests.coordinator.test_classic_group import (  # noqa: F401
+    GROUP, expected_ids, join, make_broker, sub, sync)
 
 T = "t"
 
@@ -107,11 +107,7 @@ async def test_over_the_wire():
             resp = await conn.request(req, 0, response_class=ConsumerGroupPositionResponse)
             # No __consumer_offsets yet: nobody coordinates the group.
             assert resp.error_code == Errors.NotCoordinatorError.errno and resp.topics == []
-            for _ in range(200):
-                r = await conn.request(FindCoordinatorRequest(key="nobody", key_type=0), 3)
-                if r.error_code == 0:
-                    break
-                await asyncio.sleep(0.05)
+            await find_coordinator(conn, "nobody")
             for _ in range(200):
                 resp = await conn.request(req, 0, response_class=ConsumerGroupPositionResponse)
                 if resp.error_code != Errors.CoordinatorLoadInProgressError.errno:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 
 import kafka.errors as Errors
-from kafka.protocol.metadata import FindCoordinatorRequest
 
 from minibroker.cluster import Cluster
 from minibroker.coordinator.group import consumer_group as C
@@ -15,7 +14,8 @@ from minibroker.network.client import KafkaClientConnection
 from minibroker.protocol.messages import (ConsumerGroupHeartbeatRequest,
                                           ConsumerGroupPositionRequest,
                                           ConsumerGroupPositionResponse)
-from tests.coordinator.test_consumer_group import GROUP, T, broker, group, hb  # noqa: F401
+from tests.cluster_helpers import find_coordinator
+from tests.coordinator.test_consumer_group import GROUP, T, make_broker, group, hb  # noqa: F401
 
 STALE_MEMBER_EPOCH = Errors.StaleMemberEpochError.errno
 UNKNOWN_MEMBER_ID = Errors.UnknownMemberIdError.errno
@@ -69,11 +69,7 @@ async def test_over_the_wire_for_a_consumer_group_member():
         b = c.brokers[1]
         conn = await KafkaClientConnection.connect(b.host, b.port, client_id="cli")
         try:
-            for _ in range(200):
-                r = await conn.request(FindCoordinatorRequest(key="g", key_type=0), 3)
-                if r.error_code == 0:
-                    break
-                await asyncio.sleep(0.05)
+            await find_coordinator(conn, "g")
             for _ in range(200):
                 hr = await conn.request(ConsumerGroupHeartbeatRequest(
                     group_id="g", member_id="m1", member_epoch=0, rebalance_timeout_ms=30_000,

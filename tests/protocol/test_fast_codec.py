@@ -18,6 +18,8 @@ from minibroker.protocol.fast import FetchPartition, decode_produce, encode_fetc
 from minibroker.protocol.framing import ProtocolViolation
 from minibroker.protocol.messages import ProduceRequestKip253
 
+from mutations import overwrite_some
+
 PRODUCE_VERSIONS = range(3, 13)
 FETCH_VERSIONS = range(4, 13)
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -104,11 +106,9 @@ def test_produce_truncated_or_extended_bodies_are_violations(version, txn, acks,
 @SETTINGS
 @given(version=st.sampled_from(PRODUCE_VERSIONS), topics=produce_topics, data=st.data())
 def test_produce_corrupted_bodies_raise_only_protocol_violation(version, topics, data):
-    body = bytearray(_produce(None, 1, 5, topics).encode(version=version))
-    for _ in range(data.draw(st.integers(1, 4))):
-        body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.integers(0, 255))
+    body = overwrite_some(_produce(None, 1, 5, topics).encode(version=version), data)
     try:
-        decode_produce(memoryview(bytes(body)), version)
+        decode_produce(body, version)
     except ProtocolViolation:
         pass
 
