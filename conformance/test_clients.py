@@ -36,7 +36,9 @@ def create(cluster, d, topic, partitions=PARTITIONS, configs=None):
                        timeout=IO_TIMEOUT)
 
 
-def roundtrip(cluster, producer, consumer, topic, codec, seed, idempotent=False):
+def roundtrip(cluster, producer, consumer, topic, codec, seed, idempotent=False) -> None:
+    """`producer` writes N_RECORDS records, `consumer` reads them all back, and its ListOffsets
+    shows exactly them."""
     bs = cluster.bootstrap
     records = checks.make_records(N_RECORDS, seed)
     produced = producer.produce(bs, topic, records, codec, acks="all", idempotent=idempotent,
@@ -44,7 +46,8 @@ def roundtrip(cluster, producer, consumer, topic, codec, seed, idempotent=False)
     consumed = consumer.consume_assigned(bs, topic, list(range(PARTITIONS)), len(records),
                                          timeout=IO_TIMEOUT)
     checks.check_readback(records, produced, consumed, PARTITIONS)
-    return consumed
+    assert consumer.list_offsets(bs, topic, timeout=IO_TIMEOUT) == \
+        checks.expected_offsets(consumed, PARTITIONS)
 
 
 def _client_codec_params():
@@ -61,9 +64,7 @@ def test_produce_consume_offsets(cluster, client, codec):
     d = driver(client)
     topic = cluster.topic_name(f"{client}-{codec}")
     create(cluster, d, topic)
-    consumed = roundtrip(cluster, d, d, topic, codec, seed_for(client, codec))
-    assert d.list_offsets(cluster.bootstrap, topic, timeout=IO_TIMEOUT) == \
-        checks.expected_offsets(consumed, PARTITIONS)
+    roundtrip(cluster, d, d, topic, codec, seed_for(client, codec))
 
 
 ADMIN_CLIENTS = [c for c in CLIENTS if load(c).HAS_ADMIN]
@@ -82,9 +83,14 @@ def _eventually(fn, expect, timeout=15.0, interval=0.3):
 
 @pytest.mark.parametrize("client", ADMIN_CLIENTS)
 def test_admin(cluster, client):
-    d = driver(client)
+    check_admin(cluster, driver(client), client)
+
+
+def check_admin(cluster, d, name: str) -> None:
+    """Create (twice: refused), list, describe configs, add partitions, delete, each with the
+    client's own admin API."""
     bs = cluster.bootstrap
-    topic = cluster.topic_name(f"admin-{client}")
+    topic = cluster.topic_name(f"admin-{name}")
     create(cluster, d, topic, configs={"retention.ms": "7200000"})
     assert topic in d.list_topics(bs, timeout=IO_TIMEOUT)
     assert d.partition_count(bs, topic, timeout=IO_TIMEOUT) == PARTITIONS
@@ -114,10 +120,7 @@ def test_idempotent_producer(cluster, client, codec):
     d = driver(client)
     topic = cluster.topic_name(f"idem-{client}-{codec}")
     create(cluster, d, topic)
-    consumed = roundtrip(cluster, d, d, topic, codec, seed_for("idem", client, codec),
-                         idempotent=True)
-    assert d.list_offsets(cluster.bootstrap, topic, timeout=IO_TIMEOUT) == \
-        checks.expected_offsets(consumed, PARTITIONS)
+    roundtrip(cluster, d, d, topic, codec, seed_for("idem", client, codec), idempotent=True)
 
 
 # Each client's records read by another client (a ring over all five, plus a few reversed pairs),
@@ -141,6 +144,4 @@ def test_cross_client(cluster, producer, consumer, codec):
     dp, dc = driver(producer), driver(consumer)
     topic = cluster.topic_name(f"cross-{producer}-{consumer}-{codec}")
     create(cluster, dp, topic)
-    consumed = roundtrip(cluster, dp, dc, topic, codec, seed_for("cross", producer, consumer))
-    assert dc.list_offsets(cluster.bootstrap, topic, timeout=IO_TIMEOUT) == \
-        checks.expected_offsets(consumed, PARTITIONS)
+    roundtrip(cluster, dp, dc, topic, codec, seed_for("cross", producer, consumer))
