@@ -1,5 +1,6 @@
-"""The classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups,
-ListGroups, DeleteGroups — Kafka's GroupCoordinator.
+"""The classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup — Kafka's
+GroupCoordinator. DescribeGroups, ListGroups and DeleteGroups come from the base class
+(classic_admin.ClassicGroupAdmin), with how a failed group record write is answered.
 
 Every method is a plain `def` that validates, changes state and arms timers, then returns either a
 value or a future the handler awaits (a rebalance barrier, or a write reaching the high
@@ -15,37 +16,29 @@ Decisions (Kafka's behaviour unless said):
   protocols) is refused at JoinGroup with INVALID_REQUEST: the group record could never be written,
   and Kafka would only find out at the leader's SyncGroup (failing every member with
   UNKNOWN_SERVER_ERROR). INVALID_REQUEST is fatal for every client, which is what we want.
-- A group record that cannot be appended maps like Kafka's GroupMetadataManager: NOT_LEADER →
-  NOT_COORDINATOR, not enough replicas → COORDINATOR_NOT_AVAILABLE, timeout → REBALANCE_IN_PROGRESS,
-  too large → UNKNOWN_SERVER_ERROR.
 - What a group stores changes through replay (minibroker.coordinator.replay) of the records
   written: the leader's SyncGroup record (assignments, Stable) once stored, the Empty generation,
   group tombstones. The rebalance in between (members joining, the generation being formed) is
   in memory only, as in Kafka.
-- DeleteGroups covers KIP-848 consumer groups too: their offsets live in an Empty holder group of
-  shard.groups. Committed offsets: minibroker.coordinator.offset_manager.
+- Committed offsets: minibroker.coordinator.offset_manager.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 
-import kafka.errors as Errors
-
-from minibroker.coordinator.context import CoordinatorPart
 from minibroker.coordinator.errors import (
-    COMMON_WRITE_ERRORS, COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, GROUP_ID_NOT_FOUND,
-    GROUP_MAX_SIZE_REACHED, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, INVALID_GROUP_ID,
-    INVALID_REQUEST, INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED, NONE, NON_EMPTY_GROUP,
-    NOT_COORDINATOR, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID)
+    COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL, INVALID_GROUP_ID, INVALID_REQUEST, INVALID_SESSION_TIMEOUT,
+    MEMBER_ID_REQUIRED, NONE, NOT_COORDINATOR, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID)
+from minibroker.coordinator.group.classic_admin import ClassicGroupAdmin
 from minibroker.coordinator.group.classic_group import (
-    COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
-    ClassicGroup, ClassicGroupMember, JoinResult, OffsetAndMetadata, SyncResult)
+    COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup,
+    ClassicGroupMember, JoinResult, SyncResult)
 from minibroker.coordinator.group.classic_group_records import (
-    empty_generation_record, group_metadata_record, group_tombstone, offset_tombstone)
+    empty_generation_record, group_metadata_record)
 from minibroker.coordinator.offsets import OFFSETS_TOPIC
 from minibroker.coordinator.replay import replay_all
-from minibroker.coordinator.shard import Shard
 
 
 log = logging.getLogger("minibroker.coordinator")
@@ -54,8 +47,7 @@ log = logging.getLogger("minibroker.coordinator")
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000      # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
 
 
-class ClassicGroupCoordinator(CoordinatorPart):
-
+class ClassicGroupCoordinator(ClassicGroupAdmin):
     # ================================================================== JoinGroup
     def join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
                    require_known_member_id: bool, client_id: str, client_host: str,
@@ -598,108 +590,6 @@ class ClassicGroupCoordinator(CoordinatorPart):
         self.maybe_forget(shard, group)
         return NONE, codes
 
-    # ================================================================== DescribeGroups / ListGroups
-    def describe_group(self, group_id: str) -> tuple[int, str, str, str, list]:
-        """(error, state, protocol_type, protocol_data, members) with members as
-        (member_id, group_instance_id, client_id, client_host, metadata, assignment)."""
-        if not group_id:
-            return INVALID_GROUP_ID, "", "", "", []
-        shard, code = self.rt.shard_for(group_id)
-        if code:
-            return code, "", "", "", []
-        group = shard.groups.get(group_id)
-        if group is None or group.is_(DEAD) or group_id in shard.consumer_groups:
-            return NONE, DEAD, "", "", []    # a consumer group: Kafka's "not a classic group"
-        if group.is_(STABLE):
-            members = [(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                        m.metadata(group.protocol_name), m.assignment)
-                       for m in group.members.values()]
-            return NONE, group.state, group.protocol_type or "", group.protocol_name, members
-        members = [(m.member_id, m.group_instance_id, m.client_id, m.client_host, b"", b"")
-                   for m in group.members.values()]
-        return NONE, group.state, group.protocol_type or "", "", members
-
-    def list_groups(self, states: list[str] | None, types: list[str] | None
-                    ) -> tuple[int, list[tuple[str, str, str]]]:
-        """(error, [(group_id, protocol_type, state)]), sorted by group id."""
-        wanted_states = {s.lower() for s in states or ()}
-        wanted_types = {t.lower() for t in types or ()}
-        code = NONE
-        out = []
-        for shard in self.rt.shards_in_order():
-            if shard.loading:
-                code = Errors.CoordinatorLoadInProgressError.errno
-                continue
-            if wanted_types and "classic" not in wanted_types:
-                continue
-            for gid in sorted(shard.groups):
-                g = shard.groups[gid]
-                if gid in shard.consumer_groups:        # listed by the consumer coordinator
-                    continue
-                if g.is_(DEAD) or (wanted_states and g.state.lower() not in wanted_states):
-                    continue
-                out.append((gid, g.protocol_type or "", g.state))
-        out.sort()
-        return code, out
-
-    # ================================================================== DeleteGroups
-    def delete_groups(self, group_ids: list[str]) -> asyncio.Future:
-        """A future of [(group_id, error)] in request order. Classic and KIP-848 consumer groups
-        (Kafka's GroupCoordinatorShard.deleteGroups: validate by the group's type, then
-        tombstones for its offsets, then for its group records)."""
-        results: list[list] = []
-        writes: dict[int, tuple["Shard", list]] = {}
-        for gid in group_ids:
-            entry = [gid, NONE, None]
-            results.append(entry)
-            if not gid:
-                entry[1] = INVALID_GROUP_ID
-                continue
-            shard, code = self.rt.shard_for(gid)
-            if code:
-                entry[1] = code
-                continue
-            group = shard.groups.get(gid)     # a classic group, or a consumer group's offsets
-            code = self.rt.consumer.validate_delete_group(shard, gid)
-            is_consumer = code is not None
-            if not is_consumer:
-                code = GROUP_ID_NOT_FOUND if group is None or group.is_(DEAD) else \
-                    NON_EMPTY_GROUP if not group.is_(EMPTY) else NONE
-            if code:
-                entry[1] = code
-                continue
-            records = []
-            if group is not None:
-                records = [offset_tombstone(gid, t, p) for t, p in sorted(group.offsets)]
-                # A consumer group's holder has a classic record only if the id was classic once.
-                if not is_consumer or group.generation_id > 0:
-                    records.append(group_tombstone(gid))
-                replay_all(shard, records)
-                if shard.groups.get(gid) is group:      # nothing stored to tombstone
-                    group.cancel_timers()
-                    group.state = DEAD
-                    del shard.groups[gid]
-            if is_consumer:
-                records += self.rt.consumer.delete_group(shard, gid)
-            writes.setdefault(shard.partition, (shard, []))[1].extend(records)
-            entry[2] = shard.partition
-        fut = asyncio.get_running_loop().create_future()
-        pending = {pid: self.rt.append(shard, recs, None) for pid, (shard, recs) in writes.items()}
-
-        def finish(_=None) -> None:
-            if fut.done() or not all(f.done() for f in pending.values()):
-                return
-            out = []
-            for gid, code, pid in results:
-                if pid is not None and pending[pid].result():
-                    code = self._group_write_error(pending[pid].result())
-                out.append((gid, code))
-            fut.set_result(out)
-        for f in pending.values():
-            f.add_done_callback(finish)
-        finish()
-        return fut
-
     # ================================================================== OffsetCommit (validation)
     def validate_offset_commit(self, shard, group_id: str, generation_id: int, member_id: str,
                                group_instance_id: str | None) -> tuple[ClassicGroup | None, int]:
@@ -742,18 +632,6 @@ class ClassicGroupCoordinator(CoordinatorPart):
             group.state = DEAD
         shard.groups.clear()
 
-    # ================================================================== write errors
-    @staticmethod
-    def _group_write_error(code: int) -> int:
-        return _GROUP_WRITE_ERRORS.get(code, code)
-
-
-_GROUP_WRITE_ERRORS = {
-    **COMMON_WRITE_ERRORS,
-    Errors.RequestTimedOutError.errno: REBALANCE_IN_PROGRESS,
-    Errors.MessageSizeTooLargeError.errno: Errors.UnknownError.errno,
-    Errors.RecordListTooLargeError.errno: Errors.UnknownError.errno,
-}
 
 def _snake(state: str) -> str:
     out = []
