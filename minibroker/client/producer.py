@@ -574,11 +574,9 @@ class Producer:
             self._wake.set()
             return 0.001
         for node, parts in by_node.items():
-            conn = self.pool.get_nowait(node)
+            conn = self.metadata.leader_connection(node, (tp.topic for tp, _ in parts))
             if conn is None:
-                if self.pool.connect_failed(node):     # leader unreachable: it may have moved
-                    for tp, _ in parts:
-                        self.metadata.request_update(tp.topic)
+                if self.pool.connect_failed(node):     # retry after the metadata refresh
                     delay = min(delay, self.metadata.refresh_backoff)
                 continue
             while parts and self._node_inflight[node] < self.max_in_flight:
