@@ -184,6 +184,26 @@ async def until_partition(c: Cluster, topic: str, partition: int,
     return v
 
 
+async def settle_partition_count(c: Cluster, topic: str, count: int) -> None:
+    """Until every running broker's metadata shows `count` partitions with leaders."""
+    for _ in range(500):
+        ok = all(b.metadata.topics.get(topic) is not None
+                 and len(b.metadata.topics[topic].partitions) == count
+                 and all(p.leader >= 0 for p in b.metadata.topics[topic].partitions.values())
+                 for b in c.brokers.values() if b.running)
+        if ok:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{topic} did not settle at {count} partitions")
+
+
+async def set_partition_count(c: Cluster, topic: str, count: int) -> None:
+    """CreatePartitions to `count` through the controller (fewer: KIP-253), accepted, and then
+    settled on every running broker."""
+    assert (await c.controller.create_partitions(topic, count, None, False)).error_code == 0
+    await settle_partition_count(c, topic, count)
+
+
 async def wait_for_isr(c: Cluster, topic: str, partition: int, isr: set[int],
                        timeout: float = 120.0) -> dict:
     """Until the controller's ISR and every live replica's view of it equal `isr`."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+from cluster_helpers import set_partition_count
 from minibroker.cluster import Cluster
 from minibroker.log.batch import build_batch
 from minibroker.network.client import KafkaClientConnection
@@ -15,15 +16,6 @@ from minibroker.protocol.messages import (FetchRequestKip253, PartitionLeaderEpo
 
 Fetch = FetchRequestKip253
 Produce = ProduceRequestKip253
-
-
-async def _settle(c: Cluster, topic: str, count: int) -> None:
-    for _ in range(500):
-        if all(len(b.metadata.topics.get(topic).partitions) == count
-               for b in c.brokers.values() if b.metadata.topics.get(topic)):
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("not settled")
 
 
 async def _leader_conn(c: Cluster, topic: str, partition: int) -> KafkaClientConnection:
@@ -56,8 +48,7 @@ async def _fetch(conn, topic, partition, count):
 async def test_stale_and_newer_counts_are_refused_on_every_partition():
     async with Cluster(brokers=3) as c:
         await c.create_topic("t", 2, 3)
-        assert (await c.controller.create_partitions("t", 4, None, False)).error_code == 0
-        await _settle(c, "t", 4)
+        await set_partition_count(c, "t", 4)
         for pid in range(4):
             conn = await _leader_conn(c, "t", pid)
             try:
@@ -76,8 +67,7 @@ async def test_stale_and_newer_counts_are_refused_on_every_partition():
 async def test_writes_into_marked_partitions_are_refused_reads_are_not():
     async with Cluster(brokers=3, partition_deletion_check_interval_ms=3_600_000) as c:
         await c.create_topic("t", 2, 3)
-        assert (await c.controller.create_partitions("t", 4, None, False)).error_code == 0
-        await _settle(c, "t", 4)
+        await set_partition_count(c, "t", 4)
         conn = await _leader_conn(c, "t", 3)
         assert await _produce(conn, "t", 3, 4) == 0
         conn.close()

@@ -20,8 +20,7 @@ from minibroker.client import Admin, TopicPartition
 from minibroker.cluster import Cluster
 from minibroker.network import memory
 from minibroker.protocol import records as R
-from tests.cluster_helpers import memory_broker
-from tests.controller.test_partition_count import _settle
+from tests.cluster_helpers import memory_broker, settle_partition_count
 from tests.controller.test_reassignment import _cluster_with, _moved
 
 pytestmark = pytest.mark.timeout(60)
@@ -113,7 +112,7 @@ async def test_expansion_split_by_stopping_the_controllers_broker_between_its_st
         assert kinds[:3] == ["TopicPartitionCountRecord", "PartitionChangeRecord",
                              "PartitionChangeRecord"]
         assert kinds[3:].count("PartitionRecord") == 2     # step 2, by the next controller
-        await _settle(c, "t", 4)
+        await settle_partition_count(c, "t", 4)
 
 
 async def test_deletion_split_by_stopping_the_controllers_broker_between_its_steps():

@@ -7,19 +7,7 @@ import asyncio
 from kafka.errors import InvalidPartitionsError, RequestTimedOutError
 
 from minibroker.cluster import Cluster
-
-
-async def _settle(c: Cluster, topic: str, count: int) -> None:
-    """Until every running broker's metadata shows `count` partitions with leaders."""
-    for _ in range(500):
-        ok = all(b.metadata.topics.get(topic) is not None
-                 and len(b.metadata.topics[topic].partitions) == count
-                 and all(p.leader >= 0 for p in b.metadata.topics[topic].partitions.values())
-                 for b in c.brokers.values() if b.running)
-        if ok:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{topic} did not settle at {count} partitions")
+from tests.cluster_helpers import set_partition_count, settle_partition_count
 
 
 async def test_expansion_bumps_epochs_and_records_after_creation():
@@ -34,7 +22,7 @@ async def test_expansion_bumps_epochs_and_records_after_creation():
         for p in (2, 3, 4):
             assert t.partitions[p].leader_epoch_after_creation == ((0, 0), (1, 0))
         assert t.pending_after_creation == ()
-        await _settle(c, "t", 5)
+        await settle_partition_count(c, "t", 5)
         for b in c.brokers.values():
             info = b.metadata.topics["t"]
             assert (info.initial_partition_count, info.undeleted_partition_count) == (2, 5)
@@ -63,7 +51,7 @@ async def test_deletion_marks_partitions_and_refuses_expansion_until_removed():
         assert res.error_code == InvalidPartitionsError.errno
         assert "marked for deletion" in res.message
         # The marked partitions are empty: the removal task takes them out of the topic.
-        await _settle(c, "t", 2)
+        await settle_partition_count(c, "t", 2)
         assert sorted(c.controller.image.topics["t"].partitions) == [0, 1]
         for b in c.brokers.values():
             assert b.replica_manager.get("t", 2) is None and b.replica_manager.get("t", 3) is None
@@ -74,8 +62,7 @@ async def test_marked_partition_with_data_stays_until_drained():
     from minibroker.log.batch import build_batch
     async with Cluster(brokers=3, partition_deletion_check_interval_ms=50) as c:
         await c.create_topic("t", 1, 3)
-        assert (await c.controller.create_partitions("t", 2, None, False)).error_code == 0
-        await _settle(c, "t", 2)
+        await set_partition_count(c, "t", 2)
         leader = c.brokers[await c.leader_of("t", 1)]
         p = leader.replica_manager.get("t", 1)
         p.log.append_as_leader(build_batch([(b"k", b"v", [])]), p.leader_epoch)
@@ -88,7 +75,7 @@ async def test_marked_partition_with_data_stays_until_drained():
                 break
             await asyncio.sleep(0.01)
         p.log.delete_records_before(p.high_watermark)
-        await _settle(c, "t", 1)
+        await settle_partition_count(c, "t", 1)
         assert sorted(c.controller.image.topics["t"].partitions) == [0]
 
 
@@ -111,7 +98,7 @@ async def test_controller_stopped_mid_expansion_next_controller_completes_it():
         assert sorted(t.partitions) == [0, 1, 2, 3]
         assert [t.partitions[p].leader_epoch for p in range(4)] == [1, 1, 0, 0]
         assert t.partitions[2].leader_epoch_after_creation == ((0, 0), (1, 0))
-        await _settle(c, "t", 4)
+        await settle_partition_count(c, "t", 4)
 
 
 async def test_controller_stopped_mid_deletion_next_controller_completes_it():

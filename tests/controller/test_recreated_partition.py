@@ -12,7 +12,7 @@ from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
 from minibroker.cluster import Cluster
 from minibroker.log.batch import build_batch
 from minibroker.network.client import KafkaClientConnection
-from tests.controller.test_partition_count import _settle
+from tests.cluster_helpers import set_partition_count, settle_partition_count
 
 T, P = FetchRequest.FetchTopic, FetchRequest.FetchTopic.FetchPartition
 OE_T = OffsetForLeaderEpochRequest.OffsetForLeaderTopic
@@ -44,20 +44,18 @@ async def test_recreated_index_fences_the_old_incarnation():
     async with Cluster(brokers=3, partition_deletion_check_interval_ms=50) as c:
         await c.create_topic("t", 1, 3)
         ctl = c.controller
-        assert (await ctl.create_partitions("t", 2, None, False)).error_code == 0
-        await _settle(c, "t", 2)
+        await set_partition_count(c, "t", 2)
         await _append(c, "t", 1, 3)
         old_epoch = (await c.active_controller()).image.topics["t"].partitions[1].leader_epoch
         assert (await ctl.create_partitions("t", 1, None, False)).error_code == 0
         leader = c.brokers[await c.leader_of("t", 1)]
         p = leader.replica_manager.get("t", 1)
         p.log.delete_records_before(p.high_watermark)             # drained: the task removes it
-        await _settle(c, "t", 1)
+        await settle_partition_count(c, "t", 1)
         image = (await c.active_controller()).image
         assert image.topics["t"].removed_leader_epochs == ((1, old_epoch),)
 
-        assert (await ctl.create_partitions("t", 2, None, False)).error_code == 0
-        await _settle(c, "t", 2)
+        await set_partition_count(c, "t", 2)
         new_epoch = (await c.active_controller()).image.topics["t"].partitions[1].leader_epoch
         assert new_epoch == old_epoch + 1
         await _append(c, "t", 1, 5)
@@ -87,15 +85,12 @@ async def test_recreated_index_fences_the_old_incarnation():
 async def test_removed_epochs_survive_controller_failover():
     async with Cluster(brokers=3, partition_deletion_check_interval_ms=50) as c:
         await c.create_topic("t", 1, 3)
-        assert (await c.controller.create_partitions("t", 2, None, False)).error_code == 0
-        await _settle(c, "t", 2)
-        assert (await c.controller.create_partitions("t", 1, None, False)).error_code == 0
-        await _settle(c, "t", 1)
+        await set_partition_count(c, "t", 2)
+        await set_partition_count(c, "t", 1)
         removed = (await c.active_controller()).image.topics["t"].removed_leader_epochs
         assert removed == ((1, 0),)
         await c.stop_controller()                    # the next one replays the metadata log
         await c.start_controller()
         assert (await c.active_controller()).image.topics["t"].removed_leader_epochs == removed
-        assert (await c.controller.create_partitions("t", 2, None, False)).error_code == 0
-        await _settle(c, "t", 2)
+        await set_partition_count(c, "t", 2)
         assert (await c.active_controller()).image.topics["t"].partitions[1].leader_epoch == 1

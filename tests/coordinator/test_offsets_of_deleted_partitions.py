@@ -17,12 +17,11 @@ from minibroker.broker.metadata_cache import PartitionInfo, TopicInfo
 from minibroker.cluster import Cluster
 from minibroker.network.client import KafkaClientConnection
 from minibroker.protocol.records import GroupMetadataKey, OffsetCommitKey
-from tests.cluster_helpers import request_once, wait_until
+from tests.cluster_helpers import request_once, set_partition_count, wait_until
 from tests.coordinator.test_classic_group import (GROUP, make_broker, lead, loaded,  # noqa: F401
                                                   stable_one)
 from tests.coordinator.test_consumer_group import hb
 from tests.coordinator.test_consumer_group import log_records as decoded_log
-from tests.controller.test_partition_count import _settle
 
 
 def topic_t(n: int) -> TopicInfo:
@@ -150,14 +149,11 @@ async def fetch(c: Cluster, node: int, group: str) -> dict:
 async def test_n_2n_n_2n_offsets_do_not_survive_removal_nor_a_coordinator_failover():
     async with Cluster(brokers=3, partition_deletion_check_interval_ms=50) as c:
         await c.create_topic("t", 2, 3)
-        ctl = c.controller
-        assert (await ctl.create_partitions("t", 4, None, False)).error_code == 0   # N -> 2N
-        await _settle(c, "t", 4)
+        await set_partition_count(c, "t", 4)              # N -> 2N
         coord = await find_coordinator(c, "grp")
         codes = await commit(c.brokers[coord], "grp", -1, "", ("t", 0, 5), ("t", 3, 7))
         assert codes == {("t", 0): 0, ("t", 3): 0}
-        assert (await c.controller.create_partitions("t", 2, None, False)).error_code == 0
-        await _settle(c, "t", 2)                        # 2N -> N: empty, drained, removed
+        await set_partition_count(c, "t", 2)              # 2N -> N: empty, drained, removed
         await wait_until(lambda: ("t", 3) not in offsets(c.brokers[coord], "grp"),
                          what="offsets of t-3 dropped")
 
@@ -165,6 +161,5 @@ async def test_n_2n_n_2n_offsets_do_not_survive_removal_nor_a_coordinator_failov
         new = await find_coordinator(c, "grp", not_=coord)
         assert await fetch(c, new, "grp") == {("t", 0): 5}
         await c.start_broker(coord)                     # RF 3 again for the expansion
-        assert (await c.controller.create_partitions("t", 4, None, False)).error_code == 0
-        await _settle(c, "t", 4)                        # N -> 2N: t-3 again, no offset
+        await set_partition_count(c, "t", 4)              # N -> 2N: t-3 again, no offset
         assert await fetch(c, await find_coordinator(c, "grp"), "grp") == {("t", 0): 5}
