@@ -97,3 +97,22 @@ def test_metadata_store_keeps_the_latest_snapshot_and_cuts_a_torn_record(tmp_pat
     assert [r.name for _, r in torn.read_all()] == ["t0", "t1", "t2", "t3"]
     torn.append(topic("t5", uuid.UUID(int=5)))
     assert [o for o, _ in MetadataLog(MetadataStore(str(tmp_path))).read_all()] == [0, 1, 2, 3, 4]
+
+
+async def test_a_restart_loads_the_snapshot_on_disk_and_the_records_after_it(tmp_path):
+    data = str(tmp_path)
+    config = dict(brokers=1, data_dir=data, metadata_log_max_record_bytes_between_snapshots=400)
+    async with Cluster(**config) as c:
+        for i in range(8):
+            await c.create_topic(f"t{i}", 2, 1, configs={"retention.ms": str(1000 + i)})
+        await c.channel.delete_topics(["t3"])
+        await c.channel.allocate_producer_ids(1000)     # a producer-id block, in the log
+        ids = {n: t.topic_id for n, t in c.controller.image.topics.items()}
+        pid_block = c.controller.image.next_producer_id
+    meta = os.path.join(data, "broker-1", "__cluster_metadata-0")
+    assert any(n.endswith(".checkpoint") for n in os.listdir(meta))
+    async with Cluster(**config) as c:
+        image = c.controller.image
+        assert {n: t.topic_id for n, t in image.topics.items()} == ids and "t3" not in ids
+        assert image.topics["t5"].configs == {"retention.ms": "1005"}
+        assert image.next_producer_id == pid_block >= 1000

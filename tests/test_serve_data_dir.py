@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewPartitions, NewTopic
 from kafka.protocol.metadata import MetadataRequest
@@ -92,6 +93,7 @@ def read_back(bootstrap: str, partitions: list[int]) -> dict[tuple[int, int], by
     return out
 
 
+@pytest.mark.timeout(240)      # ~25 s on a quiet machine; two serve starts and a real client
 def test_sigkill_during_acks_all_production_then_restart_keeps_everything(tmp_path):
     data, log_path = str(tmp_path / "data"), str(tmp_path / "serve.log")
     bootstrap, p = serve_on(data, log_path)

@@ -107,7 +107,9 @@ class LogSegment:
         return self._fds[0]
 
     def append(self, data, base_offset: int, last_offset: int, max_timestamp: int) -> None:
-        os.write(self._fds[0], data)
+        written = os.write(self._fds[0], data)
+        while written < len(data):          # a short write (rare on a file): the rest
+            written += os.write(self._fds[0], memoryview(data)[written:])
         self.track(base_offset, last_offset, max_timestamp, len(data))
 
     def track(self, base_offset: int, last_offset: int, max_timestamp: int, size: int) -> None:
