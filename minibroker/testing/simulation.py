@@ -4,7 +4,8 @@
     print(result.summary(), result.digest)
 
 Everything is drawn from one `random.Random(seed)`: the topic's partition count, the fault plan
-(broker kills and restarts, controller failovers, network partitions, KIP-253 partition
+(broker kills and restarts, controller failovers, network partitions once the cluster has
+Cluster.partition_network, KIP-253 partition
 expansion and deletion in some plans), consumer group churn, and the keys produced. The cluster
 (seeded too) runs on a VirtualTimeLoop, so session timeouts, ISR shrinks and retries cost no
 real time, and the same seed replays the same plan and the same event trace (`result.trace`,
