@@ -486,9 +486,16 @@ class Consumer(GroupMembership, PooledClient):
                 continue
             by_node[leader].append((tp, st))
         for node, parts in by_node.items():
-            conn = self.metadata.leader_connection(node, (tp.topic for tp, _ in parts))
-            if conn is not None:
-                self._send_fetch(node, conn, parts)
+            conn = self.pool.get_nowait(node)
+            if conn is None:
+                if self.pool.connect_failed(node):     # leader unreachable: it may have moved
+                    for tp, st in parts:
+                        # Look again after a backoff: metadata may still name this leader, and
+                        # each refresh would otherwise start the next one at once.
+                        st.backoff_until = now + self.retry_backoff
+                        self.metadata.request_update(tp.topic)
+                continue
+            self._send_fetch(node, conn, parts)
 
     def _send_fetch(self, node: int, conn, parts) -> None:
         version = self.pool.version(conn, FetchRequestKip253, lo=4, hi=12)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable
 
 from kafka.errors import for_code
 from kafka.protocol.metadata import MetadataRequest
@@ -115,15 +115,6 @@ class ClusterMetadata:
         if self._task is None and not self.closed:
             self._done = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._refresh_loop())
-
-    def leader_connection(self, node: int, topics: Iterable[str]):
-        """The pool's live connection to leader `node`, else None (one is being made); when
-        connecting to it failed, the leader may have moved: `topics` are refreshed."""
-        conn = self.pool.get_nowait(node)
-        if conn is None and self.pool.connect_failed(node):
-            for topic in topics:
-                self.request_update(topic)
-        return conn
 
     async def refresh(self, topics=None, timeout: float | None = None) -> None:
         """Refresh now (coalesced with a running refresh) and wait for it."""
