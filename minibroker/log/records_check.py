@@ -24,7 +24,6 @@ contents unchecked.
 """
 from __future__ import annotations
 
-import ctypes
 import io
 import struct
 import zlib
@@ -110,14 +109,14 @@ def _walk_lengths(buf, count: int) -> None:
 
 
 def _strided(buf):
-    """`buf` in a form whose strided slices are bytes built in C: a memoryview's own are ~1.5x
-    slower. A large frame's (writable) bytes are wrapped where they are, not copied: a copy of
-    a 1 MB batch here is new memory to fault in, more than the walk itself."""
-    if isinstance(buf, memoryview):
-        if buf.readonly or not buf.c_contiguous:
-            return bytes(buf)
-        return (ctypes.c_char * len(buf)).from_buffer(buf)
-    return buf
+    """`buf` in a form to take strided slices of: a read-only view (a small frame's) as a copy,
+    whose slices are built in C at ~1 ns a byte; a writable one (a large frame's buffer) as it is,
+    as a copy of a 1 MB batch is new memory to fault in here, more than the walk itself.
+    (A ctypes array over it was faster still, but ctypes keeps every array type it makes: one
+    per batch length, for ever.)"""
+    if isinstance(buf, memoryview) and not buf.readonly:
+        return buf
+    return buf if isinstance(buf, bytes) else bytes(buf)
 
 
 def _same_prefix(data, buf, pos: int, step: int, end: int) -> int:
@@ -136,8 +135,8 @@ def _same_prefix(data, buf, pos: int, step: int, end: int) -> int:
         same = lim
         k = pos
         while True:
-            column = data[start + k - pos:stop:step]
-            same = min(same, lim - len(column.lstrip(data[k:k + 1])))
+            column = bytes(data[start + k - pos:stop:step])
+            same = min(same, lim - len(column.lstrip(bytes(data[k:k + 1]))))
             if buf[k] < 0x80:                       # the prefix's last byte
                 break
             k += 1
