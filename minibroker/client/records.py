@@ -9,6 +9,7 @@ pure-Python reader makes a record object and ~15 calls per record (benchmarks/NO
 """
 from __future__ import annotations
 
+import functools
 import struct
 from typing import Iterator, NamedTuple, Sequence
 
@@ -183,10 +184,12 @@ def _wide(data: bytes, pos: int) -> tuple[int, int]:
     return value, after - pos
 
 
+@functools.lru_cache(maxsize=None)
 def _short_varints() -> list:
     """(value, width) of the zigzag varint starting with bytes b, c, at index b | c << 8, for
     the one- and two-byte varints (-4096 .. 4095: most fields of records under 8 KiB); None
-    where it is longer."""
+    where it is longer. Built on first use (7 ms, 1.6 MB): a process that never reads records
+    (a broker imports this module for TopicPartition) does not pay for it."""
     table: list = [None] * 65536
     for b in range(0x80):
         one = ((b >> 1) ^ -(b & 1), 1)
@@ -199,18 +202,16 @@ def _short_varints() -> list:
     return table
 
 
-_SHORT = _short_varints()
-
 
 def _plain_records(topic: str, partition: int, data: bytes, pos: int, end: int, base: int,
                    epoch: int, ttype: int, first_ts: int, max_ts: int, fetch_offset: int,
                    out: list) -> None:
     """An uncompressed batch's records (key, value and header values as bytes). A field's varint
-    is looked up by its first two bytes (`_SHORT`): a call per field cost ~0.2 us each. Every
-    field but the last (the header count) has a byte after it inside the record."""
+    is looked up by its first two bytes (`_short_varints`): a call per field cost ~0.2 us each.
+    Every field but the last (the header count) has a byte after it inside the record."""
     log_append = ttype == 1
     make, cls = tuple.__new__, ConsumerRecord      # the NamedTuple without its __new__'s frame
-    short, zig = _SHORT, _zigzag
+    short, zig = _short_varints(), _zigzag
     while pos < end:
         length, w = short[data[pos] | data[pos + 1] << 8] or _wide(data, pos)
         pos += w

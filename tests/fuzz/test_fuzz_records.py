@@ -69,7 +69,8 @@ def agrees(case, count_shift):
 
 
 # Runs of equal-sized records (a producer's usual batch), across the 1- to 2-byte offset delta at
-# 64 (100 and 164 share a first length byte): the walk counts such runs with strided slices, which must agree with the plain walk too.
+# 64 (100 and 164 share a first length byte): the walk counts such runs with strided slices,
+# which must agree with the plain walk too.
 runs = st.builds(
     lambda parts, flips: ([n for n, times in parts for _ in range(times)], flips),
     st.lists(st.tuples(st.sampled_from([0, 1, 57, 58, 100, 164, 8180]), st.integers(1, 90)),
