@@ -112,8 +112,8 @@ def _strided(buf):
     """`buf` in a form to take strided slices of: a read-only view (a small frame's) as a copy,
     whose slices are built in C at ~1 ns a byte; a writable one (a large frame's buffer) as it is,
     as a copy of a 1 MB batch is new memory to fault in here, more than the walk itself.
-    (A ctypes array over it was faster still, but ctypes keeps every array type it makes: one
-    per batch length, for ever.)"""
+    (A ctypes array over it was no faster in a served broker, and ctypes keeps every array type
+    it makes: one per batch length, for ever.)"""
     if isinstance(buf, memoryview) and not buf.readonly:
         return buf
     return buf if isinstance(buf, bytes) else bytes(buf)
@@ -122,9 +122,9 @@ def _strided(buf):
 def _same_prefix(data, buf, pos: int, step: int, end: int) -> int:
     """How many whole records of `step` bytes from `pos` on start with the length prefix (a varint,
     already checked) of the one at `pos`: equal varint bytes are equal lengths. `data` is `buf`
-    as `_strided` gives it. Each prefix byte
-    is compared down a strided slice (`lstrip` counts the leading equal ones), over windows
-    growing 8-fold while the run fills them, so a run costs O(its length) whatever follows it."""
+    as `_strided` gives it. Each prefix byte is compared down a strided slice (`lstrip` counts
+    the leading equal ones), over windows growing 8-fold while the run fills them, so a run
+    costs O(its length) whatever follows it."""
     fit = (end - pos) // step
     run = 0
     window = 8
