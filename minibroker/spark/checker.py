@@ -102,20 +102,24 @@ def check_pandas(produced, delivered, order_by=("order",), max_examples: int = 5
 
 
 # ---------------------------------------------------------------------------- Spark
-def check_spark(produced, delivered, order_by=("order",), max_examples: int = 5) -> Report:
-    """The same check as one Spark job: both histories unioned and hash-partitioned by key once;
-    per (key, seq) the first delivery, the delivery count and whether it was acknowledged (an
-    aggregate the key partitioning already satisfies); one window over each key's seqs (a sort
-    within partitions) for the running maximum; one global aggregate.  No Python UDF; the
-    examples are collected in the same aggregate."""
+def check_spark(produced, delivered, order_by=("order",), max_examples: int = 5,
+                partitions: int | None = None) -> Report:
+    """The same check as one Spark job: both histories unioned and hash-partitioned by key once
+    (into `partitions`, default 8 per core: smaller per-task hash maps, measured 9 CPU s instead
+    of 13 for that step at 5M rows than with 4); per (key, seq) the first delivery, the delivery
+    count and whether it was acknowledged (an aggregate the key partitioning already satisfies);
+    one window over each key's seqs (a sort within partitions) for the running maximum; one
+    global aggregate.  No Python UDF; the examples are collected in the same aggregate."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
+
+    partitions = partitions or 8 * delivered.sparkSession.sparkContext.defaultParallelism
 
     o = F.struct(*[F.col(c) for c in order_by]) if len(order_by) > 1 else F.col(order_by[0])
     d = delivered.select("key", "seq", o.alias("o"), F.lit(0).alias("acked"))
     p = produced.select("key", "seq", F.lit(None).cast(d.schema["o"].dataType).alias("o"),
                         F.lit(1).alias("acked"))
-    m = (d.unionByName(p).repartition("key").groupBy("key", "seq")
+    m = (d.unionByName(p).repartition(partitions, "key").groupBy("key", "seq")
          .agg(F.min("o").alias("o"), F.count("o").alias("n"), F.max("acked").alias("acked")))
     w = Window.partitionBy("key").orderBy("seq").rowsBetween(Window.unboundedPreceding, -1)
     acked = F.col("acked") == 1
