@@ -105,6 +105,13 @@ class _Batch:
     retry: bool = False
     count: int = -1                     # KIP-253: the undeleted partition count it was partitioned with
     pinned: list = field(default_factory=list)      # per record: partition given by the caller
+    build: Callable | None = None       # send_batch: (producer id, epoch, base sequence) -> bytes
+    n: int = 0                          # send_batch: its record count
+
+
+class StalePartitioningError(Errors.KafkaError):
+    """A send_batch batch was partitioned with an undeleted partition count that changed."""
+    retriable = True
 
 
 class _PartitionState:
@@ -260,11 +267,9 @@ class Producer:
              partition: int | None = None, timestamp_ms: int | None = None) -> asyncio.Future:
         """Queue one record; the future resolves to RecordMetadata or raises the KafkaError."""
         loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        if self._closed or not self._started:
-            fut.set_exception(Errors.IllegalStateError("producer is not started or is closed"))
+        fut = self._new_future(loop)
+        if fut.done():
             return fut
-        self._outstanding.add(fut)
         if key is not None and partition is None:
             fut.add_done_callback(lambda f, k=(topic, key): self._key_done(k, f))
         ts = self.clock.now_ms() if timestamp_ms is None else timestamp_ms
@@ -278,6 +283,38 @@ class Producer:
             self._wake.set()
             return fut
         self._place(topic, rec, fut, loop.time(), partition, md)
+        return fut
+
+    def send_batch(self, topic: str, partition: int, n: int, build: Callable,
+                   count: int) -> asyncio.Future:
+        """Queue `n` records already encoded by the caller, to a fixed partition:
+        `build(producer_id, producer_epoch, base_sequence)` returns the v2 batch (called once, when
+        the batch is sent; a retry resends the same bytes).  `count` is the undeleted partition
+        count the caller partitioned with; when the topic's count changes first, the future fails
+        with StalePartitioningError and nothing of the batch was written.  The future resolves to
+        the RecordMetadata of the batch's first record."""
+        loop = asyncio.get_running_loop()
+        fut = self._new_future(loop)
+        if fut.done():
+            return fut
+        tp = TopicPartition(topic, partition)
+        st = self._parts.get(tp)
+        if st is None:
+            st = self._parts[tp] = _PartitionState()
+        if st.batches:
+            st.batches[-1].closed = True
+        st.batches.append(_Batch(tp, loop.time(), futures=[fut], closed=True, count=count,
+                                 build=build, n=n))
+        self._wake.set()
+        return fut
+
+    def _new_future(self, loop) -> asyncio.Future:
+        """A send's future, tracked until done; failed at once when the producer is not running."""
+        fut = loop.create_future()
+        if self._closed or not self._started:
+            fut.set_exception(Errors.IllegalStateError("producer is not started or is closed"))
+            return fut
+        self._outstanding.add(fut)      # leaves with its batch (_complete / _fail), or at flush
         return fut
 
     def _partition(self, topic: str, key: bytes | None, md: TopicMetadata) -> int:
@@ -393,6 +430,10 @@ class Producer:
             st.next_sequence = sealed[0]          # queue order is sequence order
         self._unstick(tp)
         for b in batches:
+            if b.build is not None:
+                self._fail(b, StalePartitioningError(f"{tp}: undeleted partition count {b.count} "
+                                                     f"is now {md.undeleted_partition_count}"))
+                continue
             for rec, fut, pinned in zip(b.records, b.futures, b.pinned):
                 if fut.done():
                     continue
@@ -631,9 +672,14 @@ class Producer:
             self._unstick(batch.tp)
             if self.idempotent:
                 batch.base_sequence = st.next_sequence
-                st.next_sequence = (st.next_sequence + len(batch.records)) & 0x7FFFFFFF
-            batch.encoded = encode_batch(batch.records, self.compression, self._producer_id,
-                                         self._producer_epoch, batch.base_sequence)
+                n = batch.n if batch.build is not None else len(batch.records)
+                st.next_sequence = (st.next_sequence + n) & 0x7FFFFFFF
+            if batch.build is not None:
+                batch.encoded = batch.build(self._producer_id, self._producer_epoch,
+                                            batch.base_sequence)
+            else:
+                batch.encoded = encode_batch(batch.records, self.compression, self._producer_id,
+                                             self._producer_epoch, batch.base_sequence)
         return batch.encoded
 
     def _send_request(self, node: int, conn, taken: list) -> None:
@@ -707,6 +753,11 @@ class Producer:
     def _complete(self, batch: _Batch, base_offset: int, log_append_time: int) -> None:
         self._outstanding.difference_update(batch.futures)
         tp = batch.tp
+        if batch.build is not None:
+            if not batch.futures[0].done():
+                batch.futures[0].set_result(RecordMetadata(tp.topic, tp.partition, base_offset,
+                                                           log_append_time))
+            return
         for i, (rec, fut) in enumerate(zip(batch.records, batch.futures)):
             if not fut.done():
                 ts = log_append_time if log_append_time is not None and log_append_time >= 0 \
@@ -754,7 +805,7 @@ class Producer:
                 now - st.batches[0].created > self.delivery_timeout:
             b = st.batches.popleft()
             self._fail(b, Errors.KafkaTimeoutError(
-                f"{len(b.records)} record(s) for {b.tp} expired before they could be sent"))
+                f"{b.n or len(b.records)} record(s) for {b.tp} expired before they could be sent"))
 
     def _expire_undesignated(self, now: float) -> None:
         for topic, recs in list(self._undesignated.items()):

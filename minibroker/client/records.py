@@ -114,8 +114,16 @@ def _plain_batch(records: Sequence[tuple], producer_id: int, producer_epoch: int
         rec = b"".join(body)
         add(zz[len(rec)] if len(rec) < limit else _zz(len(rec)))
         add(rec)
-    tail = _BATCH_TAIL.pack(0, len(records) - 1, first_ts, max_ts, producer_id, producer_epoch,
-                            base_sequence, len(records)) + b"".join(parts)
+    return frame_batch(b"".join(parts), len(records), first_ts, max_ts, producer_id,
+                       producer_epoch, base_sequence)
+
+
+def frame_batch(records, count: int, first_ts: int, max_ts: int, producer_id: int = -1,
+                producer_epoch: int = -1, base_sequence: int = -1, attributes: int = 0) -> bytes:
+    """A v2 batch around `count` encoded records (offset deltas 0..count-1), compressed already
+    when `attributes` names a codec."""
+    tail = b"".join((_BATCH_TAIL.pack(attributes, count - 1, first_ts, max_ts, producer_id, producer_epoch,
+                                      base_sequence, count), records))
     return _BATCH_START.pack(0, len(tail) + 9, 0, 2, crc32c.crc32c(tail)) + tail
 
 
