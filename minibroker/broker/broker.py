@@ -63,13 +63,14 @@ class Broker:
                                                 ids.rng)
         self.replica_manager = ReplicaManager(node_id, config, clock, self.metadata,
                                               controller_channel, self.log_defaults,
-                                              stats=self.stats, throttle=self.throttle)
+                                              stats=self.stats, throttle=self.throttle,
+                                              network=faults.network)
         self.groups = GroupCoordinatorRuntime(
             node_id, config, clock, ids, self.metadata,
             ReplicaManagerPartitionWriter(self.replica_manager, OFFSETS_TOPIC),
             lambda specs: self.controller.create_topics(specs, validate_only=False))
         # Transactions (KIP-98): markers and KIP-890 verification go to other brokers over the wire.
-        self.txn_channel = TxnChannel(node_id, self.metadata)
+        self.txn_channel = TxnChannel(node_id, self.metadata, faults.network)
         self.txn = TransactionCoordinator(
             node_id, config, clock, self.metadata,
             ReplicaManagerPartitionWriter(self.replica_manager, TRANSACTION_STATE_TOPIC),
@@ -136,6 +137,16 @@ class Broker:
             await self._control_server.wait_closed()
             self._control_server = None
         log.info("broker %d stopped", self.node_id)
+
+    def close_client_connections(self, reason: str) -> int:
+        """Close every connection of a client (not the control plane's, not another broker's):
+        Cluster.isolate_clients. Returns how many."""
+        network = self.faults.network
+        conns = [c for c in self.connections if c.handle is not self.control_handle
+                 and not network.is_inter_broker(c.peer)]
+        for c in conns:
+            c.close(reason, logging.INFO)
+        return len(conns)
 
     def apply_dynamic_configs(self, entries) -> None:
         """UpdateMetadata's BrokerConfigs: this broker's own values over the cluster default."""

@@ -39,6 +39,7 @@ from minibroker.log import cleaner
 from minibroker.log.config import LogConfig
 from minibroker.log.memory import LogMemory
 from minibroker.log.partition_log import PartitionLog
+from minibroker.network.partitions import NetworkPartitions
 from minibroker.protocol.errors import INVALID_PARTITION_METADATA
 from minibroker.protocol.fast import FetchPartition
 from minibroker.protocol.framing import handed_over
@@ -93,7 +94,8 @@ class ReplicaManager:
                  log_defaults: LogConfig,
                  log_factory: Callable[[str, int, LogConfig], PartitionLog] | None = None,
                  stats: BrokerStats | None = None,
-                 throttle: ReplicationThrottle | None = None) -> None:
+                 throttle: ReplicationThrottle | None = None,
+                 network: NetworkPartitions | None = None) -> None:
         """log_factory(topic, partition, config): a hosted partition's new log; by default an
         in-memory PartitionLog counted in (and capped by) this broker's log memory."""
         self.node_id = node_id
@@ -104,6 +106,7 @@ class ReplicaManager:
             node_id, clock.monotonic)
         self.config = config
         self.clock = clock
+        self.network = network      # inter-broker links (replica fetchers connect through it)
         self.metadata = metadata
         self.controller = controller
         # Topic configs not set on a topic default to the broker's log.* configs (Kafka's synonyms).
@@ -608,7 +611,7 @@ class ReplicaManager:
         if f is None:
             f = self.fetchers[leader] = ReplicaFetcher(self.node_id, leader, self.config,
                                                        self.metadata, self._on_follower_append,
-                                                       self.throttle)
+                                                       self.throttle, self.network)
             f.start()
         f.add(p)
 
