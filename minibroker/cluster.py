@@ -27,6 +27,7 @@ from minibroker.controller.controller import Controller
 from minibroker.controller.metadata_log import MetadataLog
 from minibroker.controller.quorum import MetadataQuorum
 from minibroker.controller.result import ControllerHalted, ControllerMoved
+from minibroker.fault_admin import FaultAdmin
 from minibroker.ids import IdSource, random_cluster_id
 from minibroker.sessions import BrokerSessions
 
@@ -383,6 +384,12 @@ class Cluster:
     def heal_clients(self, broker_id: int | None = None) -> None:
         """Clients reach broker_id (None: every broker) again."""
         self.faults.heal_clients(broker_id)
+
+    def enable_fault_admin(self) -> None:
+        """Serve FaultControl (`minibroker faults ...`) on every broker's client listener."""
+        admin = FaultAdmin(self)
+        for b in self.brokers.values():
+            b.fault_admin = admin
 
     async def clear_faults(self) -> None:
         """Every fault off: request faults (Faults.clear), partitions, client isolation."""

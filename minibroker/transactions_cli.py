@@ -18,18 +18,15 @@ from kafka.protocol.admin import (DescribeProducersRequest, DescribeTransactions
                                   ListTransactionsRequest)
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from minibroker.cli_common import bootstrap_servers, connect_any
+from minibroker.cli_common import command_group, connect_any
 from minibroker.client.admin import Admin
 
 TRANSACTION = 1
 
 
 def add_transactions_parser(sub) -> None:
-    t = sub.add_parser("transactions", description=__doc__,
-                       help="list and describe transactions and producers")
-    t.add_argument("--bootstrap-server", required=True, type=bootstrap_servers,
-                   metavar="HOST:PORT[,HOST:PORT...]", help="brokers to talk to")
-    cmd = t.add_subparsers(dest="txn_command", required=True, metavar="COMMAND")
+    t, cmd = command_group(sub, "transactions", __doc__,
+                           "list and describe transactions and producers", "txn_command")
     cmd.add_parser("list", help="every transactional id and its state")
     d = cmd.add_parser("describe", help="one transactional id's transaction")
     d.add_argument("--transactional-id", required=True)

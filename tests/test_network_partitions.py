@@ -158,3 +158,16 @@ async def test_isolated_clients_are_disconnected_while_replication_goes_on(c):
     c.heal_clients(other)
     md = await metadata(c, other)
     assert sorted(b.node_id for b in md.brokers) == [1, 2, 3]
+
+
+async def test_a_broker_cut_from_the_controller_forwards_admin_requests_once_healed(c):
+    ctl = c.controller_node_id
+    cut = next(b for b in (1, 2, 3) if b != ctl)
+    await c.partition_network([cut], [ctl])
+    forwarded = asyncio.ensure_future(c.brokers[cut].controller.create_topics(
+        [("forwarded", 1, 1, None, {})], validate_only=False))
+    await asyncio.sleep(5)
+    assert not forwarded.done() and "forwarded" not in c.controller.image.topics
+    await c.heal_network()
+    [res] = await forwarded
+    assert res.error_code == 0 and "forwarded" in c.controller.image.topics

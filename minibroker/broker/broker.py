@@ -87,6 +87,8 @@ class Broker:
         self._control_server: asyncio.base_events.Server | None = None
         self._idle_reaper: asyncio.Task | None = None
         self.running = False
+        # The cluster's FaultControl runner (fault_admin.FaultAdmin), set by `serve --faults`.
+        self.fault_admin: Any = None
         # Bumped on each start, sent in registration so the controller can fence stale ones.
         self.broker_epoch = -1
         self._producer_ids: list[int] = []

@@ -207,7 +207,7 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview,
     if resp is not None and type(resp) is not RawResponse:
         resp = encode_response(resp, api_version, corr)
     if faults.armed and faults.latency_ms:
-        await faults.delay_response(broker.node_id)     # a slow broker (Faults.set_latency)
+        await faults.delay_response(broker.node_id, api_key)     # a slow broker (Faults.set_latency)
     elapsed = broker.clock.monotonic() - started
     broker.stats.request_done(api_key, elapsed)
     if log.isEnabledFor(logging.DEBUG):

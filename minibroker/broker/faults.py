@@ -20,6 +20,7 @@ from minibroker.broker.error_response import error_response
 from minibroker.network.partitions import NetworkPartitions
 from minibroker.protocol.errors import error_name
 from minibroker.protocol.framing import ProtocolViolation
+from minibroker.protocol.messages import PrivateApiKey
 
 # A queued "error" that closes the connection instead of answering (librdkafka-mock's
 # RD_KAFKA_RESP_ERR__TRANSPORT).
@@ -196,6 +197,8 @@ class Faults:
     async def intercept(self, api_key: int, req: Any, ctx: Any) -> Any:
         """A response standing in for the handler's, or None (the handler runs); may wait (a
         hold), or raise ProtocolViolation (a disconnect, a drop released by clear())."""
+        if api_key == PrivateApiKey.FaultControl:
+            return None                     # faults never stop the fault control API itself
         node = ctx.broker.node_id
         if self.network.isolated and node in self.network.isolated and not ctx.control_plane \
                 and not self.network.is_inter_broker(getattr(ctx.conn, "peer", None)):
@@ -244,9 +247,9 @@ class Faults:
             raise ProtocolViolation(f"fault injected: request of api key {api_key} dropped")
         return None
 
-    async def delay_response(self, node_id: int) -> None:
+    async def delay_response(self, node_id: int, api_key: int) -> None:
         ms = self.latency_ms.get(node_id)
-        if ms:
+        if ms and api_key != PrivateApiKey.FaultControl:
             await asyncio.sleep(ms / 1000)
 
     # ------------------------------------------------------------------ listing, clearing
