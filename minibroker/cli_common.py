@@ -69,13 +69,12 @@ def bootstrap_servers(text: str) -> str:
     return text.strip()
 
 
-def command_group(sub, name: str, doc: str, help: str, dest: str):
-    """A subcommand taking --bootstrap-server and commands of its own: (its parser, the
-    subparsers its commands are added to, named `dest`)."""
+def bootstrap_parser(sub, name: str, doc: str, help: str) -> argparse.ArgumentParser:
+    """The subcommand `name` with kafka-*.sh's --bootstrap-server flag."""
     p = sub.add_parser(name, description=doc, help=help)
     p.add_argument("--bootstrap-server", required=True, type=bootstrap_servers,
                    metavar="HOST:PORT[,HOST:PORT...]", help="brokers to talk to")
-    return p, p.add_subparsers(dest=dest, required=True, metavar="COMMAND")
+    return p
 
 
 def one_line(e: BaseException) -> str:

@@ -12,13 +12,12 @@ synonyms={SOURCE:name=value, ...}`. --alter is one IncrementalAlterConfigs reque
 """
 from __future__ import annotations
 
-import asyncio
 import sys
 
 from kafka.errors import for_code
 from kafka.protocol.admin import DescribeConfigsRequest
 
-from minibroker.cli_common import bootstrap_servers, connect_any
+from minibroker.admin_tool import add_admin_tool_parser
 from minibroker.client.admin import BROKER, DELETE, SET, TOPIC, Admin
 
 _TYPES = {"topics": TOPIC, "brokers": BROKER}
@@ -31,10 +30,8 @@ _DYNAMIC = (1, 2, 3, 6)
 
 
 def add_configs_parser(sub) -> None:
-    c = sub.add_parser("configs", description=__doc__,
-                       help="describe and alter topic and broker configs")
-    c.add_argument("--bootstrap-server", required=True, type=bootstrap_servers,
-                   metavar="HOST:PORT[,HOST:PORT...]", help="brokers to talk to")
+    c = add_admin_tool_parser(sub, "configs", __doc__,
+                              "describe and alter topic and broker configs", _main)
     action = c.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true", help="list the entity's configs")
     action.add_argument("--alter", action="store_true", help="add or delete configs")
@@ -46,7 +43,6 @@ def add_configs_parser(sub) -> None:
                    help="--alter: configs to set")
     c.add_argument("--delete-config", default="", metavar="K,K",
                    help="--alter: configs to remove (back to the default)")
-    c.set_defaults(func=lambda args: asyncio.run(_main(args)))
 
 
 def parse_add_config(text: str) -> dict[str, str]:
@@ -67,14 +63,12 @@ def parse_add_config(text: str) -> dict[str, str]:
     return out
 
 
-async def _main(args) -> None:
+async def _main(admin: Admin, args) -> None:
     rtype = _TYPES[args.entity_type]
-    (await connect_any(args.bootstrap_server, "minibroker-configs")).close()  # one clear error
-    async with Admin(args.bootstrap_server, client_id="minibroker-configs") as admin:
-        if args.alter:
-            await _alter(admin, rtype, args)
-        else:
-            await _describe(admin, rtype, args)
+    if args.alter:
+        await _alter(admin, rtype, args)
+    else:
+        await _describe(admin, rtype, args)
 
 
 async def _alter(admin: Admin, rtype: int, args) -> None:

@@ -24,7 +24,7 @@ import argparse
 import asyncio
 import json
 
-from minibroker.cli_common import command_group, connect_any, fail
+from minibroker.cli_common import bootstrap_parser, connect_any, fail
 from minibroker.fault_admin import BadCommand, api_key_of, error_code_of
 from minibroker.protocol.messages import FaultControlRequest
 
@@ -73,8 +73,8 @@ def _non_negative(text: str) -> int:
 
 
 def add_faults_parser(sub) -> None:
-    f, cmd = command_group(sub, "faults", __doc__,
-                           "inject faults into a `serve --faults` cluster", "fault_command")
+    f = bootstrap_parser(sub, "faults", __doc__, "inject faults into a `serve --faults` cluster")
+    cmd = f.add_subparsers(dest="fault_command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str, api=False, broker=False, count=False, ms=False):
         p = cmd.add_parser(name, help=help)

@@ -15,10 +15,9 @@ write them (without it the tool prints the plan, like --dry-run).
 """
 from __future__ import annotations
 
-import asyncio
 import sys
 
-from minibroker.cli_common import bootstrap_servers, connect_any
+from minibroker.admin_tool import add_admin_tool_parser
 from minibroker.client.admin import Admin
 from minibroker.client.records import TopicPartition
 
@@ -26,10 +25,9 @@ _INACTIVE = ("empty", "dead")
 
 
 def add_groups_parser(sub) -> None:
-    g = sub.add_parser("consumer-groups", description=__doc__,
-                       help="list, describe, reset offsets of and delete consumer groups")
-    g.add_argument("--bootstrap-server", required=True, type=bootstrap_servers,
-                   metavar="HOST:PORT[,HOST:PORT...]", help="brokers to talk to")
+    g = add_admin_tool_parser(sub, "consumer-groups", __doc__,
+                              "list, describe, reset offsets of and delete consumer groups",
+                              _main, check=_check)
     action = g.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="list every group")
     action.add_argument("--describe", action="store_true",
@@ -57,32 +55,32 @@ def add_groups_parser(sub) -> None:
     run = g.add_mutually_exclusive_group()
     run.add_argument("--dry-run", action="store_true", help="print the new offsets only (default)")
     run.add_argument("--execute", action="store_true", help="commit the new offsets")
-    g.set_defaults(func=lambda args: asyncio.run(_main(args)))
 
 
-async def _main(args) -> None:
+def _check(args) -> None:
     if not args.list and not args.group:
         sys.exit("Error: --group is required with --describe, --reset-offsets and --delete")
-    (await connect_any(args.bootstrap_server, "minibroker-consumer-groups")).close()  # one clear error
-    async with Admin(args.bootstrap_server, client_id="minibroker-consumer-groups") as admin:
-        if args.list:
-            for group in await admin.list_groups_typed():
-                print(group)
-        elif args.describe:
-            groups = await admin.list_groups_typed()
-            for group in args.group:
-                if args.members:
-                    await _describe_members(admin, group, groups.get(group), args.verbose)
-                elif args.state:
-                    await _describe_state(admin, group, groups.get(group))
-                else:
-                    await _describe(admin, group, groups.get(group))
-        elif args.reset_offsets:
-            groups = await admin.list_groups_typed()
-            for group in args.group:
-                await _reset(admin, args, group, groups.get(group))
-        else:
-            await _delete(admin, args.group)
+
+
+async def _main(admin: Admin, args) -> None:
+    if args.list:
+        for group in await admin.list_groups_typed():
+            print(group)
+    elif args.describe:
+        groups = await admin.list_groups_typed()
+        for group in args.group:
+            if args.members:
+                await _describe_members(admin, group, groups.get(group), args.verbose)
+            elif args.state:
+                await _describe_state(admin, group, groups.get(group))
+            else:
+                await _describe(admin, group, groups.get(group))
+    elif args.reset_offsets:
+        groups = await admin.list_groups_typed()
+        for group in args.group:
+            await _reset(admin, args, group, groups.get(group))
+    else:
+        await _delete(admin, args.group)
 
 
 async def _members(admin: Admin, group: str, kind: tuple | None) -> tuple[str, list[dict]]:

@@ -16,21 +16,19 @@ throttle once every move completed, --cancel keeps the old replicas and clears i
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 
 from minibroker import reassign_throttle as throttle
-from minibroker.cli_common import bootstrap_servers, connect_any
+from minibroker.admin_tool import add_admin_tool_parser
 from minibroker.client.admin import Admin
 from minibroker.client.records import TopicPartition
 
 
 def add_reassign_parser(sub) -> None:
-    r = sub.add_parser("reassign-partitions", description=__doc__,
-                       help="move partitions between brokers (KIP-179) and follow the progress")
-    r.add_argument("--bootstrap-server", required=True, type=bootstrap_servers,
-                   metavar="HOST:PORT[,HOST:PORT...]", help="brokers to talk to")
+    r = add_admin_tool_parser(sub, "reassign-partitions", __doc__,
+                              "move partitions between brokers (KIP-179) and follow the progress",
+                              _reassign, client_id="minibroker-reassign")
     g = r.add_mutually_exclusive_group(required=True)
     for action, what in (("execute", "start the moves in --reassignment-json-file"),
                          ("progress", "each new replica's share of the leader's log"),
@@ -45,7 +43,6 @@ def add_reassign_parser(sub) -> None:
                    help="--execute: replication rate of the moving replicas (-1: no limit)")
     r.add_argument("--preserve-throttles", action="store_true",
                    help="--cancel: leave the throttle configs in place")
-    r.set_defaults(func=lambda args: asyncio.run(_reassign(args)))
 
 
 def _targets(path: str | None) -> dict[TopicPartition, list[int]]:
@@ -60,18 +57,16 @@ def _targets(path: str | None) -> dict[TopicPartition, list[int]]:
         sys.exit(f"Error reading {path}: {e!r}")
 
 
-async def _reassign(args) -> None:
-    (await connect_any(args.bootstrap_server, "minibroker-reassign")).close()  # one clear error
-    async with Admin(args.bootstrap_server, client_id="minibroker-reassign") as admin:
-        if args.execute:
-            await _execute(admin, _targets(args.reassignment_json_file), args.throttle)
-        elif args.progress:
-            await _progress(admin, args.request)
-        elif args.cancel:
-            await throttle.cancel(admin, _targets(args.reassignment_json_file),
-                                  args.preserve_throttles)
-        else:
-            await _verify(admin, _targets(args.reassignment_json_file))
+async def _reassign(admin: Admin, args) -> None:
+    if args.execute:
+        await _execute(admin, _targets(args.reassignment_json_file), args.throttle)
+    elif args.progress:
+        await _progress(admin, args.request)
+    elif args.cancel:
+        await throttle.cancel(admin, _targets(args.reassignment_json_file),
+                              args.preserve_throttles)
+    else:
+        await _verify(admin, _targets(args.reassignment_json_file))
 
 
 async def _execute(admin: Admin, targets: dict[TopicPartition, list[int]],

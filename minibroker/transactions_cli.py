@@ -18,22 +18,22 @@ from kafka.protocol.admin import (DescribeProducersRequest, DescribeTransactions
                                   ListTransactionsRequest)
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from minibroker.cli_common import command_group, connect_any
+from minibroker.admin_tool import add_admin_tool_parser
 from minibroker.client.admin import Admin
 
 TRANSACTION = 1
 
 
 def add_transactions_parser(sub) -> None:
-    t, cmd = command_group(sub, "transactions", __doc__,
-                           "list and describe transactions and producers", "txn_command")
+    t = add_admin_tool_parser(sub, "transactions", __doc__,
+                              "list and describe transactions and producers", _main)
+    cmd = t.add_subparsers(dest="txn_command", required=True, metavar="COMMAND")
     cmd.add_parser("list", help="every transactional id and its state")
     d = cmd.add_parser("describe", help="one transactional id's transaction")
     d.add_argument("--transactional-id", required=True)
     p = cmd.add_parser("describe-producers", help="the active producers of a partition")
     p.add_argument("--topic", required=True)
     p.add_argument("--partition", required=True, type=int)
-    t.set_defaults(func=lambda args: asyncio.run(_main(args)))
 
 
 def _print(rows: list[tuple], headers: tuple) -> None:
@@ -42,15 +42,13 @@ def _print(rows: list[tuple], headers: tuple) -> None:
         print("\t".join(str(x) for x in r))
 
 
-async def _main(args) -> None:
-    (await connect_any(args.bootstrap_server, "minibroker-transactions")).close()  # one clear error
-    async with Admin(args.bootstrap_server, client_id="minibroker-transactions") as admin:
-        if args.txn_command == "list":
-            await _list(admin)
-        elif args.txn_command == "describe":
-            await _describe(admin, args.transactional_id)
-        else:
-            await _describe_producers(admin, args.topic, args.partition)
+async def _main(admin: Admin, args) -> None:
+    if args.txn_command == "list":
+        await _list(admin)
+    elif args.txn_command == "describe":
+        await _describe(admin, args.transactional_id)
+    else:
+        await _describe_producers(admin, args.topic, args.partition)
 
 
 async def _list(admin: Admin) -> None:

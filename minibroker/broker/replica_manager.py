@@ -36,6 +36,7 @@ from minibroker.broker.topic_names import INTERNAL_TOPICS
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
 from minibroker.log import cleaner
+from minibroker.log.batch import next_offset
 from minibroker.log.config import LogConfig
 from minibroker.log.memory import LogMemory
 from minibroker.log.partition_log import PartitionLog
@@ -48,8 +49,6 @@ from minibroker.protocol.produce_response import PartitionResult
 log = logging.getLogger("minibroker.replica")
 
 _BATCH_LENGTH = struct.Struct(">i")
-_BASE_OFFSET = struct.Struct(">q")
-_INT32 = _BATCH_LENGTH
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 DEBUGGING_REPLICA_ID = -2
 # A partition without data carries empty records, never null: Kafka sends MemoryRecords.EMPTY, and
@@ -73,8 +72,7 @@ def fetch_error(index: int, code: int, high_watermark: int = -1,
 
 def _end_of(records) -> int:
     """The offset after the last of these stored batches (base offset + last offset delta + 1)."""
-    last = records[-1]
-    return _BASE_OFFSET.unpack_from(last, 0)[0] + _INT32.unpack_from(last, 23)[0] + 1
+    return next_offset(records[-1])
 
 
 def _time_out(futs) -> None:

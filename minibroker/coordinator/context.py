@@ -25,6 +25,18 @@ def completed(value) -> asyncio.Future:
     return fut
 
 
+class CoordinatorPart:
+    """A coordinator (classic, KIP-848, offsets) on its runtime: the config and the clock."""
+
+    def __init__(self, rt: "CoordinatorContext") -> None:
+        self.rt = rt
+        self.config = rt.config
+
+    @property
+    def now_ms(self) -> int:
+        return self.rt.clock.now_ms()
+
+
 class ClassicGroupHooks(Protocol):
     """The classic coordinator's part in committing offsets."""
 

@@ -23,8 +23,8 @@ import asyncio
 
 import kafka.errors as Errors
 
-from minibroker.coordinator.context import CoordinatorContext, completed
-from minibroker.coordinator.group.classic_coordinator import (
+from minibroker.coordinator.context import CoordinatorContext, CoordinatorPart, completed
+from minibroker.coordinator.errors import (
     COMMON_WRITE_ERRORS, GROUP_ID_NOT_FOUND, GROUP_SUBSCRIBED_TO_TOPIC, INVALID_GROUP_ID,
     NON_EMPTY_GROUP, NONE, UNKNOWN_TOPIC_OR_PARTITION)
 from minibroker.coordinator.group.classic_group import (
@@ -39,14 +39,7 @@ OFFSET_METADATA_TOO_LARGE = Errors.OffsetMetadataTooLargeError.errno
 OFFSET_METADATA_MAX_BYTES = 4096                # offset.metadata.max.bytes
 
 
-class OffsetMetadataManager:
-    def __init__(self, rt: CoordinatorContext) -> None:
-        self.rt = rt
-        self.config = rt.config
-
-    @property
-    def now_ms(self) -> int:
-        return self.rt.clock.now_ms()
+class OffsetMetadataManager(CoordinatorPart):
 
     # ================================================================== OffsetCommit
     def commit_offsets(self, group_id: str, generation_id: int, member_id: str,

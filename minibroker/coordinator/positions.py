@@ -36,21 +36,13 @@ from __future__ import annotations
 import struct
 import weakref
 
-import kafka.errors as Errors
-
 from minibroker.coordinator.context import CoordinatorContext
+from minibroker.coordinator.errors import (
+    COORDINATOR_NOT_AVAILABLE, ILLEGAL_GENERATION, INVALID_GROUP_ID, NONE, REBALANCE_IN_PROGRESS,
+    STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID)
 from minibroker.coordinator.group.classic_group import (CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY,
                                                   PREPARING_REBALANCE, ClassicGroup)
 from minibroker.coordinator.group.consumer_group import ConsumerGroup
-
-
-NONE = 0
-INVALID_GROUP_ID = Errors.InvalidGroupIdError.errno
-UNKNOWN_MEMBER_ID = Errors.UnknownMemberIdError.errno
-ILLEGAL_GENERATION = Errors.IllegalGenerationError.errno
-REBALANCE_IN_PROGRESS = Errors.RebalanceInProgressError.errno
-COORDINATOR_NOT_AVAILABLE = Errors.CoordinatorNotAvailableError.errno
-STALE_MEMBER_EPOCH = Errors.StaleMemberEpochError.errno
 
 TopicPartitionKey = tuple[str, int]
 # Request topics: [(topic, [(partition, need_position, position)])]; the response has the same shape.

@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING, Callable
 
 import kafka.errors as Errors
 from kafka.record.default_records import DefaultRecordBatch
@@ -41,11 +40,12 @@ from kafka.record.default_records import DefaultRecordBatch
 from minibroker.coordinator.group.classic_coordinator import ClassicGroupCoordinator
 from minibroker.coordinator.group.consumer_coordinator import ConsumerGroupCoordinator
 from minibroker.coordinator.offset_manager import OffsetMetadataManager
-from minibroker.coordinator.offsets import OFFSETS_TOPIC, partition_for
+from minibroker.coordinator.offsets import OFFSETS_TOPIC
 from minibroker.coordinator.partition_writer import PartitionWriter
 from minibroker.coordinator.positions import ConsumerGroupPositions
 from minibroker.coordinator.replay import replay
 from minibroker.coordinator.shard import Shard
+from minibroker.coordinator.shards import CreateTopics, ShardedCoordinator
 from minibroker.coordinator.txn_offsets import complete_txn, replay_txn_records
 from minibroker.log.batch import build_batch
 from minibroker.log.config import VALIDATORS
@@ -57,68 +57,32 @@ if TYPE_CHECKING:
     from minibroker.config import ClusterConfig
     from minibroker.ids import IdSource
 
-# CreateTopics as the controller takes it: [(name, partitions, rf, assignment, configs)] ->
-# results with error_code and message.
-CreateTopics = Callable[[list[tuple]], Awaitable[list]]
-
 log = logging.getLogger("minibroker.coordinator")
 
 OFFSETS_COMMIT_TIMEOUT_MS = 5000            # offsets.commit.timeout.ms
 # Kafka's settings for the topic; those our log does not know (compression.type) are left out.
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer",
                          "segment.bytes": "104857600"}
-_LOAD_READ_BYTES = 1 << 20
-_BASE_OFFSET = struct.Struct(">q")
-_LAST_OFFSET_DELTA = struct.Struct(">i")
 
 
-class GroupCoordinatorRuntime:
+class GroupCoordinatorRuntime(ShardedCoordinator[Shard]):
+    topic = OFFSETS_TOPIC
+
     def __init__(self, node_id: int, config: "ClusterConfig", clock: "Clock", ids: "IdSource",
                  metadata: "MetadataCache", writer: PartitionWriter,
                  create_topics: CreateTopics) -> None:
-        self.node_id = node_id
-        self.config = config
-        self.clock = clock
+        super().__init__(node_id, config, clock, metadata, writer, create_topics)
         self.ids = ids
-        self.metadata = metadata
-        self.writer = writer
-        self._create_topics = create_topics
-        self.shards: dict[int, Shard] = {}
         self.classic = ClassicGroupCoordinator(self)
         self.offsets = OffsetMetadataManager(self)
         self.consumer = ConsumerGroupCoordinator(self)
         self.positions = ConsumerGroupPositions(self)     # KIP-253 ConsumerGroupPosition
-        self.running = False
-        self._tasks: list[asyncio.Task] = []
-        self._creating_offsets_topic = False
         metadata.topic_listeners.append(self._on_topic)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         self.running = True
-        self._tasks = [asyncio.get_running_loop().create_task(self._expiration_loop())]
-
-    async def stop(self) -> None:
-        self.running = False
-        for pid in sorted(self.shards):
-            self._unload(pid)
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
-
-    def on_leadership_change(self) -> None:
-        """Called after LeaderAndIsr / StopReplica: load or unload __consumer_offsets partitions."""
-        if not self.running:
-            return
-        for pid in sorted(self.shards):
-            if self.writer.leader_epoch(pid) != self.shards[pid].leader_epoch:
-                self._unload(pid)
-        # Only __consumer_offsets partitions (not a scan of every partition per LeaderAndIsr).
-        for pid in range(max(self.num_partitions(), self.config.offsets_topic_num_partitions)):
-            epoch = self.writer.leader_epoch(pid)
-            if epoch is not None and pid not in self.shards:
-                self._load(pid, epoch)
+        self._spawn(self._expiration_loop())
 
     # ------------------------------------------------------------------ deleted partitions
     def _on_topic(self, name: str, old, new) -> None:
@@ -153,25 +117,13 @@ class GroupCoordinatorRuntime:
                      self.node_id, OFFSETS_TOPIC, shard.partition, partitions)
             self.append(shard, records, None)
 
-    # ------------------------------------------------------------------ routing
-    def num_partitions(self) -> int:
-        t = self.metadata.topics.get(OFFSETS_TOPIC)
-        return len(t.partitions) if t is not None and t.partitions else \
-            self.config.offsets_topic_num_partitions
+    # ------------------------------------------------------------------ the internal topic
+    def _default_partitions(self) -> int:
+        return self.config.offsets_topic_num_partitions
 
-    def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions())
-
-    def shard_for(self, group_id: str) -> tuple[Shard | None, int]:
-        shard = self.shards.get(self.partition_for(group_id))
-        if shard is None or not self.running:
-            return None, Errors.NotCoordinatorError.errno
-        if shard.loading:
-            return None, Errors.CoordinatorLoadInProgressError.errno
-        return shard, 0
-
-    def is_active(self, shard: Shard) -> bool:
-        return self.shards.get(shard.partition) is shard and not shard.loading
+    def _topic_spec(self, live_brokers: int) -> tuple[int, dict[str, str]]:
+        return (min(self.config.offsets_topic_replication_factor, live_brokers),
+                {k: v for k, v in OFFSETS_TOPIC_CONFIGS.items() if k in VALIDATORS})
 
     def shards_in_order(self) -> list[Shard]:
         return [self.shards[pid] for pid in sorted(self.shards)]
@@ -183,42 +135,6 @@ class GroupCoordinatorRuntime:
         if t is not None and t.configs and "max.message.bytes" in t.configs:
             return int(t.configs["max.message.bytes"])
         return self.config.message_max_bytes
-
-    # ------------------------------------------------------------------ FindCoordinator
-    def coordinator_for(self, key: str) -> tuple[int, int]:
-        """(error, leader node id) of the group's __consumer_offsets partition; creates the topic
-        through the controller on first use."""
-        topic = self.metadata.topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            self._create_offsets_topic()
-            return Errors.CoordinatorNotAvailableError.errno, -1
-        p = topic.partitions.get(partition_for(key, len(topic.partitions)))
-        if p is None or p.leader < 0 or p.leader not in self.metadata.brokers:
-            return Errors.CoordinatorNotAvailableError.errno, -1
-        return 0, p.leader
-
-    def _create_offsets_topic(self) -> None:
-        if self._creating_offsets_topic:
-            return
-        self._creating_offsets_topic = True
-        live = len(self.metadata.alive_brokers()) or 1
-        rf = min(self.config.offsets_topic_replication_factor, live)
-        spec = (OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, rf, None,
-                {k: v for k, v in OFFSETS_TOPIC_CONFIGS.items() if k in VALIDATORS})
-
-        async def create() -> None:
-            try:
-                [res] = await self._create_topics([spec])
-                if res.error_code and res.error_code != Errors.TopicAlreadyExistsError.errno:
-                    log.warning("broker %d: creating %s failed: %s %s", self.node_id,
-                                OFFSETS_TOPIC, res.error_code, res.message)
-            except Exception:  # noqa: BLE001 — the next FindCoordinator retries
-                log.exception("broker %d: creating %s failed", self.node_id, OFFSETS_TOPIC)
-            finally:
-                self._creating_offsets_topic = False
-        task = asyncio.get_running_loop().create_task(create())
-        self._tasks.append(task)
-        task.add_done_callback(lambda t: t in self._tasks and self._tasks.remove(t))
 
     # ------------------------------------------------------------------ timers
     def call_later(self, delay_ms: int, fn: Callable, *args) -> asyncio.TimerHandle:
@@ -268,29 +184,10 @@ class GroupCoordinatorRuntime:
         return result
 
     # ------------------------------------------------------------------ load / unload
-    def _load(self, pid: int, leader_epoch: int) -> None:
-        shard = self.shards[pid] = Shard(pid, leader_epoch)
-        shard.load_task = asyncio.get_running_loop().create_task(self._replay(shard))
+    def _new_shard(self, partition: int, leader_epoch: int) -> Shard:
+        return Shard(partition, leader_epoch)
 
-    async def _replay(self, shard: Shard) -> None:
-        try:
-            offset, end = self.writer.log_range(shard.partition)
-            while offset < end:
-                batches = self.writer.read(shard.partition, offset, _LOAD_READ_BYTES, end)
-                if not batches:
-                    break
-                for view in batches:
-                    offset = self._replay_batch(shard, view)
-                await asyncio.sleep(0)          # let other requests in; they see LOAD_IN_PROGRESS
-                if self.shards.get(shard.partition) is not shard:
-                    return
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # noqa: BLE001 — a shard that cannot load stays unavailable
-            log.exception("broker %d: loading %s-%d failed", self.node_id, OFFSETS_TOPIC,
-                          shard.partition)
-            return
-        shard.loading = False
+    def _on_loaded(self, shard: Shard) -> None:
         for producer_id, commit in shard.markers_while_loading:
             complete_txn(shard, producer_id, commit)
         shard.markers_while_loading.clear()
@@ -303,20 +200,15 @@ class GroupCoordinatorRuntime:
         log.log(logging.INFO if shard.groups else logging.DEBUG, "broker %d: loaded %s-%d "
                 "(%d groups)", self.node_id, OFFSETS_TOPIC, shard.partition, len(shard.groups))
 
-    @staticmethod
-    def _replay_batch(shard: Shard, view: memoryview) -> int:
-        """Replay one stored batch; returns the offset after it."""
-        data = bytes(view)
-        next_offset = _BASE_OFFSET.unpack_from(data, 0)[0] + \
-            _LAST_OFFSET_DELTA.unpack_from(data, 23)[0] + 1
+    def _replay_batch(self, shard: Shard, data: bytes) -> None:
         batch = DefaultRecordBatch(data)
         if batch.is_control_batch:      # a transaction marker: TxnOffsetCommit offsets decided
             complete_txn(shard, batch.producer_id, control_type(data) == COMMIT)
-            return next_offset
+            return
         if batch.is_transactional:
             replay_txn_records(shard, batch.producer_id,
                                [(r.key, r.value) for r in batch if r.key is not None])
-            return next_offset
+            return
         for record in batch:
             if record.key is None:
                 continue
@@ -325,14 +217,8 @@ class GroupCoordinatorRuntime:
             except ValueError:
                 log.warning("%s-%d offset %d: undecodable coordinator record", OFFSETS_TOPIC,
                             shard.partition, record.offset)
-        return next_offset
 
-    def _unload(self, pid: int) -> None:
-        shard = self.shards.pop(pid, None)
-        if shard is None:
-            return
-        if shard.load_task is not None and not shard.load_task.done():
-            shard.load_task.cancel()
+    def _on_unloaded(self, shard: Shard) -> None:
         self.classic.on_unloaded(shard)
         self.consumer.on_unloaded(shard)
 

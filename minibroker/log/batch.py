@@ -112,6 +112,11 @@ class BatchHeader(NamedTuple):
         return increment_sequence(self.base_sequence, self.last_offset_delta)
 
 
+def next_offset(batch: bytes | bytearray | memoryview) -> int:
+    """The offset after this stored batch (base offset + last offset delta + 1), header only."""
+    return _INT64.unpack_from(batch, 0)[0] + _INT32.unpack_from(batch, 23)[0] + 1
+
+
 def increment_sequence(sequence: int, increment: int) -> int:
     """Sequence numbers wrap from int32 max to 0 (Kafka's DefaultRecordBatch.incrementSequence)."""
     if sequence > INT32_MAX - increment:

@@ -9,7 +9,7 @@ import asyncio
 import collections
 import struct
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from kafka.protocol.api_header import ResponseClassRegistry
 
@@ -163,23 +163,24 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         return self.reader.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
-        try:
-            frames = self.reader.buffer_updated(nbytes)
-        except ProtocolViolation as e:
-            self.close(str(e))
-            return
-        self._handle_frames(frames)
-        if self.reader.large_frames and not self.closed:
+        if self._read(self.reader.buffer_updated, nbytes) and self.reader.large_frames \
+                and not self.closed:
             self.tuning.quick_ack()
 
     def data_received(self, data: bytes) -> None:
         """asyncio.Protocol form (kept for callers that feed bytes by hand)."""
+        self._read(self.reader.feed, data)
+
+    def _read(self, frames_of: Callable[[Any], list], arg: Any) -> bool:
+        """Handle the frames `frames_of(arg)` completes; False when the stream broke the protocol
+        (the connection is closed)."""
         try:
-            frames = self.reader.feed(data)
+            frames = frames_of(arg)
         except ProtocolViolation as e:
             self.close(str(e))
-            return
+            return False
         self._handle_frames(frames)
+        return True
 
     def _handle_frames(self, frames: list) -> None:
         for frame in frames:

@@ -18,8 +18,8 @@ from minibroker.broker.faults import Faults
 from minibroker.broker.metadata_cache import PartitionInfo, TopicInfo
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
+from minibroker.coordinator import errors as E
 from minibroker.coordinator import offset_manager as OM
-from minibroker.coordinator.group import classic_coordinator as G
 from minibroker.coordinator.group.classic_group import (COMPLETING_REBALANCE, DEAD, EMPTY,
                                                         PREPARING_REBALANCE, STABLE, JoinResult,
                                                         SyncResult)
@@ -102,7 +102,7 @@ def log_records(b: Broker) -> list:
 async def stable_one(b: Broker) -> str:
     """One member, generation 1, Stable with assignment b"a1"."""
     [m1] = expected_ids("c1")
-    assert (await join(b)).error_code == G.MEMBER_ID_REQUIRED
+    assert (await join(b)).error_code == E.MEMBER_ID_REQUIRED
     r = await join(b, m1)
     assert r.generation_id == 1
     assert (await sync(b, m1, 1, [(m1, b"a1")])).error_code == 0
@@ -125,7 +125,7 @@ def test_java_string_hashcode_and_partition():
 # ---------------------------------------------------------------------------------- join / sync
 async def test_two_phase_join_then_sync_to_stable(broker):
     m1, = expected_ids("c1")
-    assert await join(broker) == JoinResult(G.MEMBER_ID_REQUIRED, m1)
+    assert await join(broker) == JoinResult(E.MEMBER_ID_REQUIRED, m1)
     assert group(broker).state == EMPTY and m1 in group(broker).pending_members
     assert await join(broker, m1) == JoinResult(0, m1, 1, "consumer", "range", m1,
                                                 [(m1, None, SUB)])
@@ -143,12 +143,12 @@ async def test_second_member_triggers_rebalance_and_follower_waits_for_leader(br
     m1 = await stable_one(broker)
     _, m2 = expected_ids("c1", "c2")
     r2 = join(broker, "", "c2")
-    assert (await r2).error_code == G.MEMBER_ID_REQUIRED
+    assert (await r2).error_code == E.MEMBER_ID_REQUIRED
     j2 = join(broker, m2, "c2")
     assert group(broker).state == PREPARING_REBALANCE
     assert not j2.done()
-    assert broker.groups.classic.heartbeat(GROUP, m1, None, 1) == G.REBALANCE_IN_PROGRESS
-    assert (await sync(broker, m1, 1)).error_code == G.REBALANCE_IN_PROGRESS
+    assert broker.groups.classic.heartbeat(GROUP, m1, None, 1) == E.REBALANCE_IN_PROGRESS
+    assert (await sync(broker, m1, 1)).error_code == E.REBALANCE_IN_PROGRESS
     j1 = join(broker, m1)
     r1, r2 = await j1, await j2
     assert r1 == JoinResult(0, m1, 2, "consumer", "range", m1, [(m1, None, SUB), (m2, None, SUB)])
@@ -186,22 +186,22 @@ async def test_protocol_selection_by_votes(broker):
 async def test_join_errors(broker):
     cls = broker.groups.classic
     m1 = await stable_one(broker)
-    assert (await join(broker, group="")).error_code == G.INVALID_GROUP_ID
-    assert (await join(broker, "nobody")).error_code == G.UNKNOWN_MEMBER_ID
-    assert (await join(broker, m1, group="other")).error_code == G.UNKNOWN_MEMBER_ID
-    assert (await join(broker, session=100)).error_code == G.INVALID_SESSION_TIMEOUT
-    assert (await join(broker, session=1_800_001)).error_code == G.INVALID_SESSION_TIMEOUT
+    assert (await join(broker, group="")).error_code == E.INVALID_GROUP_ID
+    assert (await join(broker, "nobody")).error_code == E.UNKNOWN_MEMBER_ID
+    assert (await join(broker, m1, group="other")).error_code == E.UNKNOWN_MEMBER_ID
+    assert (await join(broker, session=100)).error_code == E.INVALID_SESSION_TIMEOUT
+    assert (await join(broker, session=1_800_001)).error_code == E.INVALID_SESSION_TIMEOUT
     assert (await join(broker, protocol_type="connect")).error_code == \
-        G.INCONSISTENT_GROUP_PROTOCOL
+        E.INCONSISTENT_GROUP_PROTOCOL
     assert (await join(broker, protocols=(("sticky", SUB),))).error_code == \
-        G.INCONSISTENT_GROUP_PROTOCOL
-    assert (await join(broker, protocols=())).error_code == G.INCONSISTENT_GROUP_PROTOCOL
+        E.INCONSISTENT_GROUP_PROTOCOL
+    assert (await join(broker, protocols=())).error_code == E.INCONSISTENT_GROUP_PROTOCOL
     assert (await join(broker, group="fresh", protocol_type="")).error_code == \
-        G.INCONSISTENT_GROUP_PROTOCOL
+        E.INCONSISTENT_GROUP_PROTOCOL
     big = b"x" * (broker.config.message_max_bytes + 1)
-    assert (await join(broker, protocols=(("range", big),))).error_code == G.INVALID_REQUEST
+    assert (await join(broker, protocols=(("range", big),))).error_code == E.INVALID_REQUEST
     assert (await join(broker, group="fresh2", protocols=(("range", big),))).error_code == \
-        G.INVALID_REQUEST
+        E.INVALID_REQUEST
     # Failed joins leave no groups behind, and the stable group is untouched.
     assert sorted(broker.groups.shards[0].groups) == [GROUP]
     assert group(broker).state == STABLE
@@ -211,16 +211,16 @@ async def test_join_errors(broker):
 async def test_heartbeat_and_sync_errors(broker):
     cls = broker.groups.classic
     m1 = await stable_one(broker)
-    assert cls.heartbeat(GROUP, "nobody", None, 1) == G.UNKNOWN_MEMBER_ID
-    assert cls.heartbeat(GROUP, m1, None, 0) == G.ILLEGAL_GENERATION
-    assert cls.heartbeat("unknown", m1, None, 1) == G.UNKNOWN_MEMBER_ID
-    assert cls.heartbeat("", m1, None, 1) == G.INVALID_GROUP_ID
-    assert (await sync(broker, m1, 7)).error_code == G.ILLEGAL_GENERATION
-    assert (await sync(broker, "nobody", 1)).error_code == G.UNKNOWN_MEMBER_ID
+    assert cls.heartbeat(GROUP, "nobody", None, 1) == E.UNKNOWN_MEMBER_ID
+    assert cls.heartbeat(GROUP, m1, None, 0) == E.ILLEGAL_GENERATION
+    assert cls.heartbeat("unknown", m1, None, 1) == E.UNKNOWN_MEMBER_ID
+    assert cls.heartbeat("", m1, None, 1) == E.INVALID_GROUP_ID
+    assert (await sync(broker, m1, 7)).error_code == E.ILLEGAL_GENERATION
+    assert (await sync(broker, "nobody", 1)).error_code == E.UNKNOWN_MEMBER_ID
     assert (await sync(broker, m1, 1, protocol_type="connect")).error_code == \
-        G.INCONSISTENT_GROUP_PROTOCOL
+        E.INCONSISTENT_GROUP_PROTOCOL
     assert (await sync(broker, m1, 1, protocol_name="sticky")).error_code == \
-        G.INCONSISTENT_GROUP_PROTOCOL
+        E.INCONSISTENT_GROUP_PROTOCOL
     # Stable: a repeated SyncGroup gets the stored assignment.
     assert await sync(broker, m1, 1, protocol_type="consumer", protocol_name="range") == \
         SyncResult(0, "consumer", "range", b"a1")
@@ -231,7 +231,7 @@ async def test_group_max_size():
     try:
         await stable_one(b)
         assert (await join(b, "", "c2", require_known=False)) == \
-            JoinResult(G.GROUP_MAX_SIZE_REACHED, "")
+            JoinResult(E.GROUP_MAX_SIZE_REACHED, "")
     finally:
         await b.groups.stop()
 
@@ -249,7 +249,7 @@ async def test_session_timeout_removes_member_and_rebalances(broker):
     # m2 keeps heartbeating, m1 goes silent: after its 10 s session it is removed.
     for _ in range(4):
         await asyncio.sleep(3)
-        assert broker.groups.classic.heartbeat(GROUP, m2, None, 2) in (0, G.REBALANCE_IN_PROGRESS)
+        assert broker.groups.classic.heartbeat(GROUP, m2, None, 2) in (0, E.REBALANCE_IN_PROGRESS)
     g = group(broker)
     assert g.state == PREPARING_REBALANCE and list(g.members) == [m2]
     r2 = await join(broker, m2, "c2", session=30_000)
@@ -263,12 +263,12 @@ async def test_rebalance_timeout_removes_members_that_do_not_rejoin(broker):
     j2 = join(broker, m2, "c2", session=30_000, rebalance=20_000)
     for _ in range(5):                        # m1 heartbeats but does not rejoin
         await asyncio.sleep(3)
-        assert broker.groups.classic.heartbeat(GROUP, m1, None, 1) == G.REBALANCE_IN_PROGRESS
+        assert broker.groups.classic.heartbeat(GROUP, m1, None, 1) == E.REBALANCE_IN_PROGRESS
     assert not j2.done()                      # waits for m1 until the rebalance timeout (20 s)
     r2 = await j2
     assert r2 == JoinResult(0, m2, 2, "consumer", "range", m2, [(m2, None, SUB)])
     assert list(group(broker).members) == [m2]
-    assert broker.groups.classic.heartbeat(GROUP, m1, None, 1) == G.UNKNOWN_MEMBER_ID
+    assert broker.groups.classic.heartbeat(GROUP, m1, None, 1) == E.UNKNOWN_MEMBER_ID
 
 
 async def test_leave_group_to_empty_and_describe(broker):
@@ -278,12 +278,12 @@ async def test_leave_group_to_empty_and_describe(broker):
     assert (code, state, ptype, pdata) == (0, STABLE, "consumer", "range")
     assert members == [(m1, None, "c1", "/127.0.0.1", SUB, b"a1")]
     assert cls.leave_group(GROUP, [("nobody", None, None), (m1, None, "bye")]) == \
-        (0, [G.UNKNOWN_MEMBER_ID, 0])
+        (0, [E.UNKNOWN_MEMBER_ID, 0])
     g = group(broker)           # nobody left to wait for: the rebalance completed at once
     assert (g.state, g.generation_id, g.protocol_name) == (EMPTY, 2, None)
     assert cls.describe_group(GROUP) == (0, EMPTY, "consumer", "", [])
     assert cls.describe_group("unknown") == (0, DEAD, "", "", [])
-    assert cls.leave_group("unknown", [("x", None, None)]) == (0, [G.UNKNOWN_MEMBER_ID])
+    assert cls.leave_group("unknown", [("x", None, None)]) == (0, [E.UNKNOWN_MEMBER_ID])
     assert cls.list_groups(None, None) == (0, [(GROUP, "consumer", EMPTY)])
     assert cls.list_groups(["stable"], None) == (0, [])
     assert cls.list_groups(["EMPTY"], ["classic"]) == (0, [(GROUP, "consumer", EMPTY)])
@@ -305,10 +305,10 @@ async def test_static_member_replacement_keeps_assignment_and_fences_old_id(brok
     assert r == JoinResult(0, m1b, 1, "consumer", "range", m1, [])
     assert group(broker).state == STABLE and group(broker).generation_id == 1
     assert await sync(broker, m1b, 1, instance="i1") == SyncResult(0, "consumer", "range", b"a1")
-    assert cls.heartbeat(GROUP, m1, "i1", 1) == G.FENCED_INSTANCE_ID
+    assert cls.heartbeat(GROUP, m1, "i1", 1) == E.FENCED_INSTANCE_ID
     assert cls.heartbeat(GROUP, m1b, "i1", 1) == 0
-    assert cls.heartbeat(GROUP, m1b, "other", 1) == G.UNKNOWN_MEMBER_ID
-    assert (await sync(broker, m1, 1, instance="i1")).error_code == G.FENCED_INSTANCE_ID
+    assert cls.heartbeat(GROUP, m1b, "other", 1) == E.UNKNOWN_MEMBER_ID
+    assert (await sync(broker, m1, 1, instance="i1")).error_code == E.FENCED_INSTANCE_ID
     assert cls.leave_group(GROUP, [("", "i1", None)]) == (0, [0])
 
 
@@ -318,19 +318,19 @@ async def test_commit_and_fetch_offsets(broker):
     res = await offsets.commit_offsets(GROUP, 1, m1, None, -1, [
         ("t", 0, 10, 3, "meta", -1), ("t", 1, 11, -1, None, -1), ("nope", 0, 1, -1, None, -1),
         ("t", 9, 1, -1, None, -1), ("u", 0, 5, -1, "m" * 5000, -1)])
-    assert res == {("t", 0): 0, ("t", 1): 0, ("nope", 0): G.UNKNOWN_TOPIC_OR_PARTITION,
-                   ("t", 9): G.UNKNOWN_TOPIC_OR_PARTITION, ("u", 0): OM.OFFSET_METADATA_TOO_LARGE}
+    assert res == {("t", 0): 0, ("t", 1): 0, ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION,
+                   ("t", 9): E.UNKNOWN_TOPIC_OR_PARTITION, ("u", 0): OM.OFFSET_METADATA_TOO_LARGE}
     assert offsets.fetch_offsets(GROUP, [("t", [0, 1]), ("u", [0])]) == (0, [
         ("t", [(0, 10, 3, "meta", 0), (1, 11, -1, "", 0)]), ("u", [(0, -1, -1, "", 0)])])
     assert offsets.fetch_offsets(GROUP, None) == (0, [("t", [(0, 10, 3, "meta", 0),
                                                           (1, 11, -1, "", 0)])])
     assert offsets.fetch_offsets("unknown", [("t", [0])]) == (0, [("t", [(0, -1, -1, "", 0)])])
     assert await offsets.commit_offsets(GROUP, 0, m1, None, -1, [("t", 0, 1, -1, None, -1)]) == \
-        {("t", 0): G.ILLEGAL_GENERATION}
+        {("t", 0): E.ILLEGAL_GENERATION}
     assert await offsets.commit_offsets(GROUP, 1, "nobody", None, -1, [("t", 0, 1, -1, None, -1)]) \
-        == {("t", 0): G.UNKNOWN_MEMBER_ID}
+        == {("t", 0): E.UNKNOWN_MEMBER_ID}
     assert await offsets.commit_offsets("unknown", 1, "x", None, -1, [("t", 0, 1, -1, None, -1)]) \
-        == {("t", 0): G.ILLEGAL_GENERATION}
+        == {("t", 0): E.ILLEGAL_GENERATION}
     # A standalone commit (generation -1) creates an Empty group without protocol type.
     assert await offsets.commit_offsets("solo", -1, "", None, -1, [("t", 0, 7, -1, None, -1)]) == \
         {("t", 0): 0}
@@ -347,18 +347,18 @@ async def test_delete_groups_and_offsets(broker):
     await offsets.commit_offsets(GROUP, 1, m1, None, -1, [("t", 0, 10, -1, None, -1),
                                                        ("u", 0, 5, -1, None, -1)])
     assert await cls.delete_groups([GROUP, "unknown", ""]) == [
-        (GROUP, G.NON_EMPTY_GROUP), ("unknown", G.GROUP_ID_NOT_FOUND), ("", G.INVALID_GROUP_ID)]
+        (GROUP, E.NON_EMPTY_GROUP), ("unknown", E.GROUP_ID_NOT_FOUND), ("", E.INVALID_GROUP_ID)]
     assert await offsets.delete_offsets(GROUP, [("t", 0), ("u", 0), ("nope", 0)]) == (0, {
-        ("t", 0): G.GROUP_SUBSCRIBED_TO_TOPIC, ("u", 0): 0,
-        ("nope", 0): G.UNKNOWN_TOPIC_OR_PARTITION})
-    assert await offsets.delete_offsets("unknown", [("t", 0)]) == (G.GROUP_ID_NOT_FOUND, {})
+        ("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("u", 0): 0,
+        ("nope", 0): E.UNKNOWN_TOPIC_OR_PARTITION})
+    assert await offsets.delete_offsets("unknown", [("t", 0)]) == (E.GROUP_ID_NOT_FOUND, {})
     assert offsets.fetch_offsets(GROUP, None) == (0, [("t", [(0, 10, -1, "", 0)])])
     cls.leave_group(GROUP, [(m1, None, None)])
     await asyncio.sleep(0)
     assert await cls.delete_groups([GROUP]) == [(GROUP, 0)]
     assert group(broker) is None
     assert offsets.fetch_offsets(GROUP, None) == (0, [])
-    assert await cls.delete_groups([GROUP]) == [(GROUP, G.GROUP_ID_NOT_FOUND)]
+    assert await cls.delete_groups([GROUP]) == [(GROUP, E.GROUP_ID_NOT_FOUND)]
     # Tombstones: the offset of t-0 and the group.
     tail = [decode_coordinator_record(k, v) for k, v in log_records(broker)[-2:]]
     assert [(type(k).__name__, v) for k, v in tail] == [("OffsetCommitKey", None),
@@ -399,7 +399,7 @@ async def test_reload_after_leadership_change_restores_groups_and_offsets(broker
                                                  [1, 2], [1, 2], 1, {})
     broker.groups.on_leadership_change()
     assert broker.groups.shards == {}
-    assert cls.heartbeat(GROUP, m1, None, 1) == G.NOT_COORDINATOR
+    assert cls.heartbeat(GROUP, m1, None, 1) == E.NOT_COORDINATOR
     lead(broker, epoch=2)
     assert cls.heartbeat(GROUP, m1, None, 1) == Errors_LOAD
     await loaded(broker)

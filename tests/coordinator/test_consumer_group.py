@@ -20,6 +20,7 @@ from minibroker.broker.faults import Faults
 from minibroker.broker.metadata_cache import BrokerInfo, PartitionInfo, TopicInfo
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
+from minibroker.coordinator import errors as E
 from minibroker.coordinator.group import consumer_group as C
 from minibroker.coordinator.group import consumer_group_records as R
 from minibroker.coordinator.offsets import OFFSETS_TOPIC
@@ -149,16 +150,16 @@ async def test_partitions_are_revoked_before_they_are_reassigned(broker):
 async def test_errors_fencing_and_leaving(broker):
     await hb(broker, "m1", 0)
     bad = [
-        (req("m1", 5), C.FENCED_MEMBER_EPOCH),
-        (req("m1", 0, rebalance_timeout_ms=-1), C.INVALID_REQUEST),
-        (req("", 1), C.INVALID_REQUEST),
-        (req("m9", 1), C.UNKNOWN_MEMBER_ID),
-        (req("m9", 1, group="nope"), C.GROUP_ID_NOT_FOUND),
-        (req("m9", 0, server_assignor="sticky"), C.UNSUPPORTED_ASSIGNOR),
-        (req("m9", 0, subscribed_topic_regex="t("), C.INVALID_REGULAR_EXPRESSION),
-        (req("m9", -3), C.INVALID_REQUEST),
-        (req("m1", -2), C.INVALID_REQUEST),                        # static leave, no instance
-        (req("m9", 0, topic_partitions=[_TP(topic_id=T, partitions=[0])]), C.INVALID_REQUEST),
+        (req("m1", 5), E.FENCED_MEMBER_EPOCH),
+        (req("m1", 0, rebalance_timeout_ms=-1), E.INVALID_REQUEST),
+        (req("", 1), E.INVALID_REQUEST),
+        (req("m9", 1), E.UNKNOWN_MEMBER_ID),
+        (req("m9", 1, group="nope"), E.GROUP_ID_NOT_FOUND),
+        (req("m9", 0, server_assignor="sticky"), E.UNSUPPORTED_ASSIGNOR),
+        (req("m9", 0, subscribed_topic_regex="t("), E.INVALID_REGULAR_EXPRESSION),
+        (req("m9", -3), E.INVALID_REQUEST),
+        (req("m1", -2), E.INVALID_REQUEST),                        # static leave, no instance
+        (req("m9", 0, topic_partitions=[_TP(topic_id=T, partitions=[0])]), E.INVALID_REQUEST),
     ]
     for r, code in bad:
         resp = await broker.groups.consumer.heartbeat(r, 1, "cli", "/h")
@@ -170,7 +171,7 @@ async def test_errors_fencing_and_leaving(broker):
     await hb(broker, "m1", 1, owned={T: [0]})
     assert group(broker).members["m1"].member_epoch == 2
     assert (await hb(broker, "m1", 1, owned={T: [0]})).error_code == 0
-    assert (await hb(broker, "m1", 1)).error_code == C.FENCED_MEMBER_EPOCH
+    assert (await hb(broker, "m1", 1)).error_code == E.FENCED_MEMBER_EPOCH
     # Leaving: epoch -1, tombstones, the group epoch bumps; the partitions move to m2.
     epoch = group(broker).group_epoch
     r = await hb(broker, "m1", -1)
@@ -179,7 +180,7 @@ async def test_errors_fencing_and_leaving(broker):
     assert group(broker).state == C.ASSIGNING
     r = await hb(broker, "m2", 2)
     assert (r.member_epoch, assigned(r)) == (3, {T: [0, 1]})
-    assert (await hb(broker, "m1", 2)).error_code == C.UNKNOWN_MEMBER_ID
+    assert (await hb(broker, "m1", 2)).error_code == E.UNKNOWN_MEMBER_ID
 
 
 async def test_session_and_rebalance_timeouts_fence_members(broker):
@@ -202,7 +203,7 @@ async def test_static_member_leaves_temporarily_and_is_replaced(broker):
     r = await hb(broker, "s1", 0, instance_id="i1")
     assert assigned(r) == {T: [0, 1]}
     # Another member id with the same instance id while s1 is there: refused.
-    assert (await hb(broker, "s2", 0, instance_id="i1")).error_code == C.UNRELEASED_INSTANCE_ID
+    assert (await hb(broker, "s2", 0, instance_id="i1")).error_code == E.UNRELEASED_INSTANCE_ID
     epoch = group(broker).group_epoch
     r = await hb(broker, "s1", -2, instance_id="i1")
     assert (r.error_code, r.member_epoch) == (0, -2)
@@ -210,7 +211,7 @@ async def test_static_member_leaves_temporarily_and_is_replaced(broker):
     r = await hb(broker, "s2", 0, instance_id="i1")
     assert (r.error_code, r.member_epoch, assigned(r)) == (0, epoch, {T: [0, 1]})
     assert sorted(group(broker).members) == ["s2"] and group(broker).group_epoch == epoch
-    assert (await hb(broker, "s1", 1, instance_id="i1")).error_code == C.FENCED_INSTANCE_ID
+    assert (await hb(broker, "s1", 1, instance_id="i1")).error_code == E.FENCED_INSTANCE_ID
 
 
 async def test_v0_coordinator_names_the_member_and_range_assignor(broker):
@@ -354,9 +355,9 @@ async def test_offset_commit_checks_the_member_epoch(broker):
     ok = await offsets.commit_offsets(GROUP, 1, "m1", None, -1, [("t", 0, 5, -1, "", -1)])
     assert ok == {("t", 0): 0}
     stale = await offsets.commit_offsets(GROUP, 7, "m1", None, -1, [("t", 0, 6, -1, "", -1)])
-    assert stale == {("t", 0): C.STALE_MEMBER_EPOCH}
+    assert stale == {("t", 0): E.STALE_MEMBER_EPOCH}
     unknown = await offsets.commit_offsets(GROUP, 1, "zz", None, -1, [("t", 0, 6, -1, "", -1)])
-    assert unknown == {("t", 0): C.UNKNOWN_MEMBER_ID}
+    assert unknown == {("t", 0): E.UNKNOWN_MEMBER_ID}
     code, topics = offsets.fetch_offsets(GROUP, None)
     assert (code, [(t, [p[:2] for p in ps]) for t, ps in topics]) == (0, [("t", [(0, 5)])])
     # ListGroups / DescribeGroups know it is a consumer group.
@@ -368,4 +369,4 @@ async def test_offset_commit_checks_the_member_epoch(broker):
     assert (d.error_code, d.group_state, d.group_epoch, d.assignor_name) == (0, "Stable", 1,
                                                                               "uniform")
     [d] = broker.groups.consumer.describe(["nope"])
-    assert d.error_code == C.GROUP_ID_NOT_FOUND
+    assert d.error_code == E.GROUP_ID_NOT_FOUND

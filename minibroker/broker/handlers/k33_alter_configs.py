@@ -10,6 +10,8 @@ Not implemented: dynamic broker configs — BROKER / BROKER_LOGGER resources ans
 """
 from __future__ import annotations
 
+from typing import Any, Awaitable, Callable
+
 from kafka.errors import InvalidRequestError, InvalidTopicError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse
@@ -48,21 +50,30 @@ def precheck(resources, dynamic_brokers: bool = False) -> dict[int, tuple[int, s
     return errors
 
 
+async def alter_each(resources, result_class, alter: Callable[[Any], Awaitable[tuple[int, str]]],
+                     dynamic_brokers: bool = False) -> list:
+    """One result per resource, in request order: the precheck's error, else `await alter(r)`'s
+    (error code, message); a duplicate resource is answered once."""
+    errors = precheck(resources, dynamic_brokers)
+    results = []
+    for i, r in enumerate(resources):
+        if i not in errors:
+            code, message = await alter(r)
+        elif errors[i] is not None:
+            code, message = errors[i]
+        else:
+            continue
+        results.append(result_class(error_code=code, error_message=message,
+                                    resource_type=r.resource_type, resource_name=r.resource_name))
+    return results
+
+
 @handles(ApiKey.AlterConfigs, AlterConfigsRequest, versions=(0, 2))
 async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest):
-    errors = precheck(req.resources)
-    results = []
-    for i, r in enumerate(req.resources):
-        if i in errors:
-            if errors[i] is not None:
-                code, message = errors[i]
-                results.append(_Result(error_code=code, error_message=message,
-                                       resource_type=r.resource_type,
-                                       resource_name=r.resource_name))
-            continue
-        changes = {c.name: c.value for c in r.configs}
+    async def alter(r) -> tuple[int, str]:
         res = await ctx.broker.controller.alter_topic_configs(
-            r.resource_name, changes, replace=True, validate_only=req.validate_only)
-        results.append(_Result(error_code=res.error_code, error_message=res.message,
-                               resource_type=r.resource_type, resource_name=r.resource_name))
-    return AlterConfigsResponse(throttle_time_ms=0, responses=results)
+            r.resource_name, {c.name: c.value for c in r.configs}, replace=True,
+            validate_only=req.validate_only)
+        return res.error_code, res.message
+    return AlterConfigsResponse(throttle_time_ms=0,
+                                responses=await alter_each(req.resources, _Result, alter))

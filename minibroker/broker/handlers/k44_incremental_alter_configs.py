@@ -19,7 +19,7 @@ from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlte
 
 from minibroker.broker.dispatch import RequestContext, handles
 from minibroker.broker.handlers.k32_describe_configs import LIST, TOPIC_CONFIG_TYPES
-from minibroker.broker.handlers.k33_alter_configs import BROKER, precheck
+from minibroker.broker.handlers.k33_alter_configs import BROKER, alter_each
 from minibroker.log import config as log_config
 
 _Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
@@ -64,29 +64,18 @@ def changes_for(current: dict[str, str], configs) -> tuple[dict[str, str | None]
 @handles(ApiKey.IncrementalAlterConfigs, IncrementalAlterConfigsRequest, versions=(0, 1))
 async def handle_incremental_alter_configs(ctx: RequestContext,
                                            req: IncrementalAlterConfigsRequest):
-    errors = precheck(req.resources, dynamic_brokers=True)
-    results = []
-    for i, r in enumerate(req.resources):
-        if i in errors:
-            if errors[i] is not None:
-                code, message = errors[i]
-                results.append(_Result(error_code=code, error_message=message,
-                                       resource_type=r.resource_type,
-                                       resource_name=r.resource_name))
-            continue
+    async def alter(r) -> tuple[int, str]:
         broker = r.resource_type == BROKER
         topic = None if broker else ctx.broker.metadata.topics.get(r.resource_name)
         changes, code, message = changes_for(topic.configs if topic else {}, r.configs)
         if changes is None:
-            results.append(_Result(error_code=code, error_message=message,
-                                   resource_type=r.resource_type, resource_name=r.resource_name))
-            continue
+            return code, message
         if broker:
             res = await ctx.broker.controller.alter_broker_configs(
                 r.resource_name, changes, validate_only=req.validate_only)
         else:
             res = await ctx.broker.controller.alter_topic_configs(
                 r.resource_name, changes, replace=False, validate_only=req.validate_only)
-        results.append(_Result(error_code=res.error_code, error_message=res.message,
-                               resource_type=r.resource_type, resource_name=r.resource_name))
-    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)
+        return res.error_code, res.message
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=await alter_each(
+        req.resources, _Result, alter, dynamic_brokers=True))

@@ -32,7 +32,12 @@ import logging
 
 import kafka.errors as Errors
 
-from minibroker.coordinator.context import CoordinatorContext
+from minibroker.coordinator.context import CoordinatorPart
+from minibroker.coordinator.errors import (
+    COMMON_WRITE_ERRORS, COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, GROUP_ID_NOT_FOUND,
+    GROUP_MAX_SIZE_REACHED, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, INVALID_GROUP_ID,
+    INVALID_REQUEST, INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED, NONE, NON_EMPTY_GROUP,
+    NOT_COORDINATOR, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID)
 from minibroker.coordinator.group.classic_group import (
     COMPLETING_REBALANCE, CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
     ClassicGroup, ClassicGroupMember, JoinResult, OffsetAndMetadata, SyncResult)
@@ -45,35 +50,11 @@ from minibroker.coordinator.shard import Shard
 
 log = logging.getLogger("minibroker.coordinator")
 
-NONE = 0
-INVALID_GROUP_ID = Errors.InvalidGroupIdError.errno
-UNKNOWN_MEMBER_ID = Errors.UnknownMemberIdError.errno
-ILLEGAL_GENERATION = Errors.IllegalGenerationError.errno
-REBALANCE_IN_PROGRESS = Errors.RebalanceInProgressError.errno
-INCONSISTENT_GROUP_PROTOCOL = Errors.InconsistentGroupProtocolError.errno
-INVALID_SESSION_TIMEOUT = Errors.InvalidSessionTimeoutError.errno
-GROUP_MAX_SIZE_REACHED = Errors.GroupMaxSizeReachedError.errno
-MEMBER_ID_REQUIRED = Errors.MemberIdRequiredError.errno
-FENCED_INSTANCE_ID = Errors.FencedInstanceIdError.errno
-COORDINATOR_NOT_AVAILABLE = Errors.CoordinatorNotAvailableError.errno
-NOT_COORDINATOR = Errors.NotCoordinatorError.errno
-GROUP_ID_NOT_FOUND = Errors.GroupIdNotFoundError.errno
-NON_EMPTY_GROUP = Errors.NonEmptyGroupError.errno
-GROUP_SUBSCRIBED_TO_TOPIC = Errors.GroupSubscribedToTopicError.errno
-UNKNOWN_TOPIC_OR_PARTITION = Errors.UnknownTopicOrPartitionError.errno
-INVALID_REQUEST = Errors.InvalidRequestError.errno
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000      # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
 
 
-class ClassicGroupCoordinator:
-    def __init__(self, rt: CoordinatorContext) -> None:
-        self.rt = rt
-        self.config = rt.config
-
-    @property
-    def now_ms(self) -> int:
-        return self.rt.clock.now_ms()
+class ClassicGroupCoordinator(CoordinatorPart):
 
     # ================================================================== JoinGroup
     def join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
@@ -767,13 +748,6 @@ class ClassicGroupCoordinator:
         return _GROUP_WRITE_ERRORS.get(code, code)
 
 
-COMMON_WRITE_ERRORS = {
-    Errors.UnknownTopicOrPartitionError.errno: COORDINATOR_NOT_AVAILABLE,
-    Errors.NotEnoughReplicasError.errno: COORDINATOR_NOT_AVAILABLE,
-    Errors.NotEnoughReplicasAfterAppendError.errno: COORDINATOR_NOT_AVAILABLE,
-    Errors.NotLeaderForPartitionError.errno: NOT_COORDINATOR,
-    Errors.KafkaStorageError.errno: NOT_COORDINATOR,
-}
 _GROUP_WRITE_ERRORS = {
     **COMMON_WRITE_ERRORS,
     Errors.RequestTimedOutError.errno: REBALANCE_IN_PROGRESS,

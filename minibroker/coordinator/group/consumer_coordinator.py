@@ -51,15 +51,17 @@ import re
 
 import kafka.errors as Errors
 
-from minibroker.coordinator.context import CoordinatorContext, completed
+from minibroker.coordinator.context import CoordinatorContext, CoordinatorPart, completed
+from minibroker.coordinator.errors import (
+    COMMON_WRITE_ERRORS, COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, FENCED_MEMBER_EPOCH,
+    GROUP_ID_NOT_FOUND, GROUP_MAX_SIZE_REACHED, INVALID_REGULAR_EXPRESSION, INVALID_REQUEST, NONE,
+    NON_EMPTY_GROUP, STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, UNRELEASED_INSTANCE_ID,
+    UNSUPPORTED_ASSIGNOR)
 from minibroker.coordinator.group.assignors import ASSIGNORS, MemberSpec, TopicDescription, assign
 from minibroker.coordinator.group.consumer_group import (
-    CONSUMER_GROUP_TYPE, COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, FENCED_MEMBER_EPOCH,
-    GROUP_CONSUMER_MAX_SIZE, GROUP_ID_NOT_FOUND, GROUP_MAX_SIZE_REACHED,
-    INVALID_REGULAR_EXPRESSION, INVALID_REQUEST, LEAVE_GROUP_MEMBER_EPOCH,
-    LEAVE_GROUP_STATIC_MEMBER_EPOCH, MEMBER_STABLE, NONE, NON_EMPTY_GROUP, NOT_COORDINATOR,
-    STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, UNRELEASED_INSTANCE_ID, UNREVOKED_PARTITIONS,
-    UNSUPPORTED_ASSIGNOR, Assignment, ConsumerGroup, ConsumerGroupMember, reconcile)
+    CONSUMER_GROUP_TYPE, GROUP_CONSUMER_MAX_SIZE, LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH, MEMBER_STABLE, UNREVOKED_PARTITIONS, Assignment,
+    ConsumerGroup, ConsumerGroupMember, reconcile)
 from minibroker.coordinator.group.consumer_group_records import (
     Record, assignment_of, topic_partitions_of, current_assignment_record,
     current_assignment_tombstone, group_epoch_record, group_epoch_tombstone,
@@ -75,11 +77,7 @@ from minibroker.protocol.messages import (ConsumerGroupDescribeResponse,
 log = logging.getLogger("minibroker.coordinator")
 
 _WRITE_ERRORS = {
-    Errors.NotLeaderForPartitionError.errno: NOT_COORDINATOR,
-    Errors.KafkaStorageError.errno: NOT_COORDINATOR,
-    Errors.UnknownTopicOrPartitionError.errno: COORDINATOR_NOT_AVAILABLE,
-    Errors.NotEnoughReplicasError.errno: COORDINATOR_NOT_AVAILABLE,
-    Errors.NotEnoughReplicasAfterAppendError.errno: COORDINATOR_NOT_AVAILABLE,
+    **COMMON_WRITE_ERRORS,
     Errors.RequestTimedOutError.errno: COORDINATOR_NOT_AVAILABLE,
 }
 
@@ -94,10 +92,9 @@ class GroupError(Exception):
 
 
 # ---------------------------------------------------------------------------------- coordinator
-class ConsumerGroupCoordinator:
+class ConsumerGroupCoordinator(CoordinatorPart):
     def __init__(self, rt: CoordinatorContext) -> None:
-        self.rt = rt
-        self.config = rt.config
+        super().__init__(rt)
         self.metadata = rt.metadata
         self.racks: dict[int, str | None] = {}          # broker id -> last registered rack
         self.topic_hashes = TopicHashCache(self._rack_of)
@@ -106,10 +103,6 @@ class ConsumerGroupCoordinator:
         self._on_brokers(list(self.metadata.brokers.values()))
         self.metadata.topic_listeners.append(self._on_topic)
         self.metadata.broker_listeners.append(self._on_brokers)
-
-    @property
-    def now_ms(self) -> int:
-        return self.rt.clock.now_ms()
 
     # ================================================================== metadata (KIP-1101 cache)
     def _rack_of(self, broker_id: int) -> str | None:

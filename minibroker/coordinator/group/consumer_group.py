@@ -16,7 +16,6 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
-import kafka.errors as Errors
 
 from minibroker.coordinator.group.assignors import DEFAULT_ASSIGNOR
 
@@ -33,20 +32,6 @@ GROUP_CONSUMER_MAX_SIZE = 2**31 - 1     # group.consumer.max.size's default (not
 LEAVE_GROUP_MEMBER_EPOCH = -1
 LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2
 
-NONE = 0
-INVALID_REQUEST = Errors.InvalidRequestError.errno
-GROUP_ID_NOT_FOUND = Errors.GroupIdNotFoundError.errno
-NON_EMPTY_GROUP = Errors.NonEmptyGroupError.errno
-UNKNOWN_MEMBER_ID = Errors.UnknownMemberIdError.errno
-FENCED_MEMBER_EPOCH = Errors.FencedMemberEpochError.errno
-FENCED_INSTANCE_ID = Errors.FencedInstanceIdError.errno
-UNRELEASED_INSTANCE_ID = Errors.UnreleasedInstanceIdError.errno
-UNSUPPORTED_ASSIGNOR = Errors.UnsupportedAssignorError.errno
-STALE_MEMBER_EPOCH = Errors.StaleMemberEpochError.errno
-GROUP_MAX_SIZE_REACHED = Errors.GroupMaxSizeReachedError.errno
-NOT_COORDINATOR = Errors.NotCoordinatorError.errno
-COORDINATOR_NOT_AVAILABLE = Errors.CoordinatorNotAvailableError.errno
-INVALID_REGULAR_EXPRESSION = 128        # Kafka's INVALID_REGULAR_EXPRESSION; not in kafka-python
 
 # Kafka's GroupCoordinatorService.handleOperationException for failed writes.
 

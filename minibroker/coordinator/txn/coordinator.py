@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable, Iterator
 
 import kafka.errors as Errors
 from kafka.record.default_records import DefaultRecordBatch
 
-from minibroker.coordinator.offsets import partition_for
+from minibroker.coordinator.shards import CreateTopics, ShardedCoordinator
 from minibroker.coordinator.txn.records import (
     COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT, TxnRecord,
     encode_key, encode_value,
@@ -49,153 +49,62 @@ TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "uncompressed"
                  "segment.bytes": "104857600"}
 MAX_EPOCH = 32767
 WRITE_TIMEOUT_MS = 5000
-_LOAD_READ_BYTES = 1 << 20
 
 # (broker id, [(producer_id, epoch, commit, coordinator_epoch, [(topic, partition)])]) ->
 # {(producer_id, topic, partition): error code}
 SendMarkers = Callable[[int, list], Awaitable[dict]]
 
 
-class TransactionCoordinator:
+class TransactionCoordinator(ShardedCoordinator[TxnShard]):
+    topic = TRANSACTION_STATE_TOPIC
+    log = log                   # its messages under minibroker.txn
+
     def __init__(self, node_id: int, config: "ClusterConfig", clock: "Clock",
                  metadata: "MetadataCache", writer: "PartitionWriter",
-                 create_topics: Callable, next_producer_id: Callable[[], Awaitable[int]],
+                 create_topics: CreateTopics, next_producer_id: Callable[[], Awaitable[int]],
                  send_markers: SendMarkers) -> None:
-        self.node_id = node_id
-        self.config = config
-        self.clock = clock
-        self.metadata = metadata
-        self.writer = writer
-        self._create_topics = create_topics
+        super().__init__(node_id, config, clock, metadata, writer, create_topics)
         self.next_producer_id = next_producer_id
         self.send_markers = send_markers
-        self.shards: dict[int, TxnShard] = {}
-        self.running = False
-        self._tasks: set[asyncio.Task] = set()
-        self._creating = False
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         self.running = True
         self._spawn(self._timeout_loop())
 
-    async def stop(self) -> None:
-        self.running = False
-        for pid in sorted(self.shards):
-            self._unload(pid)
-        for t in list(self._tasks):
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+    # ------------------------------------------------------------------ the internal topic
+    def _default_partitions(self) -> int:
+        return self.config.transaction_state_log_num_partitions
 
-    def _spawn(self, coro) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    def _topic_spec(self, live_brokers: int) -> tuple[int, dict[str, str]]:
+        rf = min(self.config.transaction_state_log_replication_factor, live_brokers)
+        configs = {k: v for k, v in TOPIC_CONFIGS.items() if k in VALIDATORS}
+        configs["min.insync.replicas"] = str(min(self.config.transaction_state_log_min_isr, rf))
+        return rf, configs
 
-    def on_leadership_change(self) -> None:
-        if not self.running:
+    # ------------------------------------------------------------------ load
+    def _new_shard(self, partition: int, leader_epoch: int) -> TxnShard:
+        return TxnShard(partition, leader_epoch)
+
+    def _replay_batch(self, shard: TxnShard, data: bytes) -> None:
+        batch = DefaultRecordBatch(data)
+        if batch.is_control_batch:
             return
-        for pid in sorted(self.shards):
-            if self.writer.leader_epoch(pid) != self.shards[pid].leader_epoch:
-                self._unload(pid)
-        # LeaderAndIsr may come before the UpdateMetadata that shows the topic: probe the count.
-        for pid in range(max(self.num_partitions(), self.config.transaction_state_log_num_partitions)):
-            epoch = self.writer.leader_epoch(pid)
-            if epoch is not None and pid not in self.shards:
-                shard = self.shards[pid] = TxnShard(pid, epoch)
-                shard.load_task = self._spawn(self._load(shard))
+        for record in batch:
+            if record.key is not None:
+                try:
+                    replay(shard, record.key, record.value)
+                except ValueError:
+                    log.warning("%s-%d offset %d: undecodable record",
+                                TRANSACTION_STATE_TOPIC, shard.partition, record.offset)
 
-    def _unload(self, pid: int) -> None:
-        shard = self.shards.pop(pid, None)
-        if shard is not None and shard.load_task is not None and not shard.load_task.done():
-            shard.load_task.cancel()
-
-    async def _load(self, shard: TxnShard) -> None:
-        try:
-            offset, end = self.writer.log_range(shard.partition)
-            while offset < end:
-                batches = self.writer.read(shard.partition, offset, _LOAD_READ_BYTES, end)
-                if not batches:
-                    break
-                for view in batches:
-                    batch = DefaultRecordBatch(bytes(view))
-                    for record in batch:
-                        offset = record.offset + 1
-                        if record.key is not None and not batch.is_control_batch:
-                            try:
-                                replay(shard, record.key, record.value)
-                            except ValueError:
-                                log.warning("%s-%d offset %d: undecodable record",
-                                            TRANSACTION_STATE_TOPIC, shard.partition, record.offset)
-                await asyncio.sleep(0)
-                if self.shards.get(shard.partition) is not shard:
-                    return
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # noqa: BLE001 — a partition that cannot load stays unavailable
-            log.exception("broker %d: loading %s-%d failed", self.node_id, TRANSACTION_STATE_TOPIC,
-                          shard.partition)
-            return
-        shard.loading = False
+    def _on_loaded(self, shard: TxnShard) -> None:
         log.log(logging.INFO if shard.txns else logging.DEBUG, "broker %d: loaded %s-%d (%d ids)",
                 self.node_id, TRANSACTION_STATE_TOPIC, shard.partition, len(shard.txns))
         for tid in sorted(shard.txns):
             txn = shard.txns[tid]
             if txn.preparing:           # decided under the previous coordinator: finish it
                 self._spawn(self._complete(shard, txn))
-
-    # ------------------------------------------------------------------ routing
-    def num_partitions(self) -> int:
-        t = self.metadata.topics.get(TRANSACTION_STATE_TOPIC)
-        return len(t.partitions) if t is not None and t.partitions else \
-            self.config.transaction_state_log_num_partitions
-
-    def coordinator_for(self, transactional_id: str) -> tuple[int, int]:
-        """FindCoordinator key_type 1: (error, node id) of the id's partition leader."""
-        topic = self.metadata.topics.get(TRANSACTION_STATE_TOPIC)
-        if topic is None:
-            self._create_topic()
-            return Errors.CoordinatorNotAvailableError.errno, -1
-        p = topic.partitions.get(partition_for(transactional_id, len(topic.partitions)))
-        if p is None or p.leader < 0 or p.leader not in self.metadata.brokers:
-            return Errors.CoordinatorNotAvailableError.errno, -1
-        return 0, p.leader
-
-    def _create_topic(self) -> None:
-        if self._creating:
-            return
-        self._creating = True
-        live = len(self.metadata.alive_brokers()) or 1
-        rf = min(self.config.transaction_state_log_replication_factor, live)
-        configs = {k: v for k, v in TOPIC_CONFIGS.items() if k in VALIDATORS}
-        configs["min.insync.replicas"] = str(min(self.config.transaction_state_log_min_isr, rf))
-        spec = (TRANSACTION_STATE_TOPIC, self.config.transaction_state_log_num_partitions, rf,
-                None, configs)
-
-        async def create() -> None:
-            try:
-                [res] = await self._create_topics([spec])
-                if res.error_code and res.error_code != Errors.TopicAlreadyExistsError.errno:
-                    log.warning("broker %d: creating %s failed: %s %s", self.node_id,
-                                TRANSACTION_STATE_TOPIC, res.error_code, res.message)
-            except Exception:  # noqa: BLE001 — the next FindCoordinator retries
-                log.exception("broker %d: creating %s failed", self.node_id, TRANSACTION_STATE_TOPIC)
-            finally:
-                self._creating = False
-        self._spawn(create())
-
-    def shard_for(self, transactional_id: str) -> tuple[TxnShard | None, int]:
-        shard = self.shards.get(partition_for(transactional_id, self.num_partitions()))
-        if shard is None or not self.running:
-            return None, Errors.NotCoordinatorError.errno
-        if shard.loading:
-            return None, Errors.CoordinatorLoadInProgressError.errno
-        return shard, 0
-
-    def _active(self, shard: TxnShard) -> bool:
-        return self.shards.get(shard.partition) is shard and not shard.loading
 
     # ------------------------------------------------------------------ writes
     async def _write(self, shard: TxnShard, tid: str, r: TxnRecord) -> int:
@@ -206,7 +115,7 @@ class TransactionCoordinator:
             txn.pending = True
         try:
             if self.writer.leader_epoch(shard.partition) != shard.leader_epoch or \
-                    not self._active(shard):
+                    not self.is_active(shard):
                 return Errors.NotCoordinatorError.errno
             now = self.clock.now_ms()
             batch = build_batch([(encode_key(tid), encode_value(r), [])], timestamp=now)
@@ -229,7 +138,7 @@ class TransactionCoordinator:
                     Errors.NotLeaderForPartitionError.errno,
                     Errors.UnknownTopicOrPartitionError.errno) else \
                     Errors.CoordinatorNotAvailableError.errno
-            if not self._active(shard):
+            if not self.is_active(shard):
                 return Errors.NotCoordinatorError.errno
             replay(shard, encode_key(tid), encode_value(r))
             return 0
@@ -357,7 +266,7 @@ class TransactionCoordinator:
         commit = txn.state == PREPARE_COMMIT
         pending = set(txn.partitions)
         backoff = 0.02
-        while pending and self._active(shard) and shard.txns.get(txn.transactional_id) is txn:
+        while pending and self.is_active(shard) and shard.txns.get(txn.transactional_id) is txn:
             by_leader: dict[int, list[tuple[str, int]]] = {}
             for tp in sorted(pending):
                 p = self.metadata.partition(*tp)
@@ -378,7 +287,7 @@ class TransactionCoordinator:
             if pending:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 0.5)
-        if pending or not self._active(shard) or shard.txns.get(txn.transactional_id) is not txn:
+        if pending or not self.is_active(shard) or shard.txns.get(txn.transactional_id) is not txn:
             return                                  # the next coordinator resumes it
         await self._write(shard, txn.transactional_id, txn.record(
             state=COMPLETE_COMMIT if commit else COMPLETE_ABORT, partitions=(),
@@ -407,29 +316,27 @@ class TransactionCoordinator:
             except Exception:  # noqa: BLE001
                 log.exception("transaction timeout check failed")
 
-    def abort_timed_out(self) -> None:
-        now = self.clock.now_ms()
+    def _loaded(self) -> Iterator[tuple[TxnShard, TxnMetadata]]:
+        """Every id of the loaded partitions, in partition then id order."""
         for pid in sorted(self.shards):
             shard = self.shards[pid]
-            if shard.loading:
-                continue
-            for tid in sorted(shard.txns):
-                txn = shard.txns[tid]
-                if txn.ongoing and not txn.pending and now > txn.start_ms + txn.timeout_ms:
-                    self._spawn(self._abort(shard, txn, bump=True,
-                                            why=f"timed out after {txn.timeout_ms} ms"))
+            if not shard.loading:
+                for tid in sorted(shard.txns):
+                    yield shard, shard.txns[tid]
+
+    def abort_timed_out(self) -> None:
+        now = self.clock.now_ms()
+        for shard, txn in self._loaded():
+            if txn.ongoing and not txn.pending and now > txn.start_ms + txn.timeout_ms:
+                self._spawn(self._abort(shard, txn, bump=True,
+                                        why=f"timed out after {txn.timeout_ms} ms"))
 
     def expire_ids(self) -> None:
         now = self.clock.now_ms()
         expiration = self.config.transactional_id_expiration_ms
-        for pid in sorted(self.shards):
-            shard = self.shards[pid]
-            if shard.loading:
-                continue
-            for tid in sorted(shard.txns):
-                txn = shard.txns[tid]
-                if txn.completed and not txn.pending and now - txn.last_update_ms > expiration:
-                    self._spawn(self._tombstone(shard, tid))
+        for shard, txn in self._loaded():
+            if txn.completed and not txn.pending and now - txn.last_update_ms > expiration:
+                self._spawn(self._tombstone(shard, txn.transactional_id))
 
     async def _tombstone(self, shard: TxnShard, tid: str) -> None:
         if self.writer.leader_epoch(shard.partition) != shard.leader_epoch:
@@ -440,7 +347,7 @@ class TransactionCoordinator:
             code = await self.writer.append(shard.partition, shard.leader_epoch, batch, now)
         except Errors.KafkaError:
             return
-        if not code and self._active(shard):
+        if not code and self.is_active(shard):
             replay(shard, encode_key(tid), None)
 
     # ------------------------------------------------------------------ describe / list
@@ -452,12 +359,7 @@ class TransactionCoordinator:
         return (0, txn) if txn is not None else (Errors.TransactionalIdNotFoundError.errno, None)
 
     def list_transactions(self) -> list[TxnMetadata]:
-        out = []
-        for pid in sorted(self.shards):
-            shard = self.shards[pid]
-            if not shard.loading:
-                out += [shard.txns[t] for t in sorted(shard.txns)]
-        return out
+        return [txn for _, txn in self._loaded()]
 
 
 def _retriable(code: int) -> bool:
