@@ -96,6 +96,7 @@ def test_bad_invocation_prints_one_line(argv, says):
     assert r.stdout == ""
 
 
+@pytest.mark.timeout(180)       # one `--help` subprocess per subcommand: seconds each under load
 def test_version_and_help_name_every_flag_and_command():
     from minibroker import __version__
     from minibroker.cli import parser

@@ -10,8 +10,10 @@ from kafka.errors import ClusterAuthorizationFailedError, InvalidRequestError
 from kafka.protocol.api_key import ApiKey
 
 from cluster_helpers import connect, wait_until
+from minibroker.broker.faults import DISCONNECT
 from minibroker.cluster import Cluster
 from minibroker.protocol.messages import FaultControlRequest
+from minibroker.testing.threaded import ThreadedCluster
 
 
 def command(name: str, broker_id=-1, api_key=-1, errors=(), count=-1, ms=-1, side_a=(),
@@ -111,3 +113,24 @@ async def test_lost_and_slow_update_metadata_by_command(c):
     state = json.loads((await send(c, command("list"))).state)
     assert (state["lost_update_metadata"], state["update_metadata_delay_ms"]) == \
         ({"2": 1}, {"3": 500})
+
+
+def test_threaded_cluster_mirrors_the_fault_api():
+    with ThreadedCluster(brokers=3) as c:
+        c.partition_network([1], [2, 3])
+        assert c.cluster.faults.network.cuts() == [(1, 2), (1, 3)]
+        c.heal_network()
+        old = c.controller_id
+        assert c.failover_controller() not in (-1, old)
+        c.set_latency(2, 50)
+        c.hold(ApiKey.Fetch, ms=10, count=1)
+        c.drop(ApiKey.Fetch, count=1, broker_id=3)
+        c.push_request_errors(ApiKey.Produce, [DISCONNECT], broker_id=1)
+        c.lose_update_metadata(2, 1)
+        c.isolate_clients(3)
+        state = c.cluster.faults.describe()
+        assert (state["latency_ms"], len(state["rules"]), state["lost_update_metadata"],
+                state["isolated_from_clients"]) == ({2: 50}, 2, {2: 1}, [3])
+        assert state["errors"] == [dict(api_key=0, broker_id=1, errors=["DISCONNECT"])]
+        c.clear_faults()
+        assert not c.cluster.faults.armed and c.cluster.faults.describe()["rules"] == []
