@@ -78,7 +78,7 @@ def _config(args) -> ClusterConfig:
         overrides["log_memory_max_bytes"] = default_max_bytes(args.brokers)
     try:
         return ClusterConfig(brokers=args.brokers, host=args.host, port=args.port, racks=racks,
-                             seed=args.seed, **overrides)
+                             seed=args.seed, data_dir=args.data_dir, **overrides)
     except ValueError as e:
         fail(one_line(e))
 
@@ -147,7 +147,9 @@ async def _serve(args, config: ClusterConfig) -> None:
         print(f"METRICS http://{config.host}:{metrics.port}/metrics", flush=True)
     cap = config.log_memory_max_bytes
     print(f"minibroker: {config.brokers} brokers, cluster id {cluster.cluster_id}, "
-          f"log.memory.max.bytes={cap} per broker; Ctrl-C to stop", file=sys.stderr, flush=True)
+          f"log.memory.max.bytes={cap} per broker"
+          f"{f', data in {config.data_dir}' if config.data_dir else ''}; Ctrl-C to stop",
+          file=sys.stderr, flush=True)
     await stop.wait()
     if metrics is not None:
         await metrics.stop()
@@ -200,6 +202,10 @@ def parser() -> Parser:
     s.add_argument("--controller-quorum-voters", default=None, metavar="IDS",
                    help="controller.quorum.voters: the brokers that may host the active "
                         "controller, e.g. 1,2,3 (default: every broker)")
+    s.add_argument("--data-dir", default=None, metavar="DIR",
+                   help="keep logs, the metadata log (with snapshots) and the internal topics on "
+                        "disk under DIR (Kafka's log.dirs; DIR/broker-N per broker) and start "
+                        "from what DIR holds; default: in memory only")
     s.add_argument("--log-level", default="WARNING", type=str.upper, choices=LOG_LEVELS,
                    help="logging level on stderr")
     s.add_argument("--processes", action="store_true",

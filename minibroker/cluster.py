@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
 
 from minibroker.broker.broker import Broker
@@ -35,6 +36,25 @@ log = logging.getLogger("minibroker.cluster")
 
 # How often a broker cut from the active controller tries it again (virtual time in simulations).
 UNREACHABLE_RETRY_S = 0.1
+
+
+def stored_cluster_id(data_dir: str, brokers: int, cluster_id: str) -> str:
+    """The cluster id a data directory was formatted with (Kafka's meta.properties in each log
+    directory), else `cluster_id`, written there."""
+    for i in range(1, brokers + 1):
+        path = os.path.join(data_dir, f"broker-{i}", "meta.properties")
+        if os.path.exists(path):
+            with open(path) as f:
+                props = dict(line.split("=", 1) for line in f.read().splitlines() if "=" in line)
+            if "cluster.id" in props:
+                cluster_id = props["cluster.id"]
+                break
+    for i in range(1, brokers + 1):
+        directory = os.path.join(data_dir, f"broker-{i}")
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, "meta.properties"), "w") as f:
+            f.write(f"version=1\ncluster.id={cluster_id}\nnode.id={i}\n")
+    return cluster_id
 
 
 class ControllerChannel:
@@ -144,7 +164,19 @@ class Cluster:
         seeded_id = self.ids.cluster_id()   # drawn either way: the ids after it are the seed's
         self.cluster_id = self.config.cluster_id or (seeded_id if seeded else random_cluster_id())
         self.faults = Faults()
-        self.quorum = MetadataQuorum(self.config.quorum_voters())
+        self.quorum = MetadataQuorum(self.config.quorum_voters(), self.config.data_dir)
+        # Started again on a data directory: its cluster id, and ids that differ from those the
+        # last run drew (a topic id drawn twice would name two topics).
+        salt = len(self.quorum.leader_log()) << 32
+        if self.config.data_dir is not None:
+            self.cluster_id = stored_cluster_id(self.config.data_dir, self.config.brokers,
+                                                self.cluster_id)
+            if salt:
+                self.ids = IdSource(seed + salt)
+        # Every broker registered in a log read from disk belongs to a process that is gone: the
+        # first controller fences them all (their registrations name old ports) until each
+        # registers again, as KRaft brokers stay fenced until their first heartbeat.
+        self._restarted = bool(salt)
         self.controller: Controller | None = None
         self._controller_ready = asyncio.Event()
         self._controller_wanted = True      # False from stop_controller() to start_controller()
@@ -154,7 +186,7 @@ class Cluster:
         self.brokers: dict[int, Broker] = {}
         for i in range(1, self.config.brokers + 1):
             port = self.config.port + i - 1 if self.config.port else 0
-            self.brokers[i] = Broker(i, self.config, self.clock, IdSource(seed * 1000 + i),
+            self.brokers[i] = Broker(i, self.config, self.clock, IdSource(seed * 1000 + i + salt),
                                      ControllerChannel(self, i), self.faults, port=port,
                                      rack=self.config.rack_of(i))
 
@@ -245,9 +277,11 @@ class Cluster:
                                  on_halt=self.controller_halted, network=self.faults.network)
                 for b in self.brokers.values():
                     b.metadata.cluster_id = self.cluster_id
+                gone = tuple(sorted(i for i, b in self.brokers.items()
+                                    if not b.running or self._restarted))
+                self._restarted = False
                 try:
-                    await ctl.start(tuple(sorted(i for i, b in self.brokers.items()
-                                                 if not b.running)))
+                    await ctl.start(gone)
                 except ControllerHalted:
                     pass
                 if (self.quorum.leader_id, self.quorum.epoch) != (leader, epoch):

@@ -42,6 +42,9 @@ class ClusterConfig:
     # Kafka's controller.quorum.voters: the brokers that may host the active controller (each
     # holds a copy of the metadata log); empty: every broker.
     controller_quorum_voters: tuple[int, ...] = ()
+    # Kafka's log.dirs (one here): logs and metadata on disk under <data_dir>/broker-<id>; None:
+    # in memory only (serve --data-dir, log/log_manager.py, controller/metadata_store.py).
+    data_dir: str | None = None
     # Broker configs (Kafka names with dots → underscores).
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
@@ -59,6 +62,10 @@ class ClusterConfig:
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15000     # how often the cleaner looks for logs to compact
     log_memory_max_bytes: int = -1          # cap on a broker's log bytes; -1: none (serve: from RAM)
+    replica_high_watermark_checkpoint_interval_ms: int = 5000   # and the other checkpoints
+    # KRaft's: a metadata snapshot once this many record bytes were appended after the last one
+    # (in memory too: the log before a snapshot is dropped).
+    metadata_log_max_record_bytes_between_snapshots: int = 20971520
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
     offsets_retention_minutes: int = 10080
@@ -140,7 +147,7 @@ class ClusterConfig:
     def kafka_names(cls) -> dict[str, str]:
         """Kafka config name → field name, for the CLI's --override and DescribeConfigs."""
         skip = {"brokers", "host", "port", "racks", "seed", "cluster_id", "wall_clock_base_ms",
-                "controller_quorum_voters", "extra"}
+                "controller_quorum_voters", "extra", "data_dir"}
         return {f.name.replace("_", "."): f.name for f in fields(cls) if f.name not in skip}
 
     def describe(self) -> dict[str, str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
 
 import minibroker.broker.handlers  # noqa: F401 — registers every handler with dispatch
@@ -61,10 +62,13 @@ class Broker:
         self.log_defaults = broker_defaults(config.describe())
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
                                                 ids.rng)
+        # serve --data-dir: this broker's logs (and metadata log copy) live under here.
+        self.data_dir = (None if config.data_dir is None
+                         else os.path.join(config.data_dir, f"broker-{node_id}"))
         self.replica_manager = ReplicaManager(node_id, config, clock, self.metadata,
                                               controller_channel, self.log_defaults,
                                               stats=self.stats, throttle=self.throttle,
-                                              network=faults.network)
+                                              network=faults.network, data_dir=self.data_dir)
         self.groups = GroupCoordinatorRuntime(
             node_id, config, clock, ids, self.metadata,
             ReplicaManagerPartitionWriter(self.replica_manager, OFFSETS_TOPIC),

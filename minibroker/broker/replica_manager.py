@@ -38,6 +38,7 @@ from minibroker.config import ClusterConfig
 from minibroker.log import cleaner
 from minibroker.log.batch import next_offset
 from minibroker.log.config import LogConfig
+from minibroker.log.log_manager import LogManager
 from minibroker.log.memory import LogMemory
 from minibroker.log.partition_log import PartitionLog
 from minibroker.network.partitions import NetworkPartitions
@@ -90,12 +91,15 @@ class ReplicaManager:
     def __init__(self, node_id: int, config: ClusterConfig, clock: Clock,
                  metadata: MetadataCache, controller: AlterPartitionSender,
                  log_defaults: LogConfig,
-                 log_factory: Callable[[str, int, LogConfig], PartitionLog] | None = None,
+                 log_factory: Callable[[str, int, LogConfig, uuid.UUID], PartitionLog] | None = None,
                  stats: BrokerStats | None = None,
                  throttle: ReplicationThrottle | None = None,
-                 network: NetworkPartitions | None = None) -> None:
-        """log_factory(topic, partition, config): a hosted partition's new log; by default an
-        in-memory PartitionLog counted in (and capped by) this broker's log memory."""
+                 network: NetworkPartitions | None = None,
+                 data_dir: str | None = None) -> None:
+        """log_factory(topic, partition, config, topic id): a hosted partition's new log; by
+        default an in-memory PartitionLog counted in (and capped by) this broker's log memory,
+        or, given `data_dir`, one on disk there (log/log_manager.py). network: the inter-broker
+        links replica fetchers connect through (network partitions)."""
         self.node_id = node_id
         # Counters the metrics exporter reads (bytes in/out, ISR changes): plain integers.
         self.stats = stats if stats is not None else BrokerStats()
@@ -119,9 +123,12 @@ class ReplicaManager:
         self.log_memory = LogMemory(config.log_memory_max_bytes)
         # Followers yet to fetch a partition we newly lead, and their waiting fetches.
         self.first_fetches = FirstFetches()
-        self.new_log = log_factory or self._memory_log
+        self.log_manager = None if data_dir is None else LogManager(data_dir, clock, self.log_memory)
+        self.new_log = log_factory or (self._memory_log if self.log_manager is None
+                                       else self.log_manager.open_log)
 
-    def _memory_log(self, topic: str, partition: int, config: LogConfig) -> PartitionLog:
+    def _memory_log(self, topic: str, partition: int, config: LogConfig,
+                    topic_id: uuid.UUID) -> PartitionLog:
         return PartitionLog(topic, partition, config, self.clock, memory=self.log_memory)
 
     # ------------------------------------------------------------------ lifecycle
@@ -132,6 +139,8 @@ class ReplicaManager:
                        loop.create_task(self._retention_loop())]
         if self.config.log_cleaner_enable:
             self._tasks.append(loop.create_task(self._cleaner_loop()))
+        if self.log_manager is not None:
+            self._tasks.append(loop.create_task(self._checkpoint_loop()))
 
     async def stop(self) -> None:
         self.running = False
@@ -145,6 +154,8 @@ class ReplicaManager:
             p.notify_data()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        if self.log_manager is not None:
+            self.log_manager.close()
 
     # ------------------------------------------------------------------ lookups
     def get(self, topic: str, partition: int) -> Partition | None:
@@ -538,8 +549,9 @@ class ReplicaManager:
         if p is None:
             config = LogConfig.from_configs(configs, defaults=self.log_defaults)
             p = Partition(self.node_id, topic, topic_id, partition,
-                          self.new_log(topic, partition, config), self.clock,
+                          self.new_log(topic, partition, config, topic_id), self.clock,
                           self.request_isr_change)
+            p.high_watermark = p.log.recovered_high_watermark
             self.partitions[key] = p
         elif (leader_epoch, partition_epoch) < (p.leader_epoch, p.partition_epoch):
             return StaleControllerEpochError.errno
@@ -597,8 +609,9 @@ class ReplicaManager:
         p = self.partitions.pop(key, None)
         if p is not None:
             p.removed = True
-            p.log.truncate_fully_and_start_at(0)    # gives its bytes back to log_memory
-            self.log_memory.unregister(p.log)
+            p.log.delete()          # gives its bytes back to log_memory (and its files)
+            if self.log_manager is not None:
+                self.log_manager.forget(p.log)
             self._remove_from_fetcher(p)
             p.fail_waiters(NotLeaderForPartitionError.errno)
             p.notify_data()
@@ -673,6 +686,12 @@ class ReplicaManager:
         while True:
             await asyncio.sleep(interval)
             self.apply_retention()
+
+    async def _checkpoint_loop(self) -> None:
+        interval = self.config.replica_high_watermark_checkpoint_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            self.log_manager.checkpoint()
 
     async def _cleaner_loop(self) -> None:
         interval = max(self.config.log_cleaner_backoff_ms, 1) / 1000

@@ -6,7 +6,7 @@ append to the metadata log → replay into a delta → apply → new frozen imag
 sends LeaderAndIsr, UpdateMetadata and StopReplica to the brokers → the response. Operations run
 one at a time under one lock (an event queue, as in Kafka's QuorumController); the controller's
 own tasks (partition_removal, reassignment_progress) get the narrow `write(op)` / `log_bounds`
-way in. A new controller replays the whole log and resumes from it.
+way in. A new controller replays the log from its latest snapshot and resumes from it.
 
 The log is the quorum's (quorum.py): this controller appends as leader of its epoch, and once
 another voter is elected (its broker stopped) every append is refused — a stopped controller
@@ -73,6 +73,7 @@ class Controller:
     async def start(self, stopped_brokers: tuple[int, ...] = ()) -> None:
         """Replay the log; fence `stopped_brokers` (registered brokers whose process is gone:
         their heartbeats stopped), then finish what the last controller left half-done."""
+        self.image = self.log.snapshot or MetadataImage()      # the latest snapshot, if any
         delta = MetadataDelta(self.image)
         for offset, record in self.log.read_all():
             delta.replay(record, offset)
@@ -158,6 +159,7 @@ class Controller:
                 self._on_halt(self)
                 raise ControllerHalted(f"{site}.step{i}")
         self.image = delta.apply()
+        self.log.maybe_snapshot(self.image, self.config.metadata_log_max_record_bytes_between_snapshots)
         log_changes(old, self.image)
         if propagate:
             await self.propagator.propagate(old, self.image, delta)

@@ -15,14 +15,22 @@ controller epoch). How it maps to KRaft's Raft:
   voters alive (with every voter stopped and a stale one started first, it would lead with its
   shorter log — KRaft would wait for a majority).
 - a voter that starts again catches up from the leader's copy (KRaft's Fetch): its copy is cut
-  back to where they agree, then the rest is copied.
+  back to where they agree, then the rest is copied (from the leader's snapshot, KRaft's
+  FetchSnapshot, when they do not share one).
+- snapshots: every live copy snapshots the committed image together (metadata_log.py); with a
+  data directory each copy is on disk (metadata_store.py), fsynced at each commit.
 """
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any, Iterator
 
+from minibroker.controller.image import MetadataImage
 from minibroker.controller.metadata_log import MetadataLog
+from minibroker.controller.metadata_store import MetadataStore
+
+METADATA_DIR = "__cluster_metadata-0"
 
 
 class NotLeader(Exception):
@@ -30,9 +38,12 @@ class NotLeader(Exception):
 
 
 class MetadataQuorum:
-    def __init__(self, voters: list[int]) -> None:
+    def __init__(self, voters: list[int], data_dir: str | None = None) -> None:
+        """data_dir (serve --data-dir): each voter's copy on disk, in
+        <data_dir>/broker-<id>/__cluster_metadata-0, and loaded from there."""
         self.voters = sorted(voters)
-        self.copies: dict[int, MetadataLog] = {v: MetadataLog() for v in self.voters}
+        self.copies: dict[int, MetadataLog] = {v: MetadataLog(None if data_dir is None else MetadataStore(
+            os.path.join(data_dir, f"broker-{v}", METADATA_DIR))) for v in self.voters}
         self.live: set[int] = set()
         self.leader_id = -1
         self.epoch = 0
@@ -99,6 +110,9 @@ class MetadataQuorum:
         """Every live voter holds what the leader appended (the high watermark passes it): wake
         those waiting for it, then yield once — the fetch round trip."""
         end = len(self.copies[leader_id])
+        for v in self.voters:
+            if v in self.live:
+                self.copies[v].flush()
         if self._waiters:
             ready = [f for n, f in self._waiters if n <= end]
             self._waiters = [(n, f) for n, f in self._waiters if n > end]
@@ -108,6 +122,15 @@ class MetadataQuorum:
         await asyncio.sleep(0)
         if leader_id != self.leader_id or epoch != self.epoch:
             raise NotLeader(f"controller {leader_id} lost leadership at epoch {epoch}")
+
+    def maybe_snapshot(self, leader_id: int, epoch: int, image: MetadataImage, max_bytes: int) -> None:
+        """Each live voter's copy snapshots the leader's committed image when it is due (all
+        hold the same records, so they snapshot together; a stopped voter catches up later)."""
+        if leader_id != self.leader_id or epoch != self.epoch:
+            return
+        for v in self.voters:
+            if v in self.live:
+                self.copies[v].maybe_snapshot(image, max_bytes, epoch)
 
     def wait_committed(self, end_offset: int) -> asyncio.Future:
         """Resolves (to the log's length) at the first commit that leaves the log `end_offset`
@@ -132,6 +155,13 @@ class LeaderLog:
 
     def read_all(self) -> Iterator[tuple[int, Any]]:
         return self.quorum.copies[self.leader_id].read_all()
+
+    @property
+    def snapshot(self) -> MetadataImage | None:
+        return self.quorum.copies[self.leader_id].snapshot
+
+    def maybe_snapshot(self, image: MetadataImage, max_bytes: int) -> None:
+        self.quorum.maybe_snapshot(self.leader_id, self.epoch, image, max_bytes)
 
     def next_offset(self) -> int:
         return self.quorum.copies[self.leader_id].next_offset()

@@ -6,10 +6,10 @@ and `validate(name, value)` serve DescribeConfigs, CreateTopics and AlterConfigs
 ValueErrors with Kafka's ConfigException wording, e.g.
 "Invalid value abc for configuration retention.ms: Not a number of type LONG".
 
-`LogConfig` models the configs that mean something to an in-memory log (retention, compaction,
-compression, size and timestamp checks); the others (flush.*, index.*, preallocate, remote
-storage, throttled replica lists, ...) are accepted, stored and described, and have no effect:
-there are no files to flush, index or tier. `message.format.version` (removed in Kafka 4.0, still
+`LogConfig` models the configs that mean something to a log (retention, compaction,
+compression, size and timestamp checks; flush.* and index.interval.bytes for logs on disk,
+serve --data-dir); the others (preallocate, remote storage, segment.index.bytes, ...) are
+accepted, stored and described, and have no effect. `message.format.version` (removed in Kafka 4.0, still
 sent by librdkafka's tests) is accepted and ignored, not described.
 """
 from __future__ import annotations
@@ -47,6 +47,11 @@ class LogConfig:
     compression_lz4_level: int = 9
     compression_zstd_level: int = 3
     enable_ordered_delivery: bool = True    # KIP-253's topic config
+    # Logs on disk (serve --data-dir, log/disk_log.py): fsync after this many messages / ms
+    # (Kafka's defaults: never, the OS writes back), an offset index entry per this many bytes.
+    flush_messages: int = INT64_MAX
+    flush_ms: int = INT64_MAX
+    index_interval_bytes: int = 4096
     # Replication throttling (kafka-reassign-partitions --throttle): "partition:broker,..." or "*",
     # the replicas whose leader-side answers / follower-side fetches the broker's
     # {leader,follower}.replication.throttled.rate limit (minibroker.broker.throttle).
@@ -224,10 +229,10 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     "file.delete.delay.ms": _d("LONG", 60000, _LONG0, "log.segment.delete.delay.ms",
                                "The time to wait before deleting a file from the filesystem."),
     "flush.messages": _d("LONG", INT64_MAX, _LONG1, "log.flush.interval.messages",
-                         "Messages written between forced fsyncs (no files here)."),
+                         "Messages written between forced fsyncs (logs on disk: serve --data-dir)."),
     "flush.ms": _d("LONG", INT64_MAX, _LONG0,
                    ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
-                   "Time between forced fsyncs (no files here)."),
+                   "Time between forced fsyncs (logs on disk: serve --data-dir)."),
     "follower.replication.throttled.replicas": _d(
         "LIST", "", _throttled_replicas, (), "Replicas whose log replication is throttled on the follower side."),
     "index.interval.bytes": _d("INT", 4096, _number("INT", 0), "log.index.interval.bytes",
@@ -272,7 +277,7 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
                        ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
                        "How long data is kept before deletion; -1: no time limit."),
     "segment.bytes": _d("INT", 1073741824, _number("INT", 14), "log.segment.bytes",
-                        "The segment file size (each batch is a segment here)."),
+                        "The segment file size (--data-dir; in memory each batch acts as a segment)."),
     "segment.index.bytes": _d("INT", 10485760, _number("INT", 4), "log.index.size.max.bytes",
                               "The size of the offset index (no index files here)."),
     "segment.jitter.ms": _d("LONG", 0, _LONG0, ("log.roll.jitter.ms", "log.roll.jitter.hours"),

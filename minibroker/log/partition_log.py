@@ -117,6 +117,10 @@ def _as_view(records: bytes | bytearray | memoryview) -> memoryview:
 
 
 class PartitionLog:
+    # Where the high watermark stood when the log was last checkpointed (a log on disk,
+    # log/disk_log.py); the Partition starts from it.
+    recovered_high_watermark = 0
+
     def __init__(self, topic: str, partition: int, config: LogConfig, clock: Any, *,
                  verify_follower_crc: bool = True, memory: LogMemory | None = None) -> None:
         self.topic = topic
@@ -479,6 +483,11 @@ class PartitionLog:
         self.epochs.clear()
         self.producers.clear()
         self.txn_index.clear()
+
+    def delete(self) -> None:
+        """The replica is no longer hosted here: its bytes go back to the log memory."""
+        self.truncate_fully_and_start_at(0)
+        self.memory.unregister(self)
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: the log now starts at `offset`; batches wholly below it are dropped. Returns the

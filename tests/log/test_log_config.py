@@ -38,10 +38,12 @@ KAFKA_4_TOPIC_CONFIGS = [
 
 
 def test_unmodelled_configs_are_kept_and_message_format_version_ignored():
-    c = LogConfig.from_configs({"flush.ms": "10", "preallocate": "false",
+    c = LogConfig.from_configs({"segment.jitter.ms": "10", "preallocate": "false",
                                 "message.format.version": "0.10.0"}, strict=True)
-    assert c.others == (("flush.ms", "10"),)
-    assert c.to_configs()["flush.ms"] == "10" and "message.format.version" not in c.to_configs()
+    assert c.others == (("segment.jitter.ms", "10"),)
+    assert c.to_configs()["segment.jitter.ms"] == "10" and \
+        "message.format.version" not in c.to_configs()
+    assert LogConfig.from_configs({"flush.ms": "10"}).flush_ms == 10     # modelled: --data-dir
     assert broker_defaults({"log.roll.hours": "2", "log.flush.interval.ms": "5"}).to_configs()[
         "segment.ms"] == "7200000"
 

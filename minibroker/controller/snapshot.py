@@ -1,0 +1,62 @@
+"""A metadata image as text and back: the contents of a metadata snapshot file.
+
+KRaft writes a snapshot as the records that rebuild the image; here the frozen image itself is
+written (JSON, every dataclass, mapping, tuple, set and uuid tagged with its kind), which gives
+back an equal image with no record spelling to keep in step with replay. Mappings keep their
+order; sets are written sorted.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from minibroker.controller.image import (BrokerRegistration, MetadataImage, PartitionRegistration,
+                                         Reassignment, TopicImage)
+
+_CLASSES = {c.__name__: c for c in (BrokerRegistration, MetadataImage, PartitionRegistration,
+                                    Reassignment, TopicImage)}
+
+
+def _encode(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {"@": type(value).__name__,
+                **{f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}}
+    if isinstance(value, uuid.UUID):
+        return {"@uuid": str(value)}
+    if isinstance(value, Mapping):
+        return {"@map": [[_encode(k), _encode(v)] for k, v in value.items()]}
+    if isinstance(value, tuple):
+        return {"@tuple": [_encode(v) for v in value]}
+    if isinstance(value, frozenset):
+        return {"@frozenset": sorted((_encode(v) for v in value), key=json.dumps)}
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "@" in value:
+        cls = _CLASSES[value["@"]]
+        return cls(**{k: _decode(v) for k, v in value.items() if k != "@"})
+    if "@uuid" in value:
+        return uuid.UUID(value["@uuid"])
+    if "@map" in value:
+        return MappingProxyType({_decode(k): _decode(v) for k, v in value["@map"]})
+    if "@tuple" in value:
+        return tuple(_decode(v) for v in value["@tuple"])
+    return frozenset(_decode(v) for v in value["@frozenset"])
+
+
+def to_text(image: MetadataImage) -> str:
+    return json.dumps(_encode(image), separators=(",", ":"))
+
+
+def from_text(text: str) -> MetadataImage:
+    return _decode(json.loads(text))
