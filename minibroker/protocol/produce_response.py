@@ -2,13 +2,15 @@
 broker time building and encoding kafka-python's generic response objects.
 
 The output is byte-identical to kafka-python's `ProduceResponse.encode` (tests/protocol/test_fast_codec.py).
-Tagged fields Kafka fills only on errors since KIP-951 (v10+: current_leader, node_endpoints) are
-left out, as the generic encoder leaves out their defaults.
+KIP-951 (v10+): a partition answered NOT_LEADER_OR_FOLLOWER carries current_leader (tag 0) and the
+response the leaders' node_endpoints (tag 0); left out otherwise, as the generic encoder leaves out
+their defaults.
 """
 from __future__ import annotations
 
 import struct
 
+from minibroker.protocol.fast import NodeEndpoint, node_endpoints_tag
 from minibroker.protocol.varint import SMALL_UVARINTS as _SMALL
 from minibroker.protocol.varint import uvarint_bytes as _uvarint
 
@@ -17,6 +19,7 @@ _HEADER_FLEX = struct.Struct(">iix")        # size, correlation id, empty header
 _HEADER = struct.Struct(">ii")              # size, correlation id
 _PART_V3 = struct.Struct(">ihqq")           # index, error_code, base_offset, log_append_time_ms
 _PART_V5 = struct.Struct(">ihqqq")          # ... log_start_offset
+_CURRENT_LEADER_TAG = struct.Struct(">BBBiiB")   # 1 tag: tag 0, 9 bytes: leader id, epoch, no tags
 
 
 
@@ -24,7 +27,7 @@ _PART_V5 = struct.Struct(">ihqqq")          # ... log_start_offset
 class PartitionResult:
     """One partition's answer; handlers fill it, then may set error_code after waiting."""
     __slots__ = ("index", "error_code", "base_offset", "log_append_time_ms", "log_start_offset",
-                 "error_message", "record_errors")
+                 "error_message", "record_errors", "current_leader")
 
     def __init__(self, index: int, error_code: int, base_offset: int = -1,
                  log_append_time_ms: int = -1, log_start_offset: int = -1,
@@ -37,6 +40,7 @@ class PartitionResult:
         self.log_start_offset = log_start_offset
         self.error_message = error_message
         self.record_errors = record_errors      # KIP-467 (v8+): (batch index, message) per record
+        self.current_leader: tuple[int, int] | None = None   # KIP-951 (v10+): (leader id, epoch)
 
 
 def _string(s: str | None, flexible: bool) -> bytes:
@@ -64,7 +68,8 @@ _NO_MESSAGE = {False: _I32.pack(0) + b"\xff\xff", True: b"\x01\x00"}   # no reco
 
 def encode_produce_response(version: int, correlation_id: int,
                             topics: dict[str, list[PartitionResult]],
-                            throttle_time_ms: int = 0) -> list[bytes]:
+                            throttle_time_ms: int = 0,
+                            node_endpoints: list[NodeEndpoint] | None = None) -> list[bytes]:
     """The framed response (size prefix, header, body) as buffers for transport.writelines().
     A single-record round trip runs this cold: counts are inlined and topic names cached."""
     flexible = version >= 9
@@ -94,10 +99,15 @@ def encode_produce_response(version: int, correlation_id: int,
                     out.append(_NO_MESSAGE[flexible] if p.error_message is None else
                                _NO_RECORD_ERRORS[flexible] + _string(p.error_message, flexible))
             if flexible:
-                out.append(b"\x00")
+                leader = p.current_leader
+                out.append(b"\x00" if leader is None or version < 10 else
+                           _CURRENT_LEADER_TAG.pack(1, 0, 9, leader[0], leader[1], 0))
         if flexible:
             out.append(b"\x00")
-    out.append(_I32.pack(throttle_time_ms) + (b"\x00" if flexible else b""))
+    if node_endpoints and version >= 10:
+        out.append(_I32.pack(throttle_time_ms) + node_endpoints_tag(node_endpoints))
+    else:
+        out.append(_I32.pack(throttle_time_ms) + (b"\x00" if flexible else b""))
     body = b"".join(out)
     header = _HEADER_FLEX if flexible else _HEADER
     return [header.pack(header.size - 4 + len(body), correlation_id), body]

@@ -2,7 +2,8 @@
 
 Produce requests: random requests encoded by kafka-python decode to the same fields, with records as
 zero-copy views of the input; truncated or extended bodies raise ProtocolViolation.
-Fetch responses: our buffer list is byte-identical to kafka-python's encoding of the same response.
+Fetch responses: our buffer list is byte-identical to kafka-python's encoding of the same response
+(v13+: topic ids; v12+: KIP-951 current_leader; v16+: node_endpoints).
 """
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.producer import ProduceRequest
 
-from minibroker.protocol.fast import FetchPartition, decode_produce, encode_fetch_response
+from minibroker.protocol.fast import FetchPartition, NodeEndpoint, decode_produce, encode_fetch_response
 from minibroker.protocol.framing import ProtocolViolation
 from minibroker.protocol.messages import ProduceRequestKip253
 
 PRODUCE_VERSIONS = range(3, 13)
-FETCH_VERSIONS = range(4, 13)
+FETCH_VERSIONS = range(4, 18)
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 _TD = ProduceRequest.TopicProduceData
@@ -148,44 +149,58 @@ fetch_partitions = st.lists(st.tuples(
     i32, i16, i64, i64, i64, st.one_of(st.none(), st.binary(max_size=200)),
     st.lists(st.integers(0, 200), max_size=3),
     st.one_of(st.none(), st.tuples(i32, i64)),
-    st.one_of(st.none(), st.lists(st.tuples(i64, i64), max_size=2)), i32), max_size=4)
+    st.one_of(st.none(), st.lists(st.tuples(i64, i64), max_size=2)), i32,
+    st.one_of(st.none(), st.tuples(i32, i32))), max_size=4)
+node_endpoints = st.lists(st.builds(NodeEndpoint, i32, names, i32, st.one_of(st.none(), names)),
+                          max_size=3)
 
 
 @SETTINGS
 @given(version=st.sampled_from(FETCH_VERSIONS), corr=i32, throttle=i32, error=i16, session=i32,
-       topics=st.lists(st.tuples(names, fetch_partitions), max_size=4))
-def test_fetch_encoder_is_byte_identical_to_kafka_python(version, corr, throttle, error, session, topics):
+       topics=st.lists(st.tuples(names, st.uuids(), fetch_partitions), max_size=4),
+       endpoints=node_endpoints)
+def test_fetch_encoder_is_byte_identical_to_kafka_python(version, corr, throttle, error, session, topics,
+                                                         endpoints):
     ours_topics, theirs_topics = [], []
-    for name, parts in topics:
+    for name, topic_id, parts in topics:
         ours, theirs = [], []
-        for idx, err, hw, lso, lstart, rec, cuts, div, aborted, prr in parts:
+        for idx, err, hw, lso, lstart, rec, cuts, div, aborted, prr, leader in parts:
             if version < 12:
-                div = None
+                div = leader = None
             if version < 11:
                 prr = -1
             if version < 5:
                 lstart = -1
-            ours.append(FetchPartition(idx, err, hw, lso, lstart, _chunks(rec, cuts), div, aborted, prr))
+            ours.append(FetchPartition(idx, err, hw, lso, lstart, _chunks(rec, cuts), div, aborted, prr,
+                                       leader))
             kw = {}
             if div is not None:
                 kw["diverging_epoch"] = _FP.EpochEndOffset(epoch=div[0], end_offset=div[1])
+            if leader is not None:
+                kw["current_leader"] = _FP.LeaderIdAndEpoch(leader_id=leader[0], leader_epoch=leader[1])
             theirs.append(_FP(partition_index=idx, error_code=err, high_watermark=hw,
                               last_stable_offset=lso, log_start_offset=lstart,
                               aborted_transactions=None if aborted is None else [
                                   _FP.AbortedTransaction(producer_id=a, first_offset=b) for a, b in aborted],
                               preferred_read_replica=prr, records=rec, **kw))
-        ours_topics.append((name, ours))
-        theirs_topics.append(_FT(topic=name, partitions=theirs))
-    parts = encode_fetch_response(version, corr, throttle, error, session, ours_topics)
+        ours_topics.append((topic_id if version >= 13 else name, ours))
+        theirs_topics.append(_FT(topic_id=topic_id, partitions=theirs) if version >= 13 else
+                             _FT(topic=name, partitions=theirs))
+    if version < 16:
+        endpoints = []
+    parts = encode_fetch_response(version, corr, throttle, error, session, ours_topics, endpoints)
     wire = b"".join(bytes(p) for p in parts)
     resp = FetchResponse(throttle_time_ms=throttle, error_code=error, session_id=session,
-                         responses=theirs_topics)
+                         responses=theirs_topics, node_endpoints=[
+                             FetchResponse.NodeEndpoint(node_id=e.node_id, host=e.host, port=e.port,
+                                                        rack=e.rack) for e in endpoints])
     body = bytes(resp.encode(version=version))
     header = struct.pack(">i", corr) + (b"\x00" if version >= 12 else b"")
     assert wire == struct.pack(">i", len(header) + len(body)) + header + body
     # and kafka-python reads it back
     back = FetchResponse.decode(wire[4 + len(header):], version=version)
-    assert [t.topic for t in back.responses] == [n for n, _ in topics]
+    assert [t.topic_id if version >= 13 else t.topic for t in back.responses] == \
+        [i if version >= 13 else n for n, i, _ in topics]
 
 
 def test_fetch_encoder_passes_record_views_through_uncopied():

@@ -1,7 +1,8 @@
 """Produce (key 0), v3-12.
 
 v3: transactional_id, magic 2 only.  v5: log_start_offset.  v8: record_errors, error_message.
-v9: flexible.  v10-12: current_leader / node_endpoints tags (not filled).
+v9: flexible.  v10-12: KIP-951 leader discovery: a NOT_LEADER_OR_FOLLOWER partition names the
+current leader (tag 0) and the response lists those leaders' endpoints (node_endpoints).
 acks: 0 (no response), 1 (leader append), -1 (wait for the high watermark; min.insync.replicas).
 Transactional produce (KIP-98): a batch that would open a transaction in a partition is first
 verified with the transactional id's coordinator (broker/txn_verify.py, KIP-890 part 1).
@@ -12,11 +13,12 @@ The append itself (and acks=all waiting) is ReplicaManager.append_records / awai
 """
 from __future__ import annotations
 
-from kafka.errors import InvalidRequiredAcksError
+from kafka.errors import InvalidRequiredAcksError, NotLeaderForPartitionError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceRequest
 
 from minibroker.broker.dispatch import RawResponse, RequestContext, handles
+from minibroker.broker.leader_hints import LeaderHints
 from minibroker.broker.txn_verify import verify_transactional
 from minibroker.protocol.fast import ProduceTopic, decode_produce
 from minibroker.protocol.produce_response import PartitionResult as _part
@@ -25,6 +27,17 @@ from minibroker.protocol.produce_response import encode_produce_response
 
 def _refused(topics, error_code: int) -> dict[str, list]:
     return {td.name: [_part(pd.index, error_code) for pd in td.partitions] for td in topics}
+
+
+def _leader_hints(ctx: RequestContext, results: dict[str, list]) -> list:
+    """KIP-951 (v10+): the current leader of each NOT_LEADER_OR_FOLLOWER partition; endpoints."""
+    hints = None
+    for topic, parts in results.items():
+        for part in parts:
+            if part.error_code == NotLeaderForPartitionError.errno:
+                hints = hints or LeaderHints(ctx.broker.metadata)
+                part.current_leader = hints.current_leader(topic, part.index)
+    return hints.node_endpoints() if hints is not None else []
 
 
 @handles(ApiKey.Produce, ProduceRequest, versions=(3, 12), raw=True)
@@ -54,4 +67,6 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
             await rm.await_replication(waits, timeout_ms)
     if acks == 0:
         return None
-    return RawResponse(encode_produce_response(ctx.api_version, ctx.header.correlation_id, results))
+    endpoints = _leader_hints(ctx, results) if ctx.api_version >= 10 else None
+    return RawResponse(encode_produce_response(ctx.api_version, ctx.header.correlation_id, results,
+                                               node_endpoints=endpoints))

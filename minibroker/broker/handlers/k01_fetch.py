@@ -1,10 +1,15 @@
-"""Fetch (key 1), v4-12, for consumers and for followers (replica_id >= 0).
+"""Fetch (key 1), v4-17, for consumers and for followers (replica_id >= 0).
 
 v5: log_start_offset.  v7: incremental fetch sessions (KIP-227, broker/fetch_session.py): a
 session's requests carry only changed partitions, its responses only partitions with news.
 v9: current_leader_epoch fencing.
 v11: rack_id (no follower fetching: preferred_read_replica -1).  v12: flexible, last_fetched_epoch
 and diverging_epoch (followers truncate from it).
+v13: topic ids instead of names (KIP-516), in requests, forgotten topics and responses; an id this
+broker does not know is UNKNOWN_TOPIC_ID for its partitions.  v14: as v13 (KIP-405).
+v15: the replica id moves to the replica_state tag (KIP-903).  v16: KIP-951 leader discovery:
+a NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH partition names the current leader (tag 1), and
+the response lists those leaders' endpoints (node_endpoints).  v17: as v16 (KIP-853).
 Long poll: waits up to max_wait_ms until min_bytes are available, woken by appends / HW moves.
 KIP-253: a topic's undeleted_partition_count (tag 10000, v12+) must match the leader's, else
 INVALID_PARTITION_METADATA for that partition (the consumer refreshes metadata and rejoins).
@@ -14,17 +19,54 @@ ReplicaManager.fetch_records; this handler resolves the fetch session and encode
 """
 from __future__ import annotations
 
+import uuid
+
+from kafka.errors import FencedLeaderEpochError, NotLeaderForPartitionError, UnknownTopicIdError
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.dispatch import RawResponse, RequestContext, handles
-from minibroker.broker.replica_manager import fetch_error as _error  # noqa: F401 — tests build answers with it
+from minibroker.broker.leader_hints import LeaderHints
+from minibroker.broker.replica_manager import fetch_error as _error
 from minibroker.protocol.fast import encode_fetch_response
 from minibroker.protocol.messages import FetchRequestKip253 as FetchRequest
 
+_LEADER_MOVED = (NotLeaderForPartitionError.errno, FencedLeaderEpochError.errno)
+_NO_ID = uuid.UUID(int=0)
+
 
 def _response(ctx: RequestContext, error_code: int, topics, session_id: int = 0) -> RawResponse:
+    endpoints = ()
+    if ctx.api_version >= 13:
+        topics, endpoints = _by_topic_id(ctx, topics)
     return RawResponse(encode_fetch_response(ctx.api_version, ctx.header.correlation_id, 0,
-                                             error_code, session_id, topics))
+                                             error_code, session_id, topics, endpoints))
+
+
+def _resolve_topic_ids(ctx: RequestContext, req) -> None:
+    """v13+: name each topic by its id; an id this broker does not know stays a uuid.UUID, which
+    no partition is keyed by (answered UNKNOWN_TOPIC_ID)."""
+    by_id = ctx.broker.metadata.topics_by_id
+    for t in (*req.topics, *(req.forgotten_topics_data or ())):
+        info = by_id.get(t.topic_id)
+        t.topic = t.topic_id if info is None else info.name
+
+
+def _by_topic_id(ctx: RequestContext, topics) -> tuple[list, list]:
+    """v13+ answers name topics by id; v16+ (KIP-951) a partition whose leader moved names the
+    current leader, and the response carries the endpoints of those leaders."""
+    cache = ctx.broker.metadata
+    hints = LeaderHints(cache) if ctx.api_version >= 16 else None
+    out = []
+    for name, parts in topics:
+        if isinstance(name, uuid.UUID):
+            out.append((name, parts))
+            continue
+        if hints is not None and any(p.error_code in _LEADER_MOVED for p in parts):
+            parts = [p._replace(current_leader=hints.current_leader(name, p.partition_index))
+                     if p.error_code in _LEADER_MOVED else p for p in parts]
+        info = cache.topics.get(name)
+        out.append((_NO_ID if info is None else info.topic_id, parts))
+    return out, hints.node_endpoints() if hints is not None else []
 
 
 def _session_view(session, incremental: bool, results: dict) -> list:
@@ -43,10 +85,27 @@ def _session_view(session, incremental: bool, results: dict) -> list:
     return out
 
 
-@handles(ApiKey.Fetch, FetchRequest, versions=(4, 12))
+def _unknown_ids(items) -> tuple[list, dict]:
+    """Split off the partitions of unknown topic ids: (the rest, their UNKNOWN_TOPIC_ID answers)."""
+    known, unknown = [], {}
+    for item in items:
+        if isinstance(item[0], uuid.UUID):
+            unknown.setdefault(item[0], []).append(_error(item[1].partition,
+                                                          UnknownTopicIdError.errno))
+        else:
+            known.append(item)
+    return known, unknown
+
+
+@handles(ApiKey.Fetch, FetchRequest, versions=(4, 17))
 async def handle_fetch(ctx: RequestContext, req: FetchRequest):
     broker = ctx.broker
     session, incremental, items = None, False, None
+    replica_id = req.replica_id
+    if ctx.api_version >= 13:
+        _resolve_topic_ids(ctx, req)
+        if ctx.api_version >= 15:
+            replica_id = req.replica_state.replica_id if req.replica_state is not None else -1
     if req.session_id != 0 or req.session_epoch == 0:
         err, session, incremental, items = broker.fetch_sessions.resolve(req)
         if err:
@@ -58,8 +117,12 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
     # As Kafka's: the broker's fetch.max.bytes caps the request's, and min_bytes by that (KIP-541)
     max_bytes = min(req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF,
                     broker.config.fetch_max_bytes)
+    unknown = {}
+    if ctx.api_version >= 13:
+        items, unknown = _unknown_ids(items)
     results = await broker.replica_manager.fetch_records(
-        items, req.replica_id, req.max_wait_ms, req.min_bytes, max_bytes, req.isolation_level)
+        items, replica_id, req.max_wait_ms, req.min_bytes, max_bytes, req.isolation_level)
+    results.update(unknown)
     if session is None:
         return _response(ctx, 0, list(results.items()))
     return _response(ctx, 0, _session_view(session, incremental, results), session.session_id)
