@@ -9,6 +9,7 @@ The process group is killed at the end of the session.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import queue
@@ -135,6 +136,14 @@ def _stop(proc: subprocess.Popen) -> None:
 def cluster():
     cmd = os.environ.get("MINIBROKER_CONFORMANCE_CMD") or _default_cmd()
     replication = int(os.environ.get("MINIBROKER_CONFORMANCE_RF", "3"))
+    with served_cluster(cmd, replication) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def served_cluster(cmd: str, replication: int = 3):
+    """Run broker command `cmd` (it prints BOOTSTRAP first) until the block ends; its process
+    group is killed then."""
     log = tempfile.NamedTemporaryFile(prefix="minibroker-conformance-", suffix=".log", delete=False)
     proc = subprocess.Popen(shlex.split(cmd), stdout=subprocess.PIPE, stderr=log,
                             stdin=subprocess.DEVNULL, start_new_session=True)

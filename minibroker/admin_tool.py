@@ -10,7 +10,7 @@ import argparse
 import asyncio
 from typing import Awaitable, Callable
 
-from minibroker.cli_common import bootstrap_servers, connect_any
+from minibroker.cli_common import bootstrap_parser, connect_any
 from minibroker.client.admin import Admin
 
 Run = Callable[[Admin, argparse.Namespace], Awaitable[None]]
@@ -20,9 +20,7 @@ def add_admin_tool_parser(sub, name: str, doc: str, help: str, run: Run,
                           check: Callable[[argparse.Namespace], None] | None = None,
                           client_id: str | None = None) -> argparse.ArgumentParser:
     """The subcommand `name` with --bootstrap-server; `check(args)` runs before connecting."""
-    p = sub.add_parser(name, description=doc, help=help)
-    p.add_argument("--bootstrap-server", required=True, type=bootstrap_servers,
-                   metavar="HOST:PORT[,HOST:PORT...]", help="brokers to talk to")
+    p = bootstrap_parser(sub, name, doc, help)
     client_id = client_id or f"minibroker-{name}"
 
     def main(args: argparse.Namespace) -> None:

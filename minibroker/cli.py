@@ -104,6 +104,10 @@ async def _serve(args, config: ClusterConfig) -> None:
     except ValueError as e:                  # a log.* override's value (Kafka's wording)
         fail(one_line(e))
     children = None
+    if args.faults:
+        if args.processes and config.brokers > 1:
+            fail("--faults works in one process only: drop --processes")
+        cluster.enable_fault_admin()
     if args.processes and config.brokers > 1:
         from minibroker.processes import ChildBrokers
         children = ChildBrokers(cluster)     # brokers 2..N leave this process
@@ -207,6 +211,10 @@ def parser() -> Parser:
     s.add_argument("--processes", action="store_true",
                    help="one broker per process (uses as many cores); the controller runs in "
                         "the first, with broker 1")
+    s.add_argument("--faults", action="store_true",
+                   help="serve the fault control API (FaultControl, key 1004) that "
+                        "`minibroker faults` uses: any client may then stop brokers, cut the "
+                        "network, inject errors (see README, Faults on demand)")
     s.add_argument("--metrics-port", type=port, default=None,
                    help="serve Prometheus metrics on this port (0 = any free port; needs the "
                         "'metrics' extra, prometheus_client)")
@@ -221,6 +229,8 @@ def parser() -> Parser:
     add_configs_parser(sub)
     from minibroker.transactions_cli import add_transactions_parser
     add_transactions_parser(sub)
+    from minibroker.faults_cli import add_faults_parser
+    add_faults_parser(sub)
     return ap
 
 

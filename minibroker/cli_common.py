@@ -69,6 +69,14 @@ def bootstrap_servers(text: str) -> str:
     return text.strip()
 
 
+def bootstrap_parser(sub, name: str, doc: str, help: str) -> argparse.ArgumentParser:
+    """The subcommand `name` with kafka-*.sh's --bootstrap-server flag."""
+    p = sub.add_parser(name, description=doc, help=help)
+    p.add_argument("--bootstrap-server", required=True, type=bootstrap_servers,
+                   metavar="HOST:PORT[,HOST:PORT...]", help="brokers to talk to")
+    return p
+
+
 def one_line(e: BaseException) -> str:
     text = " ".join(str(e).split())
     return text or type(e).__name__

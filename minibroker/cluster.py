@@ -28,9 +28,14 @@ from minibroker.controller.controller import Controller
 from minibroker.controller.metadata_log import MetadataLog
 from minibroker.controller.quorum import MetadataQuorum
 from minibroker.controller.result import ControllerHalted, ControllerMoved
+from minibroker.fault_admin import FaultAdmin
 from minibroker.ids import IdSource, random_cluster_id
+from minibroker.sessions import BrokerSessions
 
 log = logging.getLogger("minibroker.cluster")
+
+# How often a broker cut from the active controller tries it again (virtual time in simulations).
+UNREACHABLE_RETRY_S = 0.1
 
 
 def stored_cluster_id(data_dir: str, brokers: int, cluster_id: str) -> str:
@@ -61,11 +66,23 @@ class ControllerChannel:
     method of the same name (see there for what it does).
     """
 
-    def __init__(self, cluster: "Cluster") -> None:
+    def __init__(self, cluster: "Cluster", broker_id: int | None = None) -> None:
+        """broker_id: the broker whose channel this is (None: the cluster's own control API,
+        which no network partition cuts)."""
         self.cluster = cluster
+        self.broker_id = broker_id
 
     async def _active(self) -> Controller:
-        return await self.cluster.active_controller()
+        """The active controller, once this broker can reach it: across a network partition
+        the request waits (Kafka's channel manager retries) until healed or the controller moves."""
+        while True:
+            ctl = await self.cluster.active_controller()
+            if self.broker_id is None or \
+                    self.cluster.faults.network.reachable(self.broker_id, ctl.controller_id):
+                return ctl
+            if not self.cluster.brokers[self.broker_id].running:
+                raise ConnectionError(f"broker {self.broker_id} stopped")
+            await asyncio.sleep(UNREACHABLE_RETRY_S)
 
     async def _forward(self, call):
         """call(controller) on the active controller; again on the next one if it had stopped
@@ -165,11 +182,12 @@ class Cluster:
         self._controller_wanted = True      # False from stop_controller() to start_controller()
         self._election = asyncio.Lock()
         self.channel = ControllerChannel(self)
+        self.sessions = BrokerSessions(self)
         self.brokers: dict[int, Broker] = {}
         for i in range(1, self.config.brokers + 1):
             port = self.config.port + i - 1 if self.config.port else 0
             self.brokers[i] = Broker(i, self.config, self.clock, IdSource(seed * 1000 + i + salt),
-                                     self.channel, self.faults, port=port,
+                                     ControllerChannel(self, i), self.faults, port=port,
                                      rack=self.config.rack_of(i))
 
     # ------------------------------------------------------------------ lifecycle
@@ -189,6 +207,8 @@ class Cluster:
 
     async def stop(self) -> None:
         self._controller_wanted = False
+        await self.sessions.stop()
+        self.faults.clear()                 # held requests go on, dropped ones' connections close
         if self.controller is not None:
             await self.controller.stop()
         for b in self.brokers.values():
@@ -229,21 +249,32 @@ class Cluster:
         log, finishes what the last one left half-done and fences brokers that stopped meanwhile.
         No live voter: none now; the next voter to start is elected."""
         self._controller_wanted = True
-        await self._elect()
+        await self.elect_controller()
 
-    async def _elect(self) -> None:
+    @property
+    def controller_wanted(self) -> bool:
+        return self._controller_wanted
+
+    def can_lead(self, voter: int) -> bool:
+        """Whether `voter` is live and (across network partitions) reaches a majority of the
+        live voters, itself included: only such a voter may be elected or stay the leader."""
+        q, net = self.quorum, self.faults.network
+        live = [v for v in q.voters if v in q.live]
+        return voter in live and 2 * sum(net.reachable(voter, u) for u in live) > len(live)
+
+    async def elect_controller(self) -> None:
         if not self._controller_wanted:
             return                          # stop_controller() or stop(): none until asked
         async with self._election:
             while self.controller is None and self._controller_wanted:
-                leader = self.quorum.elect()
+                leader = self.quorum.elect([v for v in self.quorum.voters if self.can_lead(v)])
                 if leader < 0:
                     return
                 epoch = self.quorum.epoch
                 ctl = Controller(self.quorum.view(leader, epoch), epoch, controller_id=leader,
                                  config=self.config, clock=self.clock, ids=self.ids,
                                  fault_enabled=lambda site: site in self.faults.enabled_sites,
-                                 on_halt=self.controller_halted)
+                                 on_halt=self.controller_halted, network=self.faults.network)
                 for b in self.brokers.values():
                     b.metadata.cluster_id = self.cluster_id
                 gone = tuple(sorted(i for i, b in self.brokers.items()
@@ -270,7 +301,7 @@ class Cluster:
             await ctl.stop()
             if self.controller is ctl:
                 self.controller = None
-                await self._elect()
+                await self.elect_controller()
         asyncio.get_running_loop().create_task(failover())
 
     async def stop_controller(self) -> None:
@@ -283,7 +314,7 @@ class Cluster:
             ctl, self.controller = self.controller, None
             await ctl.stop()
 
-    async def _fence(self, broker_id: int) -> None:
+    async def fence_broker(self, broker_id: int) -> None:
         ctl = self.controller
         if ctl is not None:
             try:
@@ -299,22 +330,34 @@ class Cluster:
         ctl = self.controller
         hosted = ctl is not None and ctl.controller_id == broker_id
         self.quorum.voter_stopped(broker_id)
+        self.sessions.broker_stopped(broker_id)
         if hosted:
             self._controller_ready.clear()
             self.controller = None
             await ctl.stop()
         await b.stop()
         if hosted and self._controller_wanted:
-            await self._elect()                 # fences broker_id as it starts
+            await self.elect_controller()                 # fences broker_id as it starts
         else:
-            await self._fence(broker_id)
+            await self.fence_broker(broker_id)
 
     async def start_broker(self, broker_id: int) -> None:
         b = self.brokers[broker_id]
         await b.start()
         self.quorum.voter_started(broker_id)
         if self.controller is None:
-            await self._elect()
+            await self.elect_controller()
+        ctl = self.controller
+        if ctl is not None and not self.faults.network.reachable(broker_id, ctl.controller_id):
+            self.sessions.broker_started(broker_id, registered=False)  # registers once healed
+            return
+        await self.register(broker_id)
+        self.sessions.broker_started(broker_id, registered=True)
+
+    async def register(self, broker_id: int) -> None:
+        """Register (or re-register) a running broker with the active controller: unfenced,
+        with a new broker epoch."""
+        b = self.brokers[broker_id]
         b.broker_epoch = await self.channel._forward(lambda c: c.register_broker(
             b.node_id, b.host, b.port, b.rack, b.control_port))
 
@@ -323,6 +366,70 @@ class Cluster:
         if rack is not None:
             self.brokers[broker_id].rack = rack
         await self.start_broker(broker_id)
+
+    async def failover_controller(self) -> int:
+        """The active controller resigns wherever it is (as its broker losing the quorum would)
+        and another voter that can lead is elected (a new controller epoch), which resumes from
+        the metadata log. Returns the new controller's broker id (-1: none could be elected)."""
+        ctl = self.controller
+        if ctl is not None:
+            self._controller_ready.clear()
+            self.quorum.resign()
+            self.controller = None
+            await ctl.stop()
+        await self.elect_controller()
+        if self.controller is None:
+            self.sessions.start()           # elected once a voter reaches a majority again
+        return self.controller_node_id
+
+    # ------------------------------------------------------------------ network partitions
+    async def partition_network(self, side_a, side_b) -> None:
+        """Cut every link between a broker of side_a and one of side_b (iterables of broker
+        ids), both ways, until heal_network(): replica fetches, the controller's requests and
+        a broker's heartbeats, forwarding and AlterPartition to it, WriteTxnMarkers all fail as
+        a lost connection. Kafka's behaviour follows on the cluster's clock: a follower cut from
+        its leader leaves the ISR after replica.lag.time.max.ms; a broker cut from the active
+        controller is fenced after broker.session.timeout.ms; a controller cut from the majority
+        of the quorum's live voters resigns after controller.quorum.fetch.timeout.ms and the
+        majority elects another. (The metadata log's own replication is not cut.)"""
+        self.faults.network.partition(side_a, side_b)
+        self.sessions.start()
+
+    async def heal_network(self) -> None:
+        """End every network partition between brokers: fenced brokers' heartbeats reach the
+        controller again (unfenced), a controller is elected if none could be, and every broker
+        gets the metadata it missed."""
+        self.faults.network.heal()
+        await self.sessions.tick()
+        ctl = self.controller
+        if ctl is not None:
+            try:
+                await ctl.resync_brokers()
+            except (ControllerMoved, ControllerHalted):
+                pass                        # the next controller's start syncs every broker
+
+    def isolate_clients(self, broker_id: int) -> None:
+        """No client reaches broker_id until heal_clients(): its client connections close, and
+        so does every new one at its first request (other brokers still reach it)."""
+        self.faults.isolate_clients(broker_id)
+        b = self.brokers[broker_id]
+        b.close_client_connections(f"network partition: clients cut from broker {broker_id}")
+
+    def heal_clients(self, broker_id: int | None = None) -> None:
+        """Clients reach broker_id (None: every broker) again."""
+        self.faults.heal_clients(broker_id)
+
+    def enable_fault_admin(self) -> None:
+        """Serve FaultControl (`minibroker faults ...`) on every broker's client listener."""
+        admin = FaultAdmin(self)
+        for b in self.brokers.values():
+            b.fault_admin = admin
+
+    async def clear_faults(self) -> None:
+        """Every fault off: request faults (Faults.clear), partitions, client isolation."""
+        self.faults.clear()
+        self.heal_clients()
+        await self.heal_network()
 
     async def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
                            configs: dict[str, str] | None = None) -> None:

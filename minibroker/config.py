@@ -16,7 +16,8 @@ _AT_LEAST = {"num_partitions": 1, "default_replication_factor": 1, "min_insync_r
              "transaction_abort_timed_out_transaction_cleanup_interval_ms": 1,
              "offsets_retention_minutes": 1, "offsets_retention_check_interval_ms": 1,
              "log_retention_check_interval_ms": 1, "log_cleaner_backoff_ms": 0,
-             "group_max_size": 1,
+             "group_max_size": 1, "broker_heartbeat_interval_ms": 1,
+             "controller_quorum_fetch_timeout_ms": 0,
              "replica_fetch_max_bytes": 0, "message_max_bytes": 0, "fetch_max_bytes": 0,
              "group_initial_rebalance_delay_ms": 0}
 
@@ -82,6 +83,8 @@ class ClusterConfig:
     transactional_id_expiration_ms: int = 604800000
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     broker_session_timeout_ms: int = 9000
+    broker_heartbeat_interval_ms: int = 2000
+    controller_quorum_fetch_timeout_ms: int = 2000
     max_incremental_fetch_session_cache_slots: int = 1000
     controlled_shutdown_enable: bool = True
     partition_deletion_check_interval_ms: int = 5000     # KIP-253: drained marked partitions

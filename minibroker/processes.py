@@ -174,7 +174,7 @@ class ChildBrokers:
         if not self.stopping:
             # The process is gone: fence its broker now, as an expired session would.
             log.warning("broker %d's process ended; fencing it", node_id)
-            await self.cluster._fence(node_id)
+            await self.cluster.fence_broker(node_id)
 
     async def _answer(self, node_id: int, writer, call_id: int, method: str, args, kw) -> None:
         try:

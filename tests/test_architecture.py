@@ -31,6 +31,7 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli", "minibroker.groups_cli"),
     ("minibroker.cli", "minibroker.configs_cli"),
     ("minibroker.cli", "minibroker.transactions_cli"),
+    ("minibroker.cli", "minibroker.faults_cli"),
     ("minibroker.cli", "minibroker.metrics"),           # only with serve --metrics-port
     ("minibroker.cli", "minibroker.processes"),         # only with serve --processes
     ("minibroker.cli_common", "minibroker.network.client"),

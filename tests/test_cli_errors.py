@@ -68,6 +68,17 @@ BAD = [  # (argv, what the one line must say)
     (["topics", "--bootstrap-server", "127.0.0.1:9092"], "one of the arguments --create"),
     (["reassign-partitions", "--bootstrap-server", "127.0.0.1:1", "--progress"],
      "cannot connect to any bootstrap server: 127.0.0.1:1"),
+    (["faults", "--bootstrap-server", "127.0.0.1:1", "heal"],
+     "cannot connect to any bootstrap server: 127.0.0.1:1 (connection refused)"),
+    (["faults", "--bootstrap-server", "127.0.0.1:1", "error", "--api", "Prod", "--errors",
+      "DISCONNECT"], "unknown API 'Prod'"),
+    (["faults", "--bootstrap-server", "127.0.0.1:1", "error", "--api", "Produce", "--errors",
+      "NOT_LEADER,DISCONNECT"], "unknown error 'NOT_LEADER'"),
+    (["faults", "--bootstrap-server", "127.0.0.1:1", "partition", "1", "x"],
+     "invalid broker ids 'x'"),
+    (["faults", "--bootstrap-server", "127.0.0.1:1", "latency", "--broker", "2"],
+     "the following arguments are required: --ms"),
+    (["serve", "--faults", "--processes"], "--faults works in one process only"),
     (["bogus-command"], "invalid choice: 'bogus-command'"),
     ([], "the following arguments are required: COMMAND"),
 ]
@@ -85,6 +96,7 @@ def test_bad_invocation_prints_one_line(argv, says):
     assert r.stdout == ""
 
 
+@pytest.mark.timeout(180)       # one `--help` subprocess per subcommand: seconds each under load
 def test_version_and_help_name_every_flag_and_command():
     from minibroker import __version__
     from minibroker.cli import parser

@@ -20,7 +20,7 @@ README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
 # Keys of our own (KIP drafts without a Kafka key), by key.
 EXTENSIONS = {1000: "KIP-253 draft", 1001: "KIP-253 draft", 1002: "KIP-179 draft",
-              1003: "KIP-179 draft"}
+              1003: "KIP-179 draft", 1004: "minibroker: faults on demand, `serve --faults` only"}
 
 
 def markdown() -> str:

@@ -71,13 +71,13 @@ class Broker:
         self.replica_manager = ReplicaManager(node_id, config, clock, self.metadata,
                                               controller_channel, self.log_defaults,
                                               stats=self.stats, throttle=self.throttle,
-                                              data_dir=self.data_dir)
+                                              network=faults.network, data_dir=self.data_dir)
         self.groups = GroupCoordinatorRuntime(
             node_id, config, clock, ids, self.metadata,
             ReplicaManagerPartitionWriter(self.replica_manager, OFFSETS_TOPIC),
             lambda specs: self.controller.create_topics(specs, validate_only=False))
         # Transactions (KIP-98): markers and KIP-890 verification go to other brokers over the wire.
-        self.txn_channel = TxnChannel(node_id, self.metadata)
+        self.txn_channel = TxnChannel(node_id, self.metadata, faults.network)
         self.txn = TransactionCoordinator(
             node_id, config, clock, self.metadata,
             ReplicaManagerPartitionWriter(self.replica_manager, TRANSACTION_STATE_TOPIC),
@@ -94,6 +94,8 @@ class Broker:
         self._control_server: asyncio.base_events.Server | None = None
         self._idle_reaper: asyncio.Task | None = None
         self.running = False
+        # The cluster's FaultControl runner (fault_admin.FaultAdmin), set by `serve --faults`.
+        self.fault_admin: Any = None
         # Bumped on each start, sent in registration so the controller can fence stale ones.
         self.broker_epoch = -1
         self._producer_ids: list[int] = []
@@ -144,6 +146,16 @@ class Broker:
             await self._control_server.wait_closed()
             self._control_server = None
         log.info("broker %d stopped", self.node_id)
+
+    def close_client_connections(self, reason: str) -> int:
+        """Close every connection of a client (not the control plane's, not another broker's):
+        Cluster.isolate_clients. Returns how many."""
+        network = self.faults.network
+        conns = [c for c in self.connections if c.handle is not self.control_handle
+                 and not network.is_inter_broker(c.peer)]
+        for c in conns:
+            c.close(reason, logging.INFO)
+        return len(conns)
 
     def apply_dynamic_configs(self, entries) -> None:
         """UpdateMetadata's BrokerConfigs: this broker's own values over the cluster default."""

@@ -179,12 +179,12 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview,
     faults = broker.faults
     if handler.raw:
         req = frame[header.body_offset:]
-        # Fault hooks see the decoded request, as for every other API (decoded only when set).
-        resp = faults.intercept(api_key, decode_exact(cls, req, api_version), ctx) \
-            if faults.errors_queued or faults._controls.get(api_key) else None
+        # Fault hooks see the decoded request, as for every other API (decoded only when armed).
+        resp = await faults.intercept(api_key, decode_exact(cls, req, api_version), ctx) \
+            if faults.armed else None
     else:
         req = decode_exact(cls, frame[header.body_offset:], api_version)
-        resp = faults.intercept(api_key, req, ctx)
+        resp = await faults.intercept(api_key, req, ctx) if faults.armed else None
     if resp is None:
         coro = handler.fn(ctx, req)
         # Only the handler refers to the frame now: one that waits may let it go (ctx.frame =
@@ -206,6 +206,8 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview,
                                     "nullable") from None
     if resp is not None and type(resp) is not RawResponse:
         resp = encode_response(resp, api_version, corr)
+    if faults.armed and faults.latency_ms:
+        await faults.delay_response(broker.node_id, api_key)     # a slow broker (Faults.set_latency)
     elapsed = broker.clock.monotonic() - started
     broker.stats.request_done(api_key, elapsed)
     if log.isEnabledFor(logging.DEBUG):

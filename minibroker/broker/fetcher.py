@@ -22,6 +22,7 @@ from kafka.errors import (FencedLeaderEpochError, NotLeaderForPartitionError,
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.config import ClusterConfig
 from minibroker.network.client import KafkaClientConnection
+from minibroker.network.partitions import NetworkPartitions
 from minibroker.protocol.fast import (FetchPartitionView, FetchResponseView,
                                       decode_fetch_response)
 from minibroker.protocol.fetch_request import API_KEY as FETCH, encode_follower_fetch
@@ -40,8 +41,10 @@ REQUEST_TIMEOUT_S = 30
 class ReplicaFetcher:
     def __init__(self, node_id: int, leader_id: int, config: ClusterConfig,
                  metadata: MetadataCache, on_appended: Callable[[int], object],
-                 throttle: "ReplicationThrottle | None" = None) -> None:
+                 throttle: "ReplicationThrottle | None" = None,
+                 network: NetworkPartitions | None = None) -> None:
         self.node_id = node_id
+        self.network = network if network is not None else NetworkPartitions()
         self.throttle = throttle        # follower-side replication quota (reassignment --throttle)
         self.config = config
         self.metadata = metadata
@@ -77,8 +80,9 @@ class ReplicaFetcher:
             info = self.metadata.brokers.get(self.leader_id)
             if info is None:
                 raise ConnectionError(f"leader {self.leader_id} unknown")
-            self._conn = await KafkaClientConnection.connect(
-                info.host, info.port, client_id=f"broker-{self.node_id}-fetcher")
+            self._conn = await self.network.connect(
+                self.node_id, self.leader_id, info.host, info.port,
+                client_id=f"broker-{self.node_id}-fetcher")
         return self._conn
 
     async def _run(self) -> None:

@@ -41,6 +41,7 @@ from minibroker.log.config import LogConfig
 from minibroker.log.log_manager import LogManager
 from minibroker.log.memory import LogMemory
 from minibroker.log.partition_log import PartitionLog
+from minibroker.network.partitions import NetworkPartitions
 from minibroker.protocol.errors import INVALID_PARTITION_METADATA
 from minibroker.protocol.fast import FetchPartition
 from minibroker.protocol.framing import handed_over
@@ -93,10 +94,12 @@ class ReplicaManager:
                  log_factory: Callable[[str, int, LogConfig, uuid.UUID], PartitionLog] | None = None,
                  stats: BrokerStats | None = None,
                  throttle: ReplicationThrottle | None = None,
+                 network: NetworkPartitions | None = None,
                  data_dir: str | None = None) -> None:
         """log_factory(topic, partition, config, topic id): a hosted partition's new log; by
         default an in-memory PartitionLog counted in (and capped by) this broker's log memory,
-        or, given `data_dir`, one on disk there (log/log_manager.py)."""
+        or, given `data_dir`, one on disk there (log/log_manager.py). network: the inter-broker
+        links replica fetchers connect through (network partitions)."""
         self.node_id = node_id
         # Counters the metrics exporter reads (bytes in/out, ISR changes): plain integers.
         self.stats = stats if stats is not None else BrokerStats()
@@ -105,6 +108,7 @@ class ReplicaManager:
             node_id, clock.monotonic)
         self.config = config
         self.clock = clock
+        self.network = network      # inter-broker links (replica fetchers connect through it)
         self.metadata = metadata
         self.controller = controller
         # Topic configs not set on a topic default to the broker's log.* configs (Kafka's synonyms).
@@ -618,7 +622,7 @@ class ReplicaManager:
         if f is None:
             f = self.fetchers[leader] = ReplicaFetcher(self.node_id, leader, self.config,
                                                        self.metadata, self._on_follower_append,
-                                                       self.throttle)
+                                                       self.throttle, self.network)
             f.start()
         f.add(p)
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from kafka.protocol.producer import AddPartitionsToTxnRequest, WriteTxnMarkersRequest
 
 from minibroker.network.client import KafkaClientConnection
+from minibroker.network.partitions import NetworkPartitions
 
 if TYPE_CHECKING:
     from minibroker.broker.metadata_cache import MetadataCache
@@ -27,8 +28,10 @@ _TxnTopic = _Txn.AddPartitionsToTxnTopic
 
 
 class TxnChannel:
-    def __init__(self, node_id: int, metadata: "MetadataCache") -> None:
+    def __init__(self, node_id: int, metadata: "MetadataCache",
+                 network: NetworkPartitions | None = None) -> None:
         self.node_id = node_id
+        self.network = network if network is not None else NetworkPartitions()
         self.metadata = metadata
         self._conns: dict[int, KafkaClientConnection] = {}
         self._locks: dict[int, asyncio.Lock] = {}
@@ -41,8 +44,9 @@ class TxnChannel:
                 info = self.metadata.brokers.get(broker_id)
                 if info is None:
                     raise ConnectionError(f"broker {broker_id} unknown")
-                conn = self._conns[broker_id] = await KafkaClientConnection.connect(
-                    info.host, info.port, client_id=f"broker-{self.node_id}-txn")
+                conn = self._conns[broker_id] = await self.network.connect(
+                    self.node_id, broker_id, info.host, info.port,
+                    client_id=f"broker-{self.node_id}-txn")
             return conn
 
     async def _request(self, broker_id: int, req, version: int):

@@ -36,6 +36,7 @@ from minibroker.controller.quorum import LeaderLog, NotLeader
 from minibroker.controller.reassignment_progress import progress
 from minibroker.controller.result import ControllerHalted, ControllerMoved, ItemResult, Result
 from minibroker.ids import IdSource
+from minibroker.network.partitions import NetworkPartitions
 
 log = logging.getLogger("minibroker.controller")
 
@@ -50,7 +51,8 @@ class Controller:
     def __init__(self, metadata_log: MetadataLog | LeaderLog, controller_epoch: int, *,
                  controller_id: int, config: ClusterConfig, clock: Clock, ids: IdSource,
                  fault_enabled: Callable[[str], bool],
-                 on_halt: Callable[["Controller"], None]) -> None:
+                 on_halt: Callable[["Controller"], None],
+                 network: NetworkPartitions | None = None) -> None:
         """fault_enabled(site): whether a named fault site is on; on_halt(self): this controller
         stopped itself at one (the cluster elects the next)."""
         self.config = config
@@ -62,7 +64,7 @@ class Controller:
         self._fault_enabled = fault_enabled
         self._on_halt = on_halt
         self.image = MetadataImage()
-        self.propagator = Propagator(self.controller_id, controller_epoch)
+        self.propagator = Propagator(self.controller_id, controller_epoch, network)
         self._lock = _ActiveLock(self)
         self._tasks: list[asyncio.Task] = []
         self.running = False
@@ -93,6 +95,13 @@ class Controller:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.propagator.close()
+
+    async def resync_brokers(self) -> None:
+        """Send every live broker the whole state again: after a network partition healed, the
+        brokers it cut off missed what was propagated meanwhile (KRaft brokers would fetch it
+        from the metadata log)."""
+        async with self._lock:
+            await self.propagator.full_sync(self.image)
 
     def spawn(self, coro) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro))

@@ -12,6 +12,7 @@ import logging
 from minibroker.controller.delta import MetadataDelta
 from minibroker.controller.image import BrokerRegistration, MetadataImage, TopicImage
 from minibroker.network.client import KafkaClientConnection
+from minibroker.network.partitions import NetworkPartitions
 from minibroker.protocol.messages import (LeaderAndIsrRequest, StopReplicaRequest,
                                           UpdateMetadataRequest)
 
@@ -105,8 +106,10 @@ class _Pace:
 class Propagator:
     """One per controller: its id and epoch stamp every request it sends."""
 
-    def __init__(self, controller_id: int, controller_epoch: int) -> None:
+    def __init__(self, controller_id: int, controller_epoch: int,
+                 network: NetworkPartitions | None = None) -> None:
         self.controller_id = controller_id
+        self.network = network if network is not None else NetworkPartitions()
         self.controller_epoch = controller_epoch
         self._conns: dict[int, KafkaClientConnection] = {}
 
@@ -272,6 +275,7 @@ class Propagator:
     async def _conn(self, broker_id: int, host: str, port: int) -> KafkaClientConnection:
         c = self._conns.get(broker_id)
         if c is None or c.closed:
-            c = await KafkaClientConnection.connect(host, port, client_id="controller", timeout=5)
+            c = await self.network.connect(self.controller_id, broker_id, host, port,
+                                           client_id="controller", timeout=5)
             self._conns[broker_id] = c
         return c

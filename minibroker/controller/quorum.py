@@ -70,9 +70,11 @@ class MetadataQuorum:
             self.last_leader = self.leader_id
         self.leader_id = -1
 
-    def elect(self) -> int:
-        """A new leader and epoch from the live voters; -1 if none is live."""
-        live = [v for v in self.voters if v in self.live]
+    def elect(self, candidates: list[int] | None = None) -> int:
+        """A new leader and epoch from the live voters (among `candidates`: those that reach a
+        majority across network partitions); -1 if there is none."""
+        live = [v for v in self.voters if v in self.live
+                and (candidates is None or v in candidates)]
         if not live:
             return -1
         longest = max(len(self.copies[v]) for v in live)

@@ -2,7 +2,7 @@
 
 * ``schemas/message``: LeaderAndIsr (4), StopReplica (5), UpdateMetadata (6) in their last Kafka 3.x
   shapes plus KIP-253 tagged fields; ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69);
-  and the seeds' new APIs under private keys 1000-1003 (see ``PrivateApiKey``).
+  and the seeds' new APIs under private keys 1000-1003, our FaultControl under 1004 (see ``PrivateApiKey``).
 * ``schemas/extensions``: stock Produce/Fetch requests and Metadata response with KIP-253 tagged
   fields (tags >= 10000), as ``ProduceRequestKip253``, ``FetchRequestKip253`` and
   ``MetadataResponseKip253``.  Their JSON files list only our additions; they are merged here into
@@ -39,6 +39,7 @@ __all__ = [
     "PartitionLeaderEpochsForPartitionsRequest", "PartitionLeaderEpochsForPartitionsResponse",
     "AssignPartitionsRequest", "AssignPartitionsResponse",
     "PartitionAssignmentStatusRequest", "PartitionAssignmentStatusResponse",
+    "FaultControlRequest", "FaultControlResponse",
     "ProduceRequestKip253", "FetchRequestKip253", "MetadataResponseKip253",
     "MESSAGE_CLASSES", "EXTENDED_CLASSES",
 ]
@@ -54,6 +55,7 @@ class PrivateApiKey(IntEnum):
     PartitionLeaderEpochsForPartitions = 1001
     AssignPartitions = 1002
     PartitionAssignmentStatus = 1003
+    FaultControl = 1004             # ours: faults on demand (`minibroker faults`)
 
 
 # --- messages kafka-python does not ship -------------------------------------------------------
@@ -77,6 +79,8 @@ with loading():
     class AssignPartitionsResponse(ApiMessage, load_json=_MESSAGE): pass
     class PartitionAssignmentStatusRequest(ApiMessage, load_json=_MESSAGE): pass
     class PartitionAssignmentStatusResponse(ApiMessage, load_json=_MESSAGE): pass
+    class FaultControlRequest(ApiMessage, load_json=_MESSAGE): pass
+    class FaultControlResponse(ApiMessage, load_json=_MESSAGE): pass
 
 
 MESSAGE_CLASSES: tuple[type[ApiMessage], ...] = (
@@ -89,6 +93,7 @@ MESSAGE_CLASSES: tuple[type[ApiMessage], ...] = (
     PartitionLeaderEpochsForPartitionsRequest, PartitionLeaderEpochsForPartitionsResponse,
     AssignPartitionsRequest, AssignPartitionsResponse,
     PartitionAssignmentStatusRequest, PartitionAssignmentStatusResponse,
+    FaultControlRequest, FaultControlResponse,
 )
 for _cls in MESSAGE_CLASSES:
     share_nested_classes(_cls)

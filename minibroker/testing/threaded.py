@@ -80,6 +80,53 @@ class ThreadedCluster:
     def start_broker(self, broker_id: int) -> None:
         self.call(self.cluster.start_broker, broker_id)
 
+    def restart_broker(self, broker_id: int) -> None:
+        self.call(self.cluster.restart_broker, broker_id)
+
+    # Faults on demand (Cluster's and Faults' control API, see there), run on the cluster's loop.
+    def partition_network(self, side_a, side_b) -> None:
+        self.call(self.cluster.partition_network, side_a, side_b)
+
+    def heal_network(self) -> None:
+        self.call(self.cluster.heal_network)
+
+    def isolate_clients(self, broker_id: int) -> None:
+        self._on_loop(self.cluster.isolate_clients, broker_id)
+
+    def heal_clients(self, broker_id: int | None = None) -> None:
+        self._on_loop(self.cluster.heal_clients, broker_id)
+
+    def failover_controller(self) -> int:
+        return self.call(self.cluster.failover_controller)
+
+    def stop_controller(self) -> None:
+        self.call(self.cluster.stop_controller)
+
+    def start_controller(self) -> None:
+        self.call(self.cluster.start_controller)
+
+    def push_request_errors(self, api_key: int, errors: list, broker_id: int | None = None) -> None:
+        self._on_loop(self.cluster.faults.push_request_errors, api_key, errors, broker_id)
+
+    def hold(self, api_key: int, ms: int | None = None, count: int | None = None,
+             broker_id: int | None = None) -> None:
+        self._on_loop(self.cluster.faults.hold, api_key, ms, count, broker_id)
+
+    def drop(self, api_key: int, count: int | None = None, broker_id: int | None = None) -> None:
+        self._on_loop(self.cluster.faults.drop, api_key, count, broker_id)
+
+    def release(self, api_key: int | None = None) -> None:
+        self._on_loop(self.cluster.faults.release, api_key)
+
+    def set_latency(self, broker_id: int, ms: int | None) -> None:
+        self._on_loop(self.cluster.faults.set_latency, broker_id, ms)
+
+    def lose_update_metadata(self, broker_id: int, count: int | None = None) -> None:
+        self._on_loop(self.cluster.faults.lose_update_metadata, broker_id, count)
+
+    def clear_faults(self) -> None:
+        self.call(self.cluster.clear_faults)
+
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
                      configs: dict[str, str] | None = None) -> None:
         self.call(self.cluster.create_topic, name, partitions, replication_factor, configs)

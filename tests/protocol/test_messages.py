@@ -85,7 +85,8 @@ def test_classes_and_keys():
         ("LeaderAndIsrRequest", 4), ("StopReplicaRequest", 5), ("UpdateMetadataRequest", 6),
         ("ConsumerGroupHeartbeatRequest", 68), ("ConsumerGroupDescribeRequest", 69),
         ("ConsumerGroupPositionRequest", 1000), ("PartitionLeaderEpochsForPartitionsRequest", 1001),
-        ("AssignPartitionsRequest", 1002), ("PartitionAssignmentStatusRequest", 1003)]
+        ("AssignPartitionsRequest", 1002), ("PartitionAssignmentStatusRequest", 1003),
+        ("FaultControlRequest", 1004)]
     for req, resp in zip(m.MESSAGE_CLASSES[::2], m.MESSAGE_CLASSES[1::2]):
         assert req.is_request() and not resp.is_request()
         assert req.API_KEY == resp.API_KEY and req.max_version == resp.max_version
@@ -93,8 +94,9 @@ def test_classes_and_keys():
         "LeaderAndIsrRequest": 7, "StopReplicaRequest": 4, "UpdateMetadataRequest": 8,
         "ConsumerGroupHeartbeatRequest": 1, "ConsumerGroupDescribeRequest": 1,
         "ConsumerGroupPositionRequest": 0, "PartitionLeaderEpochsForPartitionsRequest": 0,
-        "AssignPartitionsRequest": 0, "PartitionAssignmentStatusRequest": 0}
-    assert [int(k) for k in m.PrivateApiKey] == [1000, 1001, 1002, 1003]
+        "AssignPartitionsRequest": 0, "PartitionAssignmentStatusRequest": 0,
+        "FaultControlRequest": 0}
+    assert [int(k) for k in m.PrivateApiKey] == [1000, 1001, 1002, 1003, 1004]
     for cls in m.MESSAGE_CLASSES[10:]:  # the seeds' new APIs are flexible from v0
         assert cls.flexible_version_q(0)
 

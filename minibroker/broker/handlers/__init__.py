@@ -53,4 +53,5 @@ from minibroker.broker.handlers import (  # noqa: F401 — imported to register 
     k1001_partition_leader_epochs_for_partitions,
     k1002_assign_partitions,
     k1003_partition_assignment_status,
+    k1004_fault_control,
 )

@@ -10,6 +10,8 @@ Propagation delay (our extension, for clients that must survive stale metadata):
 above 0, the request is acknowledged at once and applied that much later, requests in arrival
 order; meanwhile this broker answers Metadata from the older state while others may be current.
 LeaderAndIsr is not delayed: a broker enforces a new partition count before clients learn it.
+A *lost* UpdateMetadata (Cluster.lose_update_metadata) is acknowledged and never applied, as one
+lost on its way: the broker keeps answering from what it knew until a later one reaches it.
 """
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ async def handle_update_metadata(ctx: RequestContext, req: UpdateMetadataRequest
     err = check_control_request(ctx.broker, req)
     if err:
         return UpdateMetadataResponse(error_code=err)
+    if broker.faults.take_lost_update_metadata(broker.node_id):
+        return UpdateMetadataResponse(error_code=0)
     topics = _complete_topics(broker.metadata_pieces.setdefault(ctx.conn, {}), req.topic_states)
     delay_ms = broker.faults.update_metadata_delay_ms.get(
         broker.node_id, broker.config.minibroker_metadata_propagation_delay_ms)

@@ -1,0 +1,106 @@
+"""Network partitions on demand: who can reach whom, by broker id (Jepsen's nemesis, in process).
+
+Every inter-broker connection (replica fetchers, the controller's LeaderAndIsr / UpdateMetadata /
+StopReplica, WriteTxnMarkers and KIP-890 verification) is opened through `connect(src, dst, ...)`,
+which refuses a cut link and remembers the connection: cutting a link closes the connections
+across it, as a lost connection (the sender sees ConnectionClosed and retries, as it would after
+a timeout). In-process calls to the controller (forwarding, AlterPartition, heartbeats) ask
+`reachable(src, dst)` themselves. Clients are cut from a broker with `isolate_clients`: the broker
+closes their connections and every request on a new one (inter-broker connections are told apart
+by their local address). This module knows broker ids only, no broker.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import Iterable
+
+from minibroker.network.client import KafkaClientConnection
+
+log = logging.getLogger("minibroker.network")
+
+
+class LinkDown(ConnectionError):
+    """A connection refused because a network partition cuts the link."""
+
+
+class NetworkPartitions:
+    def __init__(self) -> None:
+        self._cuts: set[tuple[int, int]] = set()       # (a, b) with a < b: no traffic either way
+        self.isolated: set[int] = set()                # brokers no client can reach
+        # Open inter-broker connections: connection -> (src, dst); their local addresses.
+        self._links: dict[KafkaClientConnection, tuple[int, int]] = {}
+        self._local_addrs: dict[tuple, KafkaClientConnection] = {}
+        self.generation = 0                             # bumped on every change
+
+    # ------------------------------------------------------------------ state
+    @property
+    def partitioned(self) -> bool:
+        return bool(self._cuts)
+
+    def reachable(self, src: int, dst: int) -> bool:
+        return src == dst or (min(src, dst), max(src, dst)) not in self._cuts
+
+    def cuts(self) -> list[tuple[int, int]]:
+        return sorted(self._cuts)
+
+    def partition(self, side_a: Iterable[int], side_b: Iterable[int]) -> None:
+        """No traffic between any broker of side_a and any of side_b (both ways) until heal();
+        links within a side, and other partitions already in place, stay as they are."""
+        a, b = sorted({int(x) for x in side_a}), sorted({int(x) for x in side_b})
+        if set(a) & set(b):
+            raise ValueError(f"a broker cannot be on both sides: {sorted(set(a) & set(b))}")
+        new = {(min(x, y), max(x, y)) for x, y in itertools.product(a, b)}
+        self._cuts |= new
+        self.generation += 1
+        log.info("network partition: %s | %s", a, b)
+        for conn, (src, dst) in sorted(self._links.items(), key=lambda kv: kv[1]):
+            if (min(src, dst), max(src, dst)) in new:
+                conn.close(f"network partition between broker {src} and broker {dst}")
+
+    def heal(self) -> None:
+        """End every partition between brokers (client isolation stays: heal_clients)."""
+        if self._cuts:
+            log.info("network healed: %s", sorted(self._cuts))
+        self._cuts.clear()
+        self.generation += 1
+
+    def isolate_clients(self, broker_id: int) -> None:
+        self.isolated.add(int(broker_id))
+        self.generation += 1
+
+    def heal_clients(self, broker_id: int | None = None) -> None:
+        if broker_id is None:
+            self.isolated.clear()
+        else:
+            self.isolated.discard(int(broker_id))
+        self.generation += 1
+
+    def is_inter_broker(self, peer) -> bool:
+        """Whether a server-side connection's peer address is one of our inter-broker ones."""
+        conn = self._local_addrs.get(tuple(peer) if peer else None)
+        return conn is not None and not conn.closed
+
+    # ------------------------------------------------------------------ connections
+    async def connect(self, src: int, dst: int, host: str, port: int, client_id: str,
+                      timeout: float = 10.0) -> KafkaClientConnection:
+        """An inter-broker connection from broker src to broker dst (LinkDown if cut)."""
+        if not self.reachable(src, dst):
+            raise LinkDown(f"network partition between broker {src} and broker {dst}")
+        conn = await KafkaClientConnection.connect(host, port, client_id=client_id,
+                                                   timeout=timeout)
+        if not self.reachable(src, dst):        # cut while connecting
+            conn.close(f"network partition between broker {src} and broker {dst}")
+            raise LinkDown(f"network partition between broker {src} and broker {dst}")
+        self._forget_closed()
+        self._links[conn] = (src, dst)
+        local = conn.transport.get_extra_info("sockname") if conn.transport else None
+        if local:
+            self._local_addrs[tuple(local)] = conn
+        return conn
+
+    def _forget_closed(self) -> None:
+        for conn in [c for c in self._links if c.closed]:
+            del self._links[conn]
+        for addr in [a for a, c in self._local_addrs.items() if c.closed]:
+            del self._local_addrs[addr]
