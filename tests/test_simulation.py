@@ -11,7 +11,7 @@ import pytest
 
 from minibroker.testing import Simulation, SimulationViolation
 from minibroker.testing.invariants import Acked, CommittedOffsets, per_key_order
-from minibroker.testing.simulation import TOPIC
+from minibroker.testing.simulation import _NETWORK_FAULTS, TOPIC
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -29,6 +29,7 @@ def test_100_seeded_simulations_hold_every_invariant():
         totals["runs"] += 1
     print(f"{totals['runs']} seeds: acked={totals['acked']} kills={totals['kill']} "
           f"failovers={totals['controller_failover']} partitions={totals['partition']} "
+          f"client_cuts={totals['isolate_clients']} "
           f"expansions={totals['expand']} deletions={totals['shrink']} joins={totals['join']} "
           f"leaves={totals['leave']} violations=0")
     assert totals["runs"] == CI_SEEDS
@@ -36,6 +37,8 @@ def test_100_seeded_simulations_hold_every_invariant():
     assert totals["acked"] > 40 * CI_SEEDS
     assert totals["kill"] >= CI_SEEDS // 2 and totals["controller_failover"] >= CI_SEEDS // 10
     assert totals["leave"] > 0 and totals["expand"] + totals["shrink"] > 0
+    if _NETWORK_FAULTS:
+        assert totals["partition"] > 0 and totals["isolate_clients"] > 0
 
 
 def test_a_seed_replays_its_plan_and_trace():

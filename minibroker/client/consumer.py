@@ -509,7 +509,10 @@ class Consumer(GroupMembership):
             conn = self.pool.get_nowait(node)
             if conn is None:
                 if self.pool.connect_failed(node):     # leader unreachable: it may have moved
-                    for tp, _ in parts:
+                    for tp, st in parts:
+                        # Look again after a backoff: metadata may still name this leader, and
+                        # each refresh would otherwise start the next one at once.
+                        st.backoff_until = now + self.retry_backoff
                         self.metadata.request_update(tp.topic)
                 continue
             self._send_fetch(node, conn, parts)

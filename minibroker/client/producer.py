@@ -626,7 +626,8 @@ class Producer:
                 continue
             leader = self.metadata.leader(tp.topic, tp.partition)
             if leader < 0:
-                self.metadata.request_update(tp.topic)
+                self._leader_unusable(tp, st, now)
+                delay = min(delay, self.retry_backoff)
                 continue
             if self._txn is not None and not self._txn.ready(tp):
                 while self._txn.add_error is not None and st.batches:
@@ -642,9 +643,9 @@ class Producer:
             conn = self.pool.get_nowait(node)
             if conn is None:
                 if self.pool.connect_failed(node):     # leader unreachable: it may have moved
-                    for tp, _ in parts:
-                        self.metadata.request_update(tp.topic)
-                    delay = min(delay, self.metadata.refresh_backoff)
+                    for tp, st in parts:
+                        self._leader_unusable(tp, st, now)
+                    delay = min(delay, self.retry_backoff)
                 continue
             while parts and self._node_inflight[node] < self.max_in_flight:
                 taken = []
@@ -661,6 +662,13 @@ class Producer:
                 self._send_request(node, conn, taken)
                 parts = rest
         return max(delay, 0.001)
+
+    def _leader_unusable(self, tp: TopicPartition, st: _PartitionState, now: float) -> None:
+        """No leader, or it cannot be reached: refresh metadata and look again after a backoff.
+        Without the backoff each refresh's answer (which may name the same leader, reachable by
+        the cluster but not by us) wakes the sender, which starts the next refresh at once."""
+        st.backoff_until = max(st.backoff_until, now + self.retry_backoff)
+        self.metadata.request_update(tp.topic)
 
     def _sendable(self, batch: _Batch, now: float) -> bool:
         return batch.closed or self._flushing > 0 or batch.retry or now - batch.created >= self.linger

@@ -4,9 +4,9 @@
     print(result.summary(), result.digest)
 
 Everything is drawn from one `random.Random(seed)`: the topic's partition count, the fault plan
-(broker kills and restarts, controller failovers, network partitions once the cluster has
-Cluster.partition_network, KIP-253 partition
-expansion and deletion in some plans), consumer group churn, and the keys produced. The cluster
+(broker kills and restarts, controller failovers, network partitions between brokers and
+between the clients and a broker where the cluster has them, KIP-253 partition expansion and
+deletion in some plans), consumer group churn, and the keys produced. The cluster
 (seeded too) runs on a VirtualTimeLoop, so session timeouts, ISR shrinks and retries cost no
 real time, and the same seed replays the same plan and the same event trace (`result.trace`,
 `result.digest`). After every step the invariants of minibroker.testing.invariants are checked.
@@ -28,11 +28,16 @@ from minibroker.client import Admin, Consumer, Producer, TopicPartition
 from minibroker.cluster import Cluster
 from minibroker.testing import invariants
 from minibroker.testing.invariants import Acked
-from minibroker.testing.virtual_time import VirtualTimeLoop
+from minibroker.testing.virtual_time import RealTimeLimitExceeded, VirtualTimeLoop
 
 TOPIC = "sim"
 GROUP = "sim-group"
 BROKERS = 3
+
+
+# Network partitions between brokers and between clients and a broker (Cluster.partition_network,
+# Cluster.isolate_clients) join the plans where the cluster has them.
+_NETWORK_FAULTS = hasattr(Cluster, "partition_network") and hasattr(Cluster, "isolate_clients")
 
 
 class SimulationViolation(AssertionError):
@@ -67,6 +72,7 @@ class SimulationResult:
         return (f"seed={self.seed} steps={len(self.plan)} acked={self.acked} "
                 f"failed={self.failed} delivered={self.delivered} kills={c['kill']} "
                 f"failovers={c['controller_failover']} partitions={c['partition']} "
+                f"client_cuts={c['isolate_clients']} "
                 f"expansions={c['expand']} deletions={c['shrink']} joins={c['join']} "
                 f"leaves={c['leave']} violations=0 digest={self.digest}")
 
@@ -81,8 +87,7 @@ def draw_plan(rng: random.Random, steps: int, partitions: int, kip253: bool) -> 
         choices = ["produce"]
         if down < 0 and not cut:
             choices += ["kill", "kill", "bounce", "controller_failover", "kill_controller_host"]
-            if hasattr(Cluster, "partition_network"):
-                choices.append("partition")
+            choices += [a for a in ("partition", "isolate_clients") if _NETWORK_FAULTS]
         if down >= 0:
             choices += ["restart", "restart"]
         if cut:
@@ -104,7 +109,7 @@ def draw_plan(rng: random.Random, steps: int, partitions: int, kip253: bool) -> 
             down = 0                        # resolved when run: whichever broker hosts it
         elif action == "restart":
             target, down = down, -1
-        elif action == "partition":
+        elif action in ("partition", "isolate_clients"):
             target, cut = rng.randint(1, BROKERS), True
         elif action == "heal":
             cut = False
@@ -116,7 +121,11 @@ def draw_plan(rng: random.Random, steps: int, partitions: int, kip253: bool) -> 
             count += 1 if action == "expand" else -1
             target = count
         produced = tuple(rng.choice(keys) for _ in range(rng.randint(5, 30)))
-        plan.append(Step(action, target, produced, rng.choice((500, 1000, 2000, 5000))))
+        # A cut lasts long enough, some of the time, for Kafka's timeouts to act on it: the
+        # follower leaves the ISR (replica.lag.time.max.ms), the broker is fenced
+        # (broker.session.timeout.ms), a cut-off controller resigns.
+        windows = (1000, 10000, 35000) if action == "partition" else (500, 1000, 2000, 5000)
+        plan.append(Step(action, target, produced, rng.choice(windows)))
     return plan
 
 
@@ -130,9 +139,11 @@ async def _cancel_leftovers() -> None:
 
 class Simulation:
     ACTIONS = ("produce", "kill", "restart", "bounce", "controller_failover",
-               "kill_controller_host", "partition", "heal", "join", "leave", "expand", "shrink")
+               "kill_controller_host", "partition", "isolate_clients", "heal", "join", "leave",
+               "expand", "shrink")
 
     def __init__(self, seed: int, steps: int = 8, real_time_limit: float = 120.0) -> None:
+        """real_time_limit: real seconds one run may take before it counts as a livelock."""
         self.seed = seed
         self.rng = random.Random(seed)
         self.partitions = self.rng.randint(2, 3)
@@ -156,6 +167,10 @@ class Simulation:
         loop = VirtualTimeLoop(real_time_limit=self.real_time_limit)
         try:
             return loop.run_until_complete(self._main())
+        except RealTimeLimitExceeded as e:
+            # Busy callbacks that never let the clock move: a livelock is a finding too.
+            self._violated([str(e)], "virtual time stood still (a livelock)")
+            raise
         finally:
             loop.run_until_complete(_cancel_leftovers())
             loop.run_until_complete(loop.shutdown_asyncgens())
@@ -252,8 +267,11 @@ class Simulation:
         elif a == "partition":
             others = [b for b in sorted(cluster.brokers) if b != step.target]
             await cluster.partition_network([step.target], others)
+        elif a == "isolate_clients":
+            cluster.isolate_clients(step.target)
         elif a == "heal":
             await cluster.heal_network()
+            cluster.heal_clients()
         elif a == "join":
             self._join(cluster, step.target)
         elif a == "leave":
@@ -261,11 +279,16 @@ class Simulation:
             task.cancel()
             await c.close(timeout=5)
         elif a in ("expand", "shrink"):
-            # Refused while a broker is down (3 replicas need 3 live brokers): traced, no fault.
-            result = await admin.create_partitions({TOPIC: step.target}, raise_on_error=False)
-            if result[TOPIC] is None:
+            # Refused while a broker is down (3 replicas need 3 live brokers), or unanswered
+            # across a network partition: traced, not a violation.
+            try:
+                result = (await admin.create_partitions({TOPIC: step.target},
+                                                        raise_on_error=False))[TOPIC]
+            except (Errors.KafkaError, ConnectionError, asyncio.TimeoutError) as e:
+                result = e
+            if result is None:
                 self.counts[a] += 1
-            a += f" {type(result[TOPIC]).__name__}"
+            a += f" {type(result).__name__}"
         self._note(f"step {self.step_index} {a} {step.target} -> "
                    f"controller={cluster.controller_node_id} down={self._down}")
 
@@ -309,8 +332,9 @@ class Simulation:
     # ------------------------------------------------------------------ the end
     async def _restore(self, cluster: Cluster) -> None:
         """Every broker back, the network whole, a controller elected."""
-        if self.counts["partition"] > self.counts["heal"]:
+        if _NETWORK_FAULTS:
             await cluster.heal_network()
+            cluster.heal_clients()
         for bid, b in sorted(cluster.brokers.items()):
             if not b.running:
                 await cluster.start_broker(bid)
