@@ -9,7 +9,8 @@ produces --records records of --size bytes (acks=1, each client's defaults other
 linger 5 ms for the reference client, 0 for the others as their defaults say), then consumes them
 all from the beginning with a fresh consumer (no group, manual assignment). Each phase stops at
 --limit seconds (the rate is then over what was done, and says so). Prints records/s per client
-and phase and each client's ratio to the reference client. Clients run in this process, one at a
+and phase, the client's CPU per record (this process's CPU time: on a shared machine the steadier
+figure), and each client's ratios to the reference client. Clients run in this process, one at a
 time; the broker is a separate process. Uses only what the project's test extra installs.
 """
 from __future__ import annotations
@@ -143,12 +144,14 @@ def create_topic(bs: str, topic: str) -> None:
         admin.close()
 
 
-def timed(fn, *args) -> tuple[int, float]:
-    t0 = time.perf_counter()
+def timed(fn, *args) -> tuple[int, float, float]:
+    """What fn did, in wall seconds and in this process's CPU seconds (all its threads: the
+    client's own work; on a shared machine the CPU figure moves far less than the wall one)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     r = fn(*args)
     if asyncio.iscoroutine(r):
         r = asyncio.run(r)
-    return r, time.perf_counter() - t0
+    return r, time.perf_counter() - t0, time.process_time() - c0
 
 
 def main() -> None:
@@ -164,28 +167,34 @@ def main() -> None:
     bs = proc.stdout.readline().decode().split()[1]
     value = b"v" * a.size
     rates: dict[tuple[str, str], float] = {}
+    cpu: dict[tuple[str, str], float] = {}          # client CPU microseconds per record
     try:
         for name in a.only.split(","):
             produce, consume = CLIENTS[name]
             topic = f"bench-{name}"
             create_topic(bs, topic)
-            n, s = timed(produce, bs, topic, a.records, value, a.limit)
-            rates[(name, "produce")] = n / s
-            print(f"{name:13} produce {n:>9,} records in {s:6.1f} s: {n / s:>9,.0f} records/s"
+            n, s, c = timed(produce, bs, topic, a.records, value, a.limit)
+            rates[(name, "produce")], cpu[(name, "produce")] = n / s, c / max(n, 1) * 1e6
+            print(f"{name:13} produce {n:>9,} records in {s:6.1f} s: {n / s:>9,.0f} records/s, "
+                  f"client CPU {cpu[(name, 'produce')]:5.1f} us/record"
                   + ("" if n == a.records else "  (stopped at --limit)"), flush=True)
-            m, s = timed(consume, bs, topic, n, a.limit)
-            rates[(name, "consume")] = m / s
-            print(f"{name:13} consume {m:>9,} records in {s:6.1f} s: {m / s:>9,.0f} records/s"
+            m, s, c = timed(consume, bs, topic, n, a.limit)
+            rates[(name, "consume")], cpu[(name, "consume")] = m / s, c / max(m, 1) * 1e6
+            print(f"{name:13} consume {m:>9,} records in {s:6.1f} s: {m / s:>9,.0f} records/s, "
+                  f"client CPU {cpu[(name, 'consume')]:5.1f} us/record"
                   + ("" if m >= n else "  (stopped at --limit)"), flush=True)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
     if ("ref", "produce") in rates:
-        print("reference client / other, records/s (> 1: the reference client is faster):")
+        print("reference client / other, records/s and (in brackets) the other's client CPU per "
+              "record over the reference client's (> 1: the reference client is faster):")
         for name in a.only.split(","):
             if name != "ref" and (name, "produce") in rates:
                 print(f"  vs {name:13} produce {rates[('ref', 'produce')] / rates[(name, 'produce')]:.2f}"
-                      f"  consume {rates[('ref', 'consume')] / rates[(name, 'consume')]:.2f}")
+                      f" ({cpu[(name, 'produce')] / cpu[('ref', 'produce')]:.2f})"
+                      f"  consume {rates[('ref', 'consume')] / rates[(name, 'consume')]:.2f}"
+                      f" ({cpu[(name, 'consume')] / cpu[('ref', 'consume')]:.2f})")
 
 
 if __name__ == "__main__":

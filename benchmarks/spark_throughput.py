@@ -10,9 +10,11 @@ for both clients), then, in this order: confluent-kafka produces --records keyle
 bytes to topic `bench-ck` (acks=all, linger 5 ms); Spark writes the same number to `bench-spark`
 (`spark.range` -> value column -> `df.write.format("minibroker")`, one task per Spark core);
 confluent-kafka consumes `bench-ck` from the beginning; Spark reads `bench-ck` in batch
-(`sum(length(value))`, so every value is materialised).  A small Spark job warms the JVM and the
-Python workers first; session start-up is not counted.  Prints records/s and Spark/confluent
-ratios.  Needs the `spark` and `test` extras (confluent-kafka).  The machine may be shared: run it
+(`sum(length(value))`, so every value is materialised).  A Spark write and read of 100k records
+warm the JVM (its JIT) and the Python workers first; session start-up is not counted.  Prints records/s and Spark/confluent
+ratios, and the CPU seconds each phase cost (this process and every process under it -- the JVM,
+the Python workers -- plus the broker), which a shared machine's load distorts less than the wall
+clock.  Needs the `spark` and `test` extras (confluent-kafka).  The machine may be shared: run it
 more than once before trusting a figure.
 """
 from __future__ import annotations
@@ -33,6 +35,47 @@ def start_broker():
     line = proc.stdout.readline()
     assert line.startswith("BOOTSTRAP "), line
     return proc, line.split()[1]
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds (user + system) of `root` and all its live descendants, from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            stats[int(d)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += stats.get(pid, (0, 0.0))[1]
+        todo.extend(c for c, (ppid, _) in stats.items() if ppid == pid)
+    return total
+
+
+class Phase:
+    """Wall and CPU seconds (ours + the broker's) of one phase."""
+
+    def __init__(self, broker_pid: int) -> None:
+        self.broker_pid = broker_pid
+
+    def __enter__(self) -> "Phase":
+        self.cpu0 = tree_cpu(os.getpid()), tree_cpu(self.broker_pid)
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.wall = time.perf_counter() - self.t0
+        self.client_cpu = tree_cpu(os.getpid()) - self.cpu0[0]
+        self.broker_cpu = tree_cpu(self.broker_pid) - self.cpu0[1]
+
+    def line(self, n: int) -> str:
+        return (f"{n / self.wall:9.0f} rec/s ({self.wall:5.1f} s; CPU s client {self.client_cpu:5.1f}"
+                f" broker {self.broker_cpu:4.1f})")
 
 
 def create_topics(bootstrap: str, names, partitions: int) -> None:
@@ -91,34 +134,37 @@ def main() -> None:
         create_topics(bootstrap, ["bench-ck", "bench-spark"], a.partitions)
         from minibroker.spark.session import local_session
         spark = local_session(a.master, "minibroker-bench")
-        spark.range(1000, numPartitions=2).selectExpr("CAST(id AS STRING) AS value") \
+        warm = 100_000      # warm-up (not counted): the JVM's JIT and the Python workers
+        spark.range(warm, numPartitions=2).selectExpr(f"CAST(repeat('x', {a.size}) AS BINARY) AS value") \
             .write.format("minibroker").option("kafka.bootstrap.servers", bootstrap) \
-            .option("topic", "bench-spark").mode("append").save()       # warm-up (not counted)
-        warm = spark.read.format("minibroker").option("kafka.bootstrap.servers", bootstrap) \
-            .option("subscribe", "bench-spark").load().count()
-        assert warm == 1000
+            .option("topic", "bench-spark").mode("append").save()
+        got = spark.read.format("minibroker").option("kafka.bootstrap.servers", bootstrap) \
+            .option("subscribe", "bench-spark").load().selectExpr("sum(length(value))").collect()[0][0]
+        assert got == warm * a.size, got
 
-        ck_w = ck_produce(bootstrap, "bench-ck", a.records, a.size)
-        t = time.perf_counter()
+        with Phase(proc.pid) as ck_w:
+            ck_produce(bootstrap, "bench-ck", a.records, a.size)
         cores = spark.sparkContext.defaultParallelism
-        (spark.range(a.records, numPartitions=cores)
-         .selectExpr(f"CAST(repeat('x', {a.size}) AS BINARY) AS value")
-         .write.format("minibroker").option("kafka.bootstrap.servers", bootstrap)
-         .option("topic", "bench-spark").mode("append").save())
-        sp_w = time.perf_counter() - t
-        ck_r = ck_consume(bootstrap, "bench-ck", a.records)
-        t = time.perf_counter()
-        row = spark.read.format("minibroker").option("kafka.bootstrap.servers", bootstrap) \
-            .option("subscribe", "bench-ck").load() \
-            .selectExpr("count(*) AS n", "sum(length(value)) AS b").collect()[0]
-        sp_r = time.perf_counter() - t
+        with Phase(proc.pid) as sp_w:
+            (spark.range(a.records, numPartitions=cores)
+             .selectExpr(f"CAST(repeat('x', {a.size}) AS BINARY) AS value")
+             .write.format("minibroker").option("kafka.bootstrap.servers", bootstrap)
+             .option("topic", "bench-spark").mode("append").save())
+        with Phase(proc.pid) as ck_r:
+            ck_consume(bootstrap, "bench-ck", a.records)
+        with Phase(proc.pid) as sp_r:
+            row = spark.read.format("minibroker").option("kafka.bootstrap.servers", bootstrap) \
+                .option("subscribe", "bench-ck").load() \
+                .selectExpr("count(*) AS n", "sum(length(value)) AS b").collect()[0]
         assert row.n == a.records and row.b == a.records * a.size, row
         n = a.records
-        print(f"{n} records of {a.size} B, {a.partitions} partitions, Spark {a.master}, 1 minibroker broker")
-        print(f"write: confluent-kafka {n / ck_w:10.0f} rec/s ({ck_w:.1f} s)  "
-              f"spark {n / sp_w:10.0f} rec/s ({sp_w:.1f} s)  ratio {ck_w / sp_w:.2f}")
-        print(f"read:  confluent-kafka {n / ck_r:10.0f} rec/s ({ck_r:.1f} s)  "
-              f"spark {n / sp_r:10.0f} rec/s ({sp_r:.1f} s)  ratio {ck_r / sp_r:.2f}")
+        print(f"{n} records of {a.size} B, {a.partitions} partitions, Spark {a.master}, 1 minibroker broker; "
+              f"load average {os.getloadavg()[0]:.1f}")
+        for what, ck, sp in (("write", ck_w, sp_w), ("read ", ck_r, sp_r)):
+            print(f"{what}: confluent-kafka {ck.line(n)}")
+            print(f"       spark           {sp.line(n)}")
+            print(f"       ratio spark/confluent: {ck.wall / sp.wall:.2f} by wall clock, "
+                  f"{(ck.client_cpu + ck.broker_cpu) / (sp.client_cpu + sp.broker_cpu):.2f} by CPU seconds")
         spark.stop()
     finally:
         os.killpg(proc.pid, 15)

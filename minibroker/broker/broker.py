@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import weakref
 from typing import Any
 
 import minibroker.broker.handlers  # noqa: F401 — registers every handler with dispatch
@@ -51,6 +52,8 @@ class Broker:
         self.metadata = MetadataCache()
         self.stats = BrokerStats()
         self.pending_metadata: asyncio.Task | None = None   # a delayed UpdateMetadata (k06)
+        # UpdateMetadata pieces of topics not yet complete, per controller connection (k06).
+        self.metadata_pieces: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.controller_mutation_quota = ControllerMutationQuota(
             config.controller_mutation_rate, config.controller_quota_window_num,
             config.controller_quota_window_size_seconds)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import logging
 from typing import Any, Iterable
 
@@ -231,6 +232,24 @@ class Consumer(GroupMembership):
             parts = parts[self._take_start:] + parts[:self._take_start]
         for tp, st in parts:
             gate = st.gate
+            buf = st.buffer
+            if buf and (st.position is None or buf[0].offset >= st.position) and (
+                    gate is None or buf[-1].offset < gate):
+                # The common case, taken whole: a buffer is one Fetch answer's records, in
+                # offset order, so none is stale once the first is not, and the last is the
+                # latest epoch.
+                k = min(len(buf), self.max_poll_records - len(out))
+                if k == len(buf):
+                    out.extend(buf)
+                    buf.clear()
+                else:
+                    out.extend(itertools.islice(buf, k))
+                    for _ in range(k):
+                        buf.popleft()
+                last = out[-1]
+                st.position = last.offset + 1
+                if last.leader_epoch > st.last_epoch:
+                    st.last_epoch = last.leader_epoch
             while st.buffer and len(out) < self.max_poll_records:
                 if gate is not None and st.buffer[0].offset >= gate:
                     break

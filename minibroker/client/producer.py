@@ -71,7 +71,7 @@ from minibroker.client.kip253 import (epoch_end_offset, kip253_counts, linear_ha
 from minibroker.client.list_offsets import EARLIEST, list_offsets
 from minibroker.client.metadata import ClusterMetadata, TopicMetadata
 from minibroker.client.records import (ConsumerGroupMetadata, RecordMetadata, TopicPartition,
-                                       codec_id, encode_batch, estimate_size)
+                                       codec_id, encode_batch, estimate_size, mark_transactional)
 from minibroker.client.transactions import TransactionManager
 from minibroker.clock import Clock
 from minibroker.partitioning import parent as partition_parent
@@ -110,6 +110,13 @@ class _Batch:
     retry: bool = False
     count: int = -1                     # KIP-253: the undeleted partition count it was partitioned with
     pinned: list = field(default_factory=list)      # per record: partition given by the caller
+    build: Callable | None = None       # send_batch: (producer id, epoch, base sequence) -> bytes
+    n: int = 0                          # send_batch: its record count
+
+
+class StalePartitioningError(Errors.KafkaError):
+    """A send_batch batch was partitioned with an undeleted partition count that changed."""
+    retriable = True
 
 
 class _PartitionState:
@@ -160,9 +167,11 @@ class Producer:
         self.metadata = ClusterMetadata(self.pool)
         self._parts: dict[TopicPartition, _PartitionState] = {}
         self._undesignated: dict[str, list] = {}        # topic -> [(key, value, headers, ts, fut, created)]
-        self._sticky: dict[str, int] = {}
+        self._sticky: dict[str, tuple[TopicMetadata, int]] = {}     # topic -> (metadata, partition)
         self._rr = itertools.count()
         self._node_inflight: dict[int, int] = collections.defaultdict(int)
+        # Every future send() returned that may not be done yet; a batch's leave when it completes
+        # (one set operation per batch, not a done-callback per record), flush() prunes the rest.
         self._outstanding: set[asyncio.Future] = set()
         self._flushing = 0
         self._wake = asyncio.Event()
@@ -223,7 +232,8 @@ class Producer:
 
     async def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now (ignoring linger) and wait until each send has completed."""
-        pending = list(self._outstanding)
+        pending = [f for f in self._outstanding if not f.done()]
+        self._outstanding = set(pending)
         if not pending:
             return
         self._flushing += 1
@@ -242,6 +252,7 @@ class Producer:
         for fut in list(self._outstanding):
             if not fut.done():
                 fut.set_exception(Errors.KafkaError("producer closed"))
+        self._outstanding.clear()
         for task in list(self._lookups.values()):
             task.cancel()
         if self._sender is not None:
@@ -308,22 +319,13 @@ class Producer:
              partition: int | None = None, timestamp_ms: int | None = None) -> asyncio.Future:
         """Queue one record; the future resolves to RecordMetadata or raises the KafkaError."""
         loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        if self._closed or not self._started:
-            fut.set_exception(Errors.IllegalStateError("producer is not started or is closed"))
+        fut = self._new_future(loop)
+        if fut.done():
             return fut
-        if self._txn is not None:
-            try:
-                self._txn.check()
-            except Errors.KafkaError as e:
-                fut.set_exception(e)
-                return fut
-        self._outstanding.add(fut)
-        fut.add_done_callback(self._outstanding.discard)
         if key is not None and partition is None:
             fut.add_done_callback(lambda f, k=(topic, key): self._key_done(k, f))
         ts = self.clock.now_ms() if timestamp_ms is None else timestamp_ms
-        rec = (key, value, list(headers or ()), ts)
+        rec = (key, value, list(headers) if headers else (), ts)
         md = self.metadata.topic(topic)
         if partition is None and (md is None or not md.partitions or md.error_code):
             if key is not None:
@@ -335,17 +337,66 @@ class Producer:
         self._place(topic, rec, fut, loop.time(), partition, md)
         return fut
 
+    def send_batch(self, topic: str, partition: int, n: int, build: Callable,
+                   count: int) -> asyncio.Future:
+        """Queue `n` records already encoded by the caller, to a fixed partition:
+        `build(producer_id, producer_epoch, base_sequence)` returns the v2 batch (called once, when
+        the batch is sent; a retry resends the same bytes).  `count` is the undeleted partition
+        count the caller partitioned with; when the topic's count changes first, the future fails
+        with StalePartitioningError and nothing of the batch was written.  The future resolves to
+        the RecordMetadata of the batch's first record."""
+        loop = asyncio.get_running_loop()
+        fut = self._new_future(loop)
+        if fut.done():
+            return fut
+        tp = TopicPartition(topic, partition)
+        st = self._parts.get(tp)
+        if st is None:
+            st = self._parts[tp] = _PartitionState()
+        if st.batches:
+            st.batches[-1].closed = True
+        st.batches.append(_Batch(tp, loop.time(), futures=[fut], closed=True, count=count,
+                                 build=build, n=n))
+        self._wake.set()
+        return fut
+
+    def _new_future(self, loop) -> asyncio.Future:
+        """A send's future, tracked until done; failed at once when the producer is not running."""
+        fut = loop.create_future()
+        if self._closed or not self._started:
+            fut.set_exception(Errors.IllegalStateError("producer is not started or is closed"))
+            return fut
+        if self._txn is not None:
+            try:
+                self._txn.check()           # in a transaction, and not fenced
+            except Errors.KafkaError as e:
+                fut.set_exception(e)
+                return fut
+        self._outstanding.add(fut)      # leaves with its batch (_complete / _fail), or at flush
+        return fut
+
     def _partition(self, topic: str, key: bytes | None, md: TopicMetadata) -> int:
         if self.partitioner is not None:
             return self.partitioner(topic, key, md)
         if key is not None:
             return linear_hashing_partitioner(topic, key, md)
+        # The sticky partition holds while the topic's metadata is the same object (a refresh
+        # replaces it): KIP-253's counts are not looked at again for every record.
+        sticky = self._sticky.get(topic)
+        if sticky is not None and sticky[0] is md:
+            return sticky[1]
         counts = kip253_counts(md)
         count = counts[1] if counts else md.producer_partition_count
-        p = self._sticky.get(topic)
+        p = sticky[1] if sticky is not None else None
         if p is None or p >= count:
-            p = self._sticky[topic] = next(self._rr) % count
+            p = next(self._rr) % count
+        self._sticky[topic] = (md, p)
         return p
+
+    def _unstick(self, tp: TopicPartition) -> None:
+        sticky = self._sticky.get(tp.topic)
+        if sticky is not None and sticky[1] == tp.partition:
+            del self._sticky[tp.topic]
 
     # ------------------------------------------------------------------ KIP-253 key order
     def _place(self, topic: str, rec: tuple, fut: asyncio.Future, created: float,
@@ -435,9 +486,12 @@ class Producer:
         sealed = [b.base_sequence for b in batches if b.encoded is not None and b.base_sequence >= 0]
         if self.idempotent and sealed:
             st.next_sequence = sealed[0]          # queue order is sequence order
-        if self._sticky.get(tp.topic) == tp.partition:
-            self._sticky.pop(tp.topic, None)
+        self._unstick(tp)
         for b in batches:
+            if b.build is not None:
+                self._fail(b, StalePartitioningError(f"{tp}: undeleted partition count {b.count} "
+                                                     f"is now {md.undeleted_partition_count}"))
+                continue
             for rec, fut, pinned in zip(b.records, b.futures, b.pinned):
                 if fut.done():
                     continue
@@ -538,14 +592,15 @@ class Producer:
         st = self._parts.get(tp)
         if st is None:
             st = self._parts[tp] = _PartitionState()
-        size = estimate_size(rec[0], rec[1], rec[2])
+        key, value, headers = rec[0], rec[1], rec[2]
+        size = estimate_size(key, value, headers) if headers else \
+            21 + (len(key) if key else 0) + (len(value) if value else 0)    # estimate_size's
         last = st.batches[-1] if st.batches else None
         if last is None or last.closed or last.count != count or \
                 (last.records and last.size + size > self.batch_size):
             if last is not None and not last.closed:
                 last.closed = True
-                if self._sticky.get(tp.topic) == tp.partition:
-                    self._sticky.pop(tp.topic, None)      # a full batch moves the sticky partition
+                self._unstick(tp)       # a full batch moves the sticky partition
             last = _Batch(tp, now, count=count)
             st.batches.append(last)
             self._wake.set()
@@ -676,14 +731,20 @@ class Producer:
     def _seal(self, st: _PartitionState, batch: _Batch) -> bytes:
         if batch.encoded is None:
             batch.closed = True
-            if self._sticky.get(batch.tp.topic) == batch.tp.partition:
-                self._sticky.pop(batch.tp.topic, None)
+            self._unstick(batch.tp)
             if self.idempotent:
                 batch.base_sequence = st.next_sequence
-                st.next_sequence = (st.next_sequence + len(batch.records)) & 0x7FFFFFFF
-            batch.encoded = encode_batch(batch.records, self.compression, self._producer_id,
-                                         self._producer_epoch, batch.base_sequence,
-                                         self._txn is not None)
+                n = batch.n if batch.build is not None else len(batch.records)
+                st.next_sequence = (st.next_sequence + n) & 0x7FFFFFFF
+            if batch.build is not None:
+                batch.encoded = batch.build(self._producer_id, self._producer_epoch,
+                                            batch.base_sequence)
+                if self._txn is not None:
+                    batch.encoded = mark_transactional(batch.encoded)
+            else:
+                batch.encoded = encode_batch(batch.records, self.compression, self._producer_id,
+                                             self._producer_epoch, batch.base_sequence,
+                                             self._txn is not None)
         return batch.encoded
 
     def _send_request(self, node: int, conn, taken: list) -> None:
@@ -755,7 +816,13 @@ class Producer:
                 self._retry_or_fail(st, batch, err_cls(p.error_message or ""))
 
     def _complete(self, batch: _Batch, base_offset: int, log_append_time: int) -> None:
+        self._outstanding.difference_update(batch.futures)
         tp = batch.tp
+        if batch.build is not None:
+            if not batch.futures[0].done():
+                batch.futures[0].set_result(RecordMetadata(tp.topic, tp.partition, base_offset,
+                                                           log_append_time))
+            return
         for i, (rec, fut) in enumerate(zip(batch.records, batch.futures)):
             if not fut.done():
                 ts = log_append_time if log_append_time is not None and log_append_time >= 0 \
@@ -766,6 +833,7 @@ class Producer:
     def _fail(self, batch: _Batch, exc: Exception) -> None:
         if self._txn is not None:
             self._txn.failed(exc)
+        self._outstanding.difference_update(batch.futures)
         for fut in batch.futures:
             if not fut.done():
                 fut.set_exception(exc)
@@ -804,7 +872,7 @@ class Producer:
                 now - st.batches[0].created > self.delivery_timeout:
             b = st.batches.popleft()
             self._fail(b, Errors.KafkaTimeoutError(
-                f"{len(b.records)} record(s) for {b.tp} expired before they could be sent"))
+                f"{b.n or len(b.records)} record(s) for {b.tp} expired before they could be sent"))
 
     def _expire_undesignated(self, now: float) -> None:
         for topic, recs in list(self._undesignated.items()):
@@ -818,6 +886,7 @@ class Producer:
                     err = Errors.for_code(md.error_code) if md and md.error_code else None
                     fut.set_exception(Errors.KafkaTimeoutError(
                         f"no metadata for topic {topic}" + (f" ({err.__name__})" if err else "")))
+                    self._outstanding.discard(fut)
                 else:
                     keep.append(item)
             if keep:

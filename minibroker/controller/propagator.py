@@ -47,28 +47,59 @@ def _configs(cls, configs):
     return [cls(name=k, value=v) for k, v in sorted(configs.items())]
 
 
-# Partitions per LeaderAndIsr request: encoding, decoding and applying 10,000 partition states in
-# one request held the shared event loop for seconds; each chunk is a request, so the loop turns
-# between them. A topic may be split across chunks (each carries the topic-level fields).
-LAI_CHUNK_PARTITIONS = 500
+# Partitions per LeaderAndIsr or UpdateMetadata request, and built per turn of the loop: encoding,
+# decoding and applying 10,000 partition states at once held the shared event loop for 0.3-0.9 s
+# (every broker, every client); each chunk is a request, so the loop turns between them. A topic
+# may be split across chunks (each carries the topic-level fields; UpdateMetadata marks all but
+# the last piece MorePartitions, and the broker applies the topic whole once the last arrived).
+CHUNK_PARTITIONS = 100           # ~0.1 ms each to encode, ~0.2 ms to decode and apply
 
 
-def _chunks(topics: list) -> list[list]:
+def _chunks(topics: list, piece) -> list[list]:
+    """`topics` (each with partition_states) cut into requests of at most CHUNK_PARTITIONS
+    partitions; piece(topic, states, last) is a topic carrying only `states`."""
     out, cur, n = [], [], 0
     for t in topics:
         parts = t.partition_states
-        for i in range(0, len(parts), LAI_CHUNK_PARTITIONS):
-            piece = parts[i:i + LAI_CHUNK_PARTITIONS]
-            if n + len(piece) > LAI_CHUNK_PARTITIONS and cur:
+        for i in range(0, max(len(parts), 1), CHUNK_PARTITIONS):
+            states = parts[i:i + CHUNK_PARTITIONS]
+            if n + len(states) > CHUNK_PARTITIONS and cur:
                 out.append(cur)
                 cur, n = [], 0
-            cur.append(_LTopic(topic_name=t.topic_name, topic_id=t.topic_id, partition_states=piece,
-                               undeleted_partition_count=t.undeleted_partition_count,
-                               configs=t.configs) if len(piece) != len(parts) else t)
-            n += len(piece)
+            cur.append(t if len(states) == len(parts)
+                       else piece(t, states, i + CHUNK_PARTITIONS >= len(parts)))
+            n += len(states)
     if cur:
         out.append(cur)
     return out
+
+
+def _lai_piece(t, states, last: bool):
+    return _LTopic(topic_name=t.topic_name, topic_id=t.topic_id, partition_states=states,
+                   undeleted_partition_count=t.undeleted_partition_count, configs=t.configs)
+
+
+def _um_piece(t, states, last: bool):
+    return _UTopic(topic_name=t.topic_name, topic_id=t.topic_id, partition_states=states,
+                   initial_partition_count=t.initial_partition_count,
+                   undeleted_partition_count=t.undeleted_partition_count, configs=t.configs,
+                   more_partitions=not last)
+
+
+class _Pace:
+    """Counts the partition states built; due() once CHUNK_PARTITIONS were built since the last
+    time it said so (the caller then lets the loop turn), across topics of any size."""
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def due(self, n: int = 1) -> bool:
+        self.n += n
+        if self.n < CHUNK_PARTITIONS:
+            return False
+        self.n = 0
+        return True
 
 
 class Propagator:
@@ -122,13 +153,14 @@ class Propagator:
     async def _send(self, image: MetadataImage, brokers: set[int], lai_topics: list[str],
                     um_topics: list[str], stops: dict, removed: MetadataImage | None = None):
         lai: dict[int, list] = {}
+        pace = _Pace()
         for name in lai_topics:
             t = image.topics.get(name)
             if t is None:
                 continue
             per_broker: dict[int, list] = {}
-            for n, (pid, p) in enumerate(t.partitions.items(), 1):
-                if n % LAI_CHUNK_PARTITIONS == 0:
+            for pid, p in t.partitions.items():
+                if pace.due():
                     await asyncio.sleep(0)          # building 10,000 states takes ~0.5 s
                 for r in p.replicas:
                     if r in brokers:
@@ -150,8 +182,11 @@ class Propagator:
                     topic_name=name, topic_id=t.topic_id, partition_states=parts,
                     undeleted_partition_count=t.undeleted_partition_count,
                     configs=_configs(_LTopic.TopicConfig, t.configs)))
-        um_states = [self._um_topic(image, name, removed) for name in um_topics]
-        um_states = [s for s in um_states if s is not None]
+        um_states = []
+        for name in um_topics:
+            t = await self._um_topic(image, name, removed, pace)
+            if t is not None:
+                um_states.append(t)
         live_brokers = [_UBroker(id=b.broker_id, endpoints=[_UEndpoint(
             port=b.port, host=b.host, listener="PLAINTEXT", security_protocol=0)], rack=b.rack)
             for b in image.live_brokers()]
@@ -159,27 +194,39 @@ class Propagator:
                                               stops.get(r), image)
                                for r in sorted(brokers | set(stops))))
 
-    def _um_topic(self, image: MetadataImage, name: str, removed: MetadataImage | None):
+    async def _um_topic(self, image: MetadataImage, name: str, removed: MetadataImage | None,
+                        pace: _Pace):
+        """The topic's UpdateMetadata state, built CHUNK_PARTITIONS partitions per turn of the
+        loop; a deleted topic's partitions are marked LEADER_DURING_DELETE."""
         t: TopicImage | None = image.topics.get(name)
-        if t is None:
-            old = removed.topics.get(name) if removed is not None else None
-            if old is None:
-                return None
-            return _UTopic(topic_name=name, topic_id=old.topic_id, partition_states=[_UPart(
-                partition_index=pid, controller_epoch=self.controller_epoch,
-                leader=LEADER_DURING_DELETE, leader_epoch=p.leader_epoch, isr=[], zk_version=0,
-                replicas=[], offline_replicas=[]) for pid, p in sorted(old.partitions.items())])
+        old = removed.topics.get(name) if t is None and removed is not None else None
+        if t is None and old is None:
+            return None
+        items = sorted((old or t).partitions.items())
         live = {b.broker_id for b in image.live_brokers()}
-        parts = [_UPart(
-            partition_index=pid, controller_epoch=self.controller_epoch, leader=p.leader,
-            leader_epoch=p.leader_epoch, isr=list(p.isr), zk_version=p.partition_epoch,
-            replicas=list(p.replicas), offline_replicas=[r for r in p.replicas if r not in live],
-            partition_epoch=p.partition_epoch,
-            leader_epoch_after_creation=_epochs(_UPart.PartitionLeaderEpochAfterCreation,
-                                                p.leader_epoch_after_creation),
-            leader_epoch_before_deletion=_epochs(_UPart.PartitionLeaderEpochBeforeDeletion,
-                                                 p.leader_epoch_before_deletion))
-            for pid, p in sorted(t.partitions.items())]
+        parts = []
+        for i in range(0, len(items), CHUNK_PARTITIONS):
+            if pace.due(len(items[i:i + CHUNK_PARTITIONS])):
+                await asyncio.sleep(0)
+            if t is None:
+                parts += [_UPart(partition_index=pid, controller_epoch=self.controller_epoch,
+                                 leader=LEADER_DURING_DELETE, leader_epoch=p.leader_epoch, isr=[],
+                                 zk_version=0, replicas=[], offline_replicas=[])
+                          for pid, p in items[i:i + CHUNK_PARTITIONS]]
+                continue
+            parts += [_UPart(
+                partition_index=pid, controller_epoch=self.controller_epoch, leader=p.leader,
+                leader_epoch=p.leader_epoch, isr=list(p.isr), zk_version=p.partition_epoch,
+                replicas=list(p.replicas),
+                offline_replicas=[r for r in p.replicas if r not in live],
+                partition_epoch=p.partition_epoch,
+                leader_epoch_after_creation=_epochs(_UPart.PartitionLeaderEpochAfterCreation,
+                                                    p.leader_epoch_after_creation),
+                leader_epoch_before_deletion=_epochs(_UPart.PartitionLeaderEpochBeforeDeletion,
+                                                     p.leader_epoch_before_deletion))
+                for pid, p in items[i:i + CHUNK_PARTITIONS]]
+        if t is None:
+            return _UTopic(topic_name=name, topic_id=old.topic_id, partition_states=parts)
         return _UTopic(topic_name=name, topic_id=t.topic_id, partition_states=parts,
                        initial_partition_count=t.initial_partition_count,
                        undeleted_partition_count=t.undeleted_partition_count,
@@ -194,20 +241,20 @@ class Propagator:
                       controller_epoch=self.controller_epoch, broker_epoch=b.broker_epoch)
         try:
             conn = await self._conn(broker_id, b.host, _control_port(b))
-            for chunk in _chunks(lai_topics or []):
+            for chunk in _chunks(lai_topics or [], _lai_piece):
                 await conn.request(LeaderAndIsrRequest(
                     request_type=0, topic_states=chunk, live_leaders=[], **common),
                     LEADER_AND_ISR_VERSION)
-            await conn.request(UpdateMetadataRequest(
-                request_type=0, topic_states=um_states, live_brokers=live_brokers,
-                max_partition_epoch=image.max_partition_epoch,
-                broker_configs=[_UConfig(resource_name=n, name=k, value=v)
-                                for n, cs in image.broker_configs.items()
-                                for k, v in sorted(cs.items())], **common),
-                UPDATE_METADATA_VERSION)
-            if stops:
+            configs = [_UConfig(resource_name=n, name=k, value=v)
+                       for n, cs in image.broker_configs.items() for k, v in sorted(cs.items())]
+            for chunk in _chunks(um_states, _um_piece) or [[]]:
+                await conn.request(UpdateMetadataRequest(
+                    request_type=0, topic_states=chunk, live_brokers=live_brokers,
+                    max_partition_epoch=image.max_partition_epoch, broker_configs=configs,
+                    **common), UPDATE_METADATA_VERSION)
+            for i in range(0, len(stops or ()), CHUNK_PARTITIONS):
                 by_topic: dict[str, list] = {}
-                for name, pid, delete in stops:
+                for name, pid, delete in stops[i:i + CHUNK_PARTITIONS]:
                     by_topic.setdefault(name, []).append(
                         _SPart(partition_index=pid, leader_epoch=-1, delete_partition=delete))
                 await conn.request(StopReplicaRequest(topic_states=[

@@ -11,10 +11,13 @@ does not decode (or decodes to a gigabyte), a record count that does not match t
 
 Cost: a compressed batch is decompressed (C) and walked record by record, as Kafka's validator
 does (~1.4 µs per record here). An uncompressed batch, the produce hot path at ~1.5 M records/s,
-only has its record lengths walked (0.16-0.35 µs per record here, by machine load; an append of
-a 160-record batch costs ~30 µs without it): the count is exact and every record's bytes lie
-inside the batch, but fields inside a record and offset deltas are not read (Kafka's validator
-rewrites wrong inner offsets instead of refusing them; readers here tolerate bad fields).
+only has its record lengths walked: the count is exact and every record's bytes lie inside the
+batch, but fields inside a record and offset deltas are not read (Kafka's validator rewrites wrong
+inner offsets instead of refusing them; readers here tolerate bad fields). The walk reads a
+length per record in Python (~0.2 µs) until two records in a row are equally long, then counts
+the run of records with that same length prefix in C (strided slices): a producer's batch of
+equal-sized values is walked at ~15-25 ns per record (a served broker's 100 B produce spent
+~0.25 µs per record here before: as much as the rest of its produce path).
 A batch whose declared count cannot fit in its bytes (every record takes at least 7) is refused
 before any walk. A codec library that is not installed (the `codecs` extra) leaves that codec's
 contents unchecked.
@@ -61,25 +64,41 @@ def check_records(body, count: int, compression: int, *,
 def _walk_lengths(buf, count: int) -> None:
     """The records' length prefixes tile `buf` exactly, `count` of them, each a possible record.
     One- and two-byte lengths (records under 8 KiB) are read inline; the zigzag sign is the first
-    byte's low bit, so a negative length is refused before it is decoded."""
+    byte's low bit, so a negative length is refused before it is decoded. Where a record is as
+    long as the one before it, the records that follow with the very same length prefix are
+    counted in C by `_same_prefix` (a producer's batch of equal-sized values is a few such runs):
+    Python work per run, not per record. A try that finds no run waits 64 records for the next,
+    so records of few alternating sizes cost little more than the plain walk."""
     end = len(buf)
-    pos = n = 0
+    pos = n = last = retry = 0
+    data = None
     while pos < end:
         b = buf[pos]
         if b < 0x80:
             if b < 12 or b & 1:                     # shorter than a record, or negative
                 raise _bad(f"record {n} has length {(b >> 1) ^ -(b & 1)}")
-            pos += 1 + (b >> 1)
+            step = 1 + (b >> 1)
         else:
             v = buf[pos + 1] if pos + 1 < end else 0x80
             if v < 0x80 and not b & 1:              # two bytes, positive: 64 .. 8191
-                pos += 2 + (((b & 0x7F) | (v << 7)) >> 1)
+                step = 2 + (((b & 0x7F) | (v << 7)) >> 1)
             else:
-                length, pos = _varint(buf, pos, end)
+                length, after = _varint(buf, pos, end)
                 if length < MIN_RECORD_SIZE - 1:
                     raise _bad(f"record {n} has length {length}")
-                pos += length
-        n += 1
+                step = after - pos + length
+        if step == last and n >= retry:
+            if data is None:
+                data = _strided(buf)
+            run = _same_prefix(data, buf, pos, step, end) or 1
+            if run < 8:                             # no run here: walk on before trying again
+                retry = n + 64
+            pos += run * step
+            n += run
+        else:
+            pos += step
+            n += 1
+        last = step
     if pos != end:
         raise InvalidRecordError(
             f"Incorrect declared batch size, premature EOF reached (record {n - 1} runs "
@@ -87,6 +106,45 @@ def _walk_lengths(buf, count: int) -> None:
     if n != count:
         raise InvalidRecordError(
             f"Incorrect declared batch size: {n} records present, {count} declared")
+
+
+def _strided(buf):
+    """`buf` in a form to take strided slices of: a read-only view (a small frame's) as a copy,
+    whose slices are built in C at ~1 ns a byte; a writable one (a large frame's buffer) as it is,
+    as a copy of a 1 MB batch is new memory to fault in here, more than the walk itself.
+    (A ctypes array over it was no faster in a served broker, and ctypes keeps every array type
+    it makes: one per batch length, for ever.)"""
+    if isinstance(buf, memoryview) and not buf.readonly:
+        return buf
+    return buf if isinstance(buf, bytes) else bytes(buf)
+
+
+def _same_prefix(data, buf, pos: int, step: int, end: int) -> int:
+    """How many whole records of `step` bytes from `pos` on start with the length prefix (a varint,
+    already checked) of the one at `pos`: equal varint bytes are equal lengths. `data` is `buf`
+    as `_strided` gives it. Each prefix byte is compared down a strided slice (`lstrip` counts
+    the leading equal ones), over windows growing 8-fold while the run fills them, so a run
+    costs O(its length) whatever follows it."""
+    fit = (end - pos) // step
+    run = 0
+    window = 8
+    while run < fit:
+        lim = min(fit - run, window)
+        start = pos + run * step
+        stop = start + lim * step
+        same = lim
+        k = pos
+        while True:
+            column = bytes(data[start + k - pos:stop:step])
+            same = min(same, lim - len(column.lstrip(bytes(data[k:k + 1]))))
+            if buf[k] < 0x80:                       # the prefix's last byte
+                break
+            k += 1
+        run += same
+        if same < lim:
+            break
+        window *= 8
+    return run
 
 
 def _bad(why: str) -> InvalidRecordError:

@@ -12,20 +12,39 @@ retries inside a task never duplicate.  A Spark task that fails and is retried w
 again, and a streaming micro-batch replayed after a crash too: delivery is **at least once**, as
 with Spark's own Kafka sink, until the broker has transactions.
 
-Per row this does only what the producer needs: the arrow columns become Python lists once per
-record batch and each record is handed to `Producer.send`.
+Vectorised (minibroker.spark.encode): per Arrow batch the partitions are computed for all rows at
+once, rows are ordered by partition (stably, so a key's rows keep their order), and each partition's
+records are encoded into whole v2 record batches from the columns; the reference producer
+sends them pipelined (`kafka.max.in.flight.requests.per.connection` requests per broker) while the
+next Arrow batch is read and encoded.  If the topic's undeleted
+partition count changes during the write, the task waits for what is in flight, and partitions the
+refused rows again, in their order, before it writes more.
 """
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from dataclasses import dataclass
+from functools import partial
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+from kafka import codec as kafka_codec
 
 from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
 
 from minibroker.client import Producer
+from minibroker.client.kip253 import kip253_counts
+from minibroker.client.producer import StalePartitioningError
+from minibroker.client.records import codec_id, frame_batch
+from minibroker.spark.encode import (binary_column, encode_records, header_blobs, key_partitions,
+                                     record_slices)
+
+_COMPRESS = {1: kafka_codec.gzip_encode, 2: kafka_codec.snappy_encode,
+             3: kafka_codec.lz4_encode, 4: kafka_codec.zstd_encode}
+_MAX_PENDING_BYTES = 64 << 20           # encoded but unacknowledged, per task
 
 
 @dataclass
@@ -42,17 +61,20 @@ def parse_sink(options) -> SinkOptions:
     opts = {str(k).lower(): v for k, v in dict(options).items()}
     if not opts.get("kafka.bootstrap.servers"):
         raise ValueError("option 'kafka.bootstrap.servers' is required")
-    return SinkOptions(bootstrap=opts["kafka.bootstrap.servers"], topic=opts.get("topic") or None,
+    sink = SinkOptions(bootstrap=opts["kafka.bootstrap.servers"], topic=opts.get("topic") or None,
                        linger_ms=int(opts.get("kafka.linger.ms", 5)),
                        batch_size=int(opts.get("kafka.batch.size", 262144)),
                        compression=opts.get("kafka.compression.type") or None,
                        max_in_flight=int(opts.get("kafka.max.in.flight.requests.per.connection", 5)))
+    codec_id(sink.compression)          # an unknown codec fails here, on the driver
+    return sink
 
 
 @dataclass
 class SinkCommit(WriterCommitMessage):
     records: int
     partitions: dict                     # (topic, partition) -> records
+    rewritten: int = 0                   # rows partitioned again after a partition count change
 
 
 def check_schema(schema, default_topic: str | None) -> None:
@@ -63,49 +85,171 @@ def check_schema(schema, default_topic: str | None) -> None:
         raise ValueError("no 'topic' column and no 'topic' option: where should rows go?")
 
 
-def _bytes_list(col) -> list:
-    if col is None:
-        return []
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        col = col.cast(pa.binary())
-    return col.to_pylist()
+def _build(records, count: int, ts: int, compression: int, pid: int, epoch: int,
+           seq: int) -> bytes:
+    if compression:
+        return frame_batch(_COMPRESS[compression](bytes(records)), count, ts, ts, pid, epoch, seq,
+                           attributes=compression)
+    return frame_batch(records, count, ts, ts, pid, epoch, seq)
+
+
+def _topic_rows(rb: pa.RecordBatch, default: str | None) -> list[tuple[str, pa.RecordBatch]]:
+    """The batch split by destination topic (the `topic` column, else the option)."""
+    if "topic" not in rb.schema.names:
+        return [(default, rb)]
+    topics = rb.column(rb.schema.names.index("topic"))
+    if default is not None:
+        topics = pc.fill_null(topics, default)
+    elif topics.null_count:
+        raise ValueError("row without a topic and no 'topic' option")
+    enc = topics.dictionary_encode()
+    names = enc.dictionary.to_pylist()
+    if len(names) == 1:
+        return [(names[0], rb)]
+    idx = enc.indices.to_numpy(zero_copy_only=False)
+    return [(t, rb.take(pa.array(np.flatnonzero(idx == i)))) for i, t in enumerate(names)]
+
+
+class _Plan:
+    """One topic's rows of one Arrow batch, ordered by partition and cut into record batches."""
+
+    def __init__(self, rb: pa.RecordBatch, counts: tuple[int, int], partitions: int, rr: int,
+                 batch_size: int) -> None:
+        names = rb.schema.names
+        n = rb.num_rows
+        col = {c: rb.column(names.index(c)) for c in ("key", "value", "headers", "partition")
+               if c in names}
+        values = binary_column(col["value"])
+        keys = binary_column(col["key"]) if "key" in col else None
+        headers = header_blobs(col["headers"]) if "headers" in col else None
+        part = np.full(n, -1, np.int64)
+        if "partition" in col:
+            given = pc.fill_null(col["partition"].cast(pa.int64()), -1).to_numpy(zero_copy_only=False)
+            bad = (given >= partitions) | (given < -1)
+            if bad.any():
+                raise ValueError(f"partition {int(given[bad][0])} does not exist "
+                                 f"({partitions} partitions)")
+            part[:] = given
+        size = pc.fill_null(pc.binary_length(values), 0).to_numpy(zero_copy_only=False) + 8
+        if keys is not None:
+            size = size + pc.fill_null(pc.binary_length(keys), 0).to_numpy(zero_copy_only=False)
+            keyed = (part < 0) & np.asarray(keys.is_valid())
+            if keyed.any():
+                part[keyed] = key_partitions(keys, *counts)[keyed]
+        unkeyed = part < 0                      # sticky runs of ~batch_size bytes, round-robin
+        self.rr = rr
+        if unkeyed.any():
+            runs = np.cumsum(size[unkeyed]) // batch_size
+            part[unkeyed] = (rr + runs) % counts[1]
+            self.rr = rr + int(runs[-1]) + 1
+        perm = np.argsort(part, kind="stable")
+        sp = part[perm]
+        before = np.cumsum(size[perm]) - size[perm]            # bytes before each row
+        new_part = np.r_[True, sp[1:] != sp[:-1]]
+        group_start = np.maximum.accumulate(np.where(new_part, np.arange(n), 0))
+        chunk = (before - before[group_start]) // batch_size
+        starts = np.flatnonzero(new_part | np.r_[True, chunk[1:] != chunk[:-1]])
+        ends = np.r_[starts[1:], n]
+        deltas = np.arange(n) - np.repeat(starts, ends - starts)
+        take = pa.array(perm)
+        records = encode_records(keys.take(take) if keys is not None else None, values.take(take),
+                                 headers.take(take) if headers is not None else None, deltas)
+        self.offsets, self.data = record_slices(records)
+        self.perm, self.starts, self.ends, self.partitions = perm, starts, ends, sp[starts]
+
+    def batches(self):
+        """(partition, record count, encoded records, original row indices) per record batch."""
+        off, data = self.offsets, self.data
+        for s, e, p in zip(self.starts.tolist(), self.ends.tolist(), self.partitions.tolist()):
+            yield p, e - s, data.slice(int(off[s]), int(off[e] - off[s])), self.perm[s:e]
+
+
+class _Task:
+    """One Spark task's write: each Arrow batch is encoded, its record batches queued on the
+    producer, and the event loop runs between Arrow batches (sends, acknowledgements)."""
+
+    def __init__(self, opts: SinkOptions, producer: Producer) -> None:
+        self.opts = opts
+        self.compression = codec_id(opts.compression)
+        self.producer = producer
+        self.pending: deque = deque()     # (future, bytes, topic, rows, row indices, seq, count)
+        self.pending_bytes = 0
+        self.refused: list = []           # (seq, first row, topic, rows, row indices)
+        self.used: dict[str, tuple] = {}
+        self.rr: dict[str, int] = {}
+        self.acked: dict = {}
+        self.total = 0
+        self.rewritten = 0
+
+    async def _counts(self, topic: str) -> tuple[tuple[int, int], int, int]:
+        md = self.producer.metadata.topic(topic)
+        if md is None or md.error_code or not md.partitions:
+            md = await self.producer.metadata.wait_for_topic(topic)
+        ppc = md.producer_partition_count
+        return kip253_counts(md) or (ppc, ppc), md.undeleted_partition_count, len(md.partitions)
+
+    async def write(self, rb: pa.RecordBatch, seq: int) -> None:
+        for topic, rows in _topic_rows(rb, self.opts.topic):
+            counts, count, partitions = await self._counts(topic)
+            if self.used.get(topic, counts) != counts:
+                await self.drain()                # nothing with the old counts after this point
+            self.used[topic] = counts
+            await self._plan_and_send(topic, rows, seq, counts, count, partitions)
+
+    async def _plan_and_send(self, topic: str, rows: pa.RecordBatch, seq: int, counts,
+                             count: int, partitions: int) -> None:
+        plan = _Plan(rows, counts, partitions, self.rr.get(topic, 0), self.opts.batch_size)
+        self.rr[topic] = plan.rr
+        ts = self.producer.clock.now_ms()
+        for p, n, data, idx in plan.batches():
+            build = partial(_build, data, n, ts, self.compression)
+            fut = self.producer.send_batch(topic, p, n, build, count)
+            self.pending.append((fut, data.size, topic, rows, idx, seq, n))
+            self.pending_bytes += data.size
+        await asyncio.sleep(0)                    # let the sender go
+        while self.pending and (self.pending_bytes > _MAX_PENDING_BYTES or self.pending[0][0].done()):
+            await self._settle_one()
+
+    async def _settle_one(self) -> None:
+        fut, size, topic, rows, idx, seq, n = self.pending.popleft()
+        self.pending_bytes -= size
+        try:
+            md = await fut
+        except StalePartitioningError:
+            self.refused.append((seq, int(idx[0]), topic, rows, idx))
+            return
+        key = (md.topic, md.partition)
+        self.acked[key] = self.acked.get(key, 0) + n
+        self.total += n
+
+    async def drain(self) -> None:
+        """Wait for every batch; write refused rows again, in their order, with the new counts."""
+        for _ in range(100):
+            while self.pending:
+                await self._settle_one()
+            if not self.refused:
+                return
+            refused, self.refused = sorted(self.refused, key=lambda r: r[:2]), []
+            for seq, _, topic, rows, idx in refused:
+                self.rewritten += len(idx)
+                await self.producer.metadata.refresh([topic])
+                counts, count, partitions = await self._counts(topic)
+                self.used[topic] = counts
+                await self._plan_and_send(topic, rows.take(pa.array(np.sort(idx))), seq, counts,
+                                          count, partitions)
+        raise RuntimeError("the partition count kept changing while the sink wrote")
 
 
 async def _write(opts: SinkOptions, batches) -> SinkCommit:
-    counts: dict = {}
-    total = 0
     async with Producer(opts.bootstrap, acks=-1, enable_idempotence=True, linger_ms=opts.linger_ms,
-                        batch_size=opts.batch_size, compression=opts.compression,
-                        max_in_flight=opts.max_in_flight, client_id="minibroker-spark-sink") as p:
-        pending: list = []
-        for rb in batches:
-            n = rb.num_rows
-            if n == 0:
-                continue
-            names = rb.schema.names
-            values = _bytes_list(rb.column(names.index("value")))
-            keys = _bytes_list(rb.column(names.index("key"))) if "key" in names else [None] * n
-            topics = rb.column(names.index("topic")).to_pylist() if "topic" in names else None
-            parts = rb.column(names.index("partition")).to_pylist() if "partition" in names else None
-            headers = rb.column(names.index("headers")).to_pylist() if "headers" in names else None
-            send = p.send
-            default = opts.topic
-            for i in range(n):
-                t = topics[i] if topics is not None and topics[i] is not None else default
-                if t is None:
-                    raise ValueError("row without a topic and no 'topic' option")
-                h = headers[i] if headers is not None else None
-                pending.append(send(t, values[i], key=keys[i],
-                                    headers=[(x["key"], x["value"]) for x in h] if h else None,
-                                    partition=parts[i] if parts is not None else None))
-            total += n
-            if len(pending) >= 200_000:          # bound memory: wait for acks now and then
-                for md in await asyncio.gather(*pending):
-                    counts[(md.topic, md.partition)] = counts.get((md.topic, md.partition), 0) + 1
-                pending = []
-        for md in await asyncio.gather(*pending):
-            counts[(md.topic, md.partition)] = counts.get((md.topic, md.partition), 0) + 1
-    return SinkCommit(total, counts)
+                        batch_size=opts.batch_size, max_in_flight=opts.max_in_flight,
+                        client_id="minibroker-spark-sink") as producer:
+        task = _Task(opts, producer)
+        for seq, rb in enumerate(batches):
+            if rb.num_rows:
+                await task.write(rb, seq)
+        await task.drain()
+    return SinkCommit(task.total, task.acked, task.rewritten)
 
 
 class _Writer:

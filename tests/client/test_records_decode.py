@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from kafka.protocol.consumer import FetchResponse
 
-from minibroker.client.records import _decode_generic, decode_records, drop_aborted, encode_batch
+from minibroker.client.records import (_decode_generic, decode_records, drop_aborted, encode_batch,
+                                       mark_transactional)
 from minibroker.log.batch import build_control_batch
 
 FetchAborted = FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction
@@ -46,6 +47,8 @@ def test_plain_batches_are_kafka_pythons_bytes(recs, pid, epoch, seq, txn):
     for i, (key, value, headers, ts) in enumerate(recs):
         builder.append(i, ts, key, value, list(headers))
     assert encode_batch(recs, 0, pid, epoch, seq, txn) == bytes(builder.build())
+    if txn:                             # send_batch's pre-built batches, marked when sealed
+        assert mark_transactional(encode_batch(recs, 0, pid, epoch, seq)) == bytes(builder.build())
 
 
 def test_drop_aborted_follows_kafkas_fetcher():

@@ -53,23 +53,27 @@ async def test_more_than_10000_partitions_per_request_is_policy_violation():
         conn.close()
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.real_time        # the probes pause between requests: on virtual time no timer fires
+@pytest.mark.timeout(300)     # while the loop is busy, and the answers could not be counted
 async def test_other_connections_are_served_while_10000_partitions_are_created():
     async with Cluster(brokers=3) as c:
         admin = await connect(c, 1, "admin")
         probes = [await connect(c, b, f"probe{b}") for b in (1, 2, 3)]
         worst = [0.0]
+        answered = [0, 0, 0]
         stop = asyncio.Event()
 
-        async def probe(conn):
+        async def probe(i, conn):
             while not stop.is_set():
                 t0 = time.perf_counter()
                 await conn.request(ApiVersionsRequest(), 3)
                 worst[0] = max(worst[0], time.perf_counter() - t0)
+                answered[i] += 1
                 await asyncio.sleep(0.005)
 
-        tasks = [asyncio.ensure_future(probe(p)) for p in probes]
+        tasks = [asyncio.ensure_future(probe(i, p)) for i, p in enumerate(probes)]
         await asyncio.sleep(0.1)
+        answered[:] = [0, 0, 0]
         t0 = time.perf_counter()
         r = await admin.request(create_topics(("wide", 10_000), timeout_ms=240_000), 5, timeout=240)
         took = time.perf_counter() - t0
@@ -77,10 +81,10 @@ async def test_other_connections_are_served_while_10000_partitions_are_created()
         await asyncio.gather(*tasks)
         assert [t.error_code for t in r.topics] == [0]
         print(f"CreateTopics of 10,000 partitions took {took:.2f} s; the slowest ApiVersions "
-              f"meanwhile took {worst[0] * 1000:.0f} ms")
-        # Loose: the machine is shared; the aim is ~100 ms. Before the chunking the stall was the
-        # whole operation (13 s here); after it, 0.45-0.9 s on a loaded 2-core machine, the rest
-        # being one 10,000-partition UpdateMetadata decoded and applied at once per broker.
-        assert worst[0] < 2.0
+              f"meanwhile took {worst[0] * 1000:.0f} ms; answered per broker: {answered}")
+        # Before the chunking the stall was the whole operation (13 s here): no probe was served.
+        # The wall clock is not asserted (a shared machine); the bound on the longest slice is
+        # counted in test_propagation_slices.py.
+        assert min(answered) >= 10
         for conn in probes + [admin]:
             conn.close()

@@ -11,6 +11,8 @@ import shutil
 
 import pytest
 
+from test_local_cluster import start_local_cluster_job
+
 _missing = None
 try:
     import pyspark  # noqa: F401
@@ -29,9 +31,15 @@ def _selected() -> bool:
 
 
 def pytest_collection_modifyitems(config, items) -> None:
-    if _selected():
-        return                                 # a missing install fails in the `spark` fixture
     here = os.path.dirname(__file__)
+    if _selected():
+        # the local-cluster test last: its process runs while the other Spark tests do
+        last = [i for i in items if os.path.basename(str(i.fspath)) == "test_local_cluster.py"]
+        if last:
+            rest = [i for i in items if i not in last]
+            at = max((n for n, i in enumerate(rest) if str(i.fspath).startswith(here)), default=-1)
+            items[:] = rest[:at + 1] + last + rest[at + 1:]
+        return                                 # a missing install fails in the `spark` fixture
     for item in items:
         if str(item.fspath).startswith(here):
             item.add_marker(pytest.mark.skip(
@@ -46,6 +54,25 @@ def spark():
     session = local_session("local[2]", "minibroker-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def local_cluster_job(request):
+    """The local-cluster process of test_local_cluster, started by the first Spark test."""
+    if _missing is not None:
+        pytest.fail(_missing + " (or leave Spark out: MINIBROKER_CLIENTS without 'spark')")
+    proc = start_local_cluster_job(request.getfixturevalue("kafka"))
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(30)
+
+
+@pytest.fixture(autouse=True)
+def _local_cluster_early(request) -> None:
+    """Starts `local_cluster_job` with the first Spark test that runs, when the run has the test."""
+    if any(os.path.basename(str(i.fspath)) == "test_local_cluster.py" for i in request.session.items):
+        request.getfixturevalue("local_cluster_job")
 
 
 @pytest.fixture(scope="session")

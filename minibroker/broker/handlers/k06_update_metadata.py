@@ -1,7 +1,9 @@
 """UpdateMetadata (key 6), v8 plus KIP-253's tagged fields (counts, partition epochs, epoch maps).
 
 Sent only by the controller; the broker's metadata cache is exactly what these requests said.
-A partition whose leader is -2 (LeaderDuringDelete) belongs to a deleted topic.
+A partition whose leader is -2 (LeaderDuringDelete) belongs to a deleted topic. A topic of more
+partitions than one request carries (propagator.CHUNK_PARTITIONS) comes in pieces on one
+connection, all but the last marked MorePartitions (our tagged field); it is applied whole.
 
 Propagation delay (our extension, for clients that must survive stale metadata): with
 `minibroker.metadata.propagation.delay.ms` (or Cluster.set_metadata_propagation_delay at run time)
@@ -34,46 +36,71 @@ async def handle_update_metadata(ctx: RequestContext, req: UpdateMetadataRequest
     err = check_control_request(ctx.broker, req)
     if err:
         return UpdateMetadataResponse(error_code=err)
+    topics = _complete_topics(broker.metadata_pieces.setdefault(ctx.conn, {}), req.topic_states)
     delay_ms = broker.faults.update_metadata_delay_ms.get(
         broker.node_id, broker.config.minibroker_metadata_propagation_delay_ms)
     pending = broker.pending_metadata
     if delay_ms <= 0 and (pending is None or pending.done()):
-        _apply(broker, req)
+        _apply(broker, req, topics)
     else:
         loop = asyncio.get_running_loop()
         broker.pending_metadata = loop.create_task(
-            _apply_later(broker, req, pending, loop.time() + max(delay_ms, 0) / 1000))
+            _apply_later(broker, req, topics, pending, loop.time() + max(delay_ms, 0) / 1000))
     return UpdateMetadataResponse(error_code=0)
 
 
-async def _apply_later(broker, req: UpdateMetadataRequest, before, due: float) -> None:
+def _complete_topics(pieces: dict, topic_states) -> list[TopicInfo | str]:
+    """The topics this request completes: a TopicInfo, or the name of a deleted topic. A topic
+    sent in pieces (MorePartitions on all but the last) is held in `pieces` (this controller
+    connection's) until its last piece: clients never see part of a topic's partitions. Each
+    piece's partitions are converted as it arrives, so no request does more than its share."""
+    out: list[TopicInfo | str] = []
+    for t in topic_states:
+        parts = t.partition_states
+        if parts and parts[0].leader == LEADER_DURING_DELETE:
+            pieces.pop(t.topic_name, None)
+            if not t.more_partitions:
+                out.append(t.topic_name)
+            continue
+        held = pieces.pop(t.topic_name, None)
+        partitions = held if held is not None and held[0] == t.topic_id else (t.topic_id, {})
+        partitions[1].update((p.partition_index, PartitionInfo(
+            p.partition_index, p.leader, p.leader_epoch, p.partition_epoch, tuple(p.isr),
+            tuple(p.replicas), tuple(p.offline_replicas),
+            _pairs(p.leader_epoch_after_creation), _pairs(p.leader_epoch_before_deletion)))
+            for p in parts)
+        if t.more_partitions:
+            pieces[t.topic_name] = partitions
+            continue
+        out.append(TopicInfo(
+            name=t.topic_name, topic_id=t.topic_id, is_internal=t.topic_name in INTERNAL_TOPICS,
+            partitions=partitions[1], initial_partition_count=t.initial_partition_count,
+            undeleted_partition_count=t.undeleted_partition_count,
+            configs={c.name: c.value for c in t.configs or ()}))
+    return out
+
+
+async def _apply_later(broker, req: UpdateMetadataRequest, topics, before, due: float) -> None:
     if before is not None:
         await asyncio.gather(before, return_exceptions=True)
     await asyncio.sleep(max(0.0, due - asyncio.get_running_loop().time()))
-    _apply(broker, req)
+    _apply(broker, req, topics)
 
 
-def _apply(broker, req: UpdateMetadataRequest) -> None:
+def _apply(broker, req: UpdateMetadataRequest, topics: list[TopicInfo | str]) -> None:
     cache = broker.metadata
     cache.controller_id = req.controller_id
     cache.controller_epoch = req.controller_epoch
     cache.max_partition_epoch = req.max_partition_epoch
     cache.update_brokers([BrokerInfo(b.id, b.endpoints[0].host, b.endpoints[0].port, b.rack)
                           for b in req.live_brokers])
-    for t in req.topic_states:
-        parts = t.partition_states
-        if parts and parts[0].leader == LEADER_DURING_DELETE:
-            cache.remove_topic(t.topic_name)
-            continue
-        cache.put_topic(TopicInfo(
-            name=t.topic_name, topic_id=t.topic_id, is_internal=t.topic_name in INTERNAL_TOPICS,
-            partitions={p.partition_index: PartitionInfo(
-                p.partition_index, p.leader, p.leader_epoch, p.partition_epoch, tuple(p.isr),
-                tuple(p.replicas), tuple(p.offline_replicas),
-                _pairs(p.leader_epoch_after_creation), _pairs(p.leader_epoch_before_deletion))
-                for p in parts},
-            initial_partition_count=t.initial_partition_count,
-            undeleted_partition_count=t.undeleted_partition_count,
-            configs={c.name: c.value for c in t.configs or ()}))
+    names = []
+    for t in topics:
+        if isinstance(t, str):
+            cache.remove_topic(t)
+            names.append(t)
+        else:
+            cache.put_topic(t)
+            names.append(t.name)
     broker.apply_dynamic_configs(req.broker_configs or ())
-    broker.replica_manager.on_metadata_update([t.topic_name for t in req.topic_states])
+    broker.replica_manager.on_metadata_update(names)
