@@ -9,7 +9,8 @@ from minibroker.client.consumer import Consumer
 from minibroker.client.ordering_barrier import PartitionKeyRebalanceListener
 from minibroker.client.metadata import TopicMetadata
 from minibroker.client.producer import Producer
-from minibroker.client.records import ConsumerRecord, RecordMetadata, TopicPartition
+from minibroker.client.records import (ConsumerGroupMetadata, ConsumerRecord, RecordMetadata,
+                                       TopicPartition)
 
 __all__ = ["Producer", "Consumer", "Admin", "NewTopic", "RecordMetadata", "ConsumerRecord", "TopicPartition",
-           "TopicMetadata", "PartitionKeyRebalanceListener"]
+           "TopicMetadata", "PartitionKeyRebalanceListener", "ConsumerGroupMetadata"]

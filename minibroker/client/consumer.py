@@ -30,8 +30,13 @@ the barrier off and gives a plain consumer):
 - Parts 7 and 8 (what an assigned partition may deliver, and the ConsumerGroupPosition exchange):
   minibroker.client.ordering_barrier, which gates `poll` through each partition's `gate`.
 
-Not implemented: fetch sessions (KIP-227: always full fetches), read_committed filtering of
-aborted transactions (the broker has no transactions), static membership, cooperative rebalancing.
+read_committed: Fetch and ListOffsets carry the isolation level (the leader answers up to the last
+stable offset); records of the aborted transactions the Fetch response lists are dropped
+(records.drop_aborted), control batches always.  `group_metadata()` is what a transactional
+producer's send_offsets_to_transaction takes.
+
+Not implemented: fetch sessions (KIP-227: always full fetches), static membership, cooperative
+rebalancing.
 """
 from __future__ import annotations
 
@@ -53,7 +58,8 @@ from minibroker.client.list_offsets import EARLIEST, LATEST, REFRESH_ERRORS, lis
 from minibroker.client.metadata import ClusterMetadata
 from minibroker.client.ordering_barrier import OrderingBarrier, PartitionKeyRebalanceListener
 from minibroker.client.partition_state import PartitionState
-from minibroker.client.records import ConsumerRecord, TopicPartition, decode_records
+from minibroker.client.records import (ConsumerGroupMetadata, ConsumerRecord, TopicPartition,
+                                       decode_records, drop_aborted)
 from minibroker.protocol.errors import INVALID_PARTITION_METADATA
 from minibroker.protocol.messages import FetchRequestKip253
 
@@ -189,6 +195,10 @@ class Consumer(GroupMembership, PooledClient):
             self._kick()
             await asyncio.sleep(0.01)
         return st.position
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, generation and member a transactional producer's offsets commit with."""
+        return ConsumerGroupMetadata(self.group_id or "", self.generation_id, self.member_id, None)
 
     def highwater(self, tp) -> int:
         return self._state(tp).high_watermark
@@ -579,6 +589,8 @@ class Consumer(GroupMembership, PooledClient):
                     st.high_watermark = p.high_watermark
                     try:
                         recs, next_offset = decode_records(tp.topic, tp.partition, p.records, offset)
+                        if self.isolation_level and p.aborted_transactions and recs:
+                            recs = drop_aborted(recs, p.records, p.aborted_transactions)
                     except Errors.KafkaError as e:
                         self._error = e
                         self._data.set()

@@ -44,7 +44,11 @@ How it works:
   OffsetForLeaderEpoch) and P2's earliest offset; when the earliest offset is past the threshold
   it also sends (key, null) to P2 with acks=0.
 
-Not implemented: transactions; resetting the producer id after a fatal (non-retriable) error in
+Transactions (`transactional_id`): init_transactions / begin_transaction / send_offsets_to_transaction /
+commit_transaction / abort_transaction, in minibroker.client.transactions; the sender holds a
+partition's batches until it has joined the transaction.
+
+Not implemented: resetting the producer id after a fatal (non-retriable) error in
 idempotent mode (the partition's later batches then keep failing with OUT_OF_ORDER_SEQUENCE).
 """
 from __future__ import annotations
@@ -67,8 +71,9 @@ from minibroker.client.kip253 import (epoch_end_offset, kip253_counts, linear_ha
 from minibroker.client.lifecycle import cancel_and_wait
 from minibroker.client.list_offsets import EARLIEST, list_offsets
 from minibroker.client.metadata import ClusterMetadata, TopicMetadata
-from minibroker.client.records import (RecordMetadata, TopicPartition, codec_id, encode_batch,
-                                       estimate_size)
+from minibroker.client.records import (ConsumerGroupMetadata, RecordMetadata, TopicPartition,
+                                       codec_id, encode_batch, estimate_size, mark_transactional)
+from minibroker.client.transactions import TransactionManager
 from minibroker.clock import Clock
 from minibroker.partitioning import parent as partition_parent
 from minibroker.protocol.errors import for_code
@@ -135,10 +140,13 @@ class Producer:
                  retries: int = 2**31 - 1, retry_backoff_ms: int = 100,
                  delivery_timeout_ms: int = 120000, request_timeout_ms: int = 30000,
                  metadata_timeout_ms: int = 60000, clock: Clock | None = None,
-                 tombstone_check_interval_ms: int = 1000) -> None:
+                 tombstone_check_interval_ms: int = 1000, transactional_id: str | None = None,
+                 transaction_timeout_ms: int = 60000) -> None:
         acks = -1 if acks == "all" else int(acks)
         if acks not in (-1, 0, 1):
             raise ValueError(f"acks must be -1/'all', 0 or 1, not {acks}")
+        if transactional_id is not None and not enable_idempotence:
+            raise ValueError("a transactional producer is idempotent")
         if enable_idempotence and acks != -1:
             raise ValueError("enable_idempotence needs acks=-1 ('all')")
         if max_in_flight < 1:
@@ -186,6 +194,8 @@ class Producer:
         self._tombstone_checks: dict[tuple[str, int], tuple[float, bool]] = {}
         self._lookups: dict[tuple, asyncio.Task] = {}
         self.tombstones_sent = 0
+        self._txn = None if transactional_id is None else TransactionManager(
+            self.pool, transactional_id, transaction_timeout_ms, self.retry_backoff, self._wake.set)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -195,7 +205,7 @@ class Producer:
         self.pool.on_ready(self._wake.set)
         self.metadata.on_update(self._on_metadata)
         await self.metadata.refresh(timeout=self.metadata_timeout)      # bootstrap + brokers
-        if self.idempotent:
+        if self.idempotent and self._txn is None:       # transactional: init_transactions()
             await self._init_producer_id()
         self._sender = asyncio.get_running_loop().create_task(self._run(), name="producer-sender")
 
@@ -258,6 +268,48 @@ class Producer:
     async def __aexit__(self, *exc) -> None:
         await self.stop()
 
+    # ------------------------------------------------------------------ transactions
+    def _transactional(self) -> TransactionManager:
+        if self._txn is None:
+            raise Errors.IllegalStateError("not a transactional producer (transactional_id)")
+        if not self._started or self._closed:
+            raise Errors.IllegalStateError("producer is not started or is closed")
+        return self._txn
+
+    async def init_transactions(self) -> None:
+        """Get the transactional id's producer id and a new epoch (fencing older producers; the
+        coordinator aborts their open transaction)."""
+        txn = self._transactional()
+        await txn.init()
+        self._producer_id, self._producer_epoch = txn.producer_id, txn.producer_epoch
+        for st in self._parts.values():
+            st.next_sequence = 0                # a new epoch numbers from 0
+
+    def begin_transaction(self) -> None:
+        txn = self._transactional()
+        txn.check(need_txn=False)
+        if txn.in_transaction:
+            raise Errors.IllegalStateError("a transaction is already in progress")
+        txn.in_transaction = True
+
+    async def send_offsets_to_transaction(self, offsets: dict, group_metadata:
+                                          ConsumerGroupMetadata | str) -> None:
+        """Commit the consumer's `offsets` ({TopicPartition: next offset}) with the transaction."""
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        await self._transactional().send_offsets(offsets, group_metadata)
+
+    async def commit_transaction(self) -> None:
+        """Flush the transaction's sends, then EndTxn(commit); raises if any send failed."""
+        self._transactional().check()
+        await self.flush()
+        await self._txn.end(True)
+
+    async def abort_transaction(self) -> None:
+        self._transactional().check()
+        await self.flush()
+        await self._txn.end(False)
+
     # ------------------------------------------------------------------ send
     def send(self, topic: str, value: bytes | None, key: bytes | None = None,
              headers: list[tuple[str, bytes | None]] | None = None,
@@ -311,6 +363,12 @@ class Producer:
         if self._closed or not self._started:
             fut.set_exception(Errors.IllegalStateError("producer is not started or is closed"))
             return fut
+        if self._txn is not None:
+            try:
+                self._txn.check()           # in a transaction, and not fenced
+            except Errors.KafkaError as e:
+                fut.set_exception(e)
+                return fut
         self._outstanding.add(fut)      # leaves with its batch (_complete / _fail), or at flush
         return fut
 
@@ -623,6 +681,10 @@ class Producer:
                 self._leader_unusable(tp, st, now)
                 delay = min(delay, self.retry_backoff)
                 continue
+            if self._txn is not None and not self._txn.ready(tp):
+                while self._txn.add_error is not None and st.batches:
+                    self._fail(st.batches.popleft(), self._txn.add_error)
+                continue                    # AddPartitionsToTxn first; it wakes the sender
             by_node.setdefault(leader, []).append((tp, st))
         if stale:
             for tp, st, md in stale:
@@ -674,9 +736,12 @@ class Producer:
             if batch.build is not None:
                 batch.encoded = batch.build(self._producer_id, self._producer_epoch,
                                             batch.base_sequence)
+                if self._txn is not None:
+                    batch.encoded = mark_transactional(batch.encoded)
             else:
                 batch.encoded = encode_batch(batch.records, self.compression, self._producer_id,
-                                             self._producer_epoch, batch.base_sequence)
+                                             self._producer_epoch, batch.base_sequence,
+                                             self._txn is not None)
         return batch.encoded
 
     def _send_request(self, node: int, conn, taken: list) -> None:
@@ -697,8 +762,8 @@ class Producer:
             topics.append(cls.TopicProduceData(name=topic, partition_data=[
                 cls.TopicProduceData.PartitionProduceData(index=index, records=data)
                 for index, data in parts], **extra))
-        req = cls(transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms,
-                  topic_data=topics)
+        req = cls(transactional_id=self._txn and self._txn.transactional_id, acks=self.acks,
+                  timeout_ms=self.request_timeout_ms, topic_data=topics)
         self._node_inflight[node] += 1
         fut = conn.send(req, version, response_class=ProduceResponse)
         loop = asyncio.get_running_loop()
@@ -763,6 +828,8 @@ class Producer:
                                               base_offset + i if base_offset >= 0 else -1, ts))
 
     def _fail(self, batch: _Batch, exc: Exception) -> None:
+        if self._txn is not None:
+            self._txn.failed(exc)
         self._outstanding.difference_update(batch.futures)
         for fut in batch.futures:
             if not fut.done():

@@ -42,6 +42,14 @@ class RecordMetadata(NamedTuple):
     timestamp: int
 
 
+class ConsumerGroupMetadata(NamedTuple):
+    """What a transactional producer's TxnOffsetCommit carries for KIP-447 fencing."""
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
 class ConsumerRecord(NamedTuple):
     """Immutable, as before; a NamedTuple is built in one call, where a frozen dataclass set
     each of its nine fields through object.__setattr__ (~6 us a record here)."""
@@ -57,15 +65,25 @@ class ConsumerRecord(NamedTuple):
 
 
 def encode_batch(records: Sequence[tuple], compression: int = 0, producer_id: int = -1,
-                 producer_epoch: int = -1, base_sequence: int = -1) -> bytes:
+                 producer_epoch: int = -1, base_sequence: int = -1,
+                 transactional: bool = False) -> bytes:
     """One v2 batch from [(key, value, headers, timestamp_ms)], offsets 0..n-1."""
     if compression == 0 and records:
-        return _plain_batch(records, producer_id, producer_epoch, base_sequence)
-    builder = DefaultRecordBatchBuilder(2, compression, False, producer_id, producer_epoch,
+        return _plain_batch(records, producer_id, producer_epoch, base_sequence,
+                            _TRANSACTIONAL if transactional else 0)
+    builder = DefaultRecordBatchBuilder(2, compression, transactional, producer_id, producer_epoch,
                                         base_sequence, 1 << 30)
     for i, (key, value, headers, ts) in enumerate(records):
         builder.append(i, ts, key, value, list(headers or ()))
     return bytes(builder.build())
+
+
+def mark_transactional(batch: bytes) -> bytes:
+    """`batch` with its transactional attribute set (and its CRC, which covers the attributes)."""
+    b = bytearray(batch)
+    struct.pack_into(">h", b, 21, struct.unpack_from(">h", b, 21)[0] | _TRANSACTIONAL)
+    struct.pack_into(">I", b, 17, crc32c.crc32c(bytes(b[21:])))
+    return bytes(b)
 
 
 def _zz(n: int) -> bytes:
@@ -82,7 +100,7 @@ _ZZ_LIMIT = len(_ZZ)
 
 
 def _plain_batch(records: Sequence[tuple], producer_id: int, producer_epoch: int,
-                 base_sequence: int) -> bytes:
+                 base_sequence: int, attributes: int = 0) -> bytes:
     """An uncompressed batch, its records written in one loop: the bytes kafka-python's builder
     writes (tests/client/test_records_decode.py) without its per-record checks and varint calls."""
     first_ts = records[0][3]
@@ -115,7 +133,7 @@ def _plain_batch(records: Sequence[tuple], producer_id: int, producer_epoch: int
         add(zz[len(rec)] if len(rec) < limit else _zz(len(rec)))
         add(rec)
     return frame_batch(b"".join(parts), len(records), first_ts, max_ts, producer_id,
-                       producer_epoch, base_sequence)
+                       producer_epoch, base_sequence, attributes)
 
 
 def frame_batch(records, count: int, first_ts: int, max_ts: int, producer_id: int = -1,
@@ -140,7 +158,7 @@ def estimate_size(key: bytes | None, value: bytes | None, headers) -> int:
 
 _BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")   # a v2 batch header: 61 bytes
 _HEAD_SIZE = 61
-_CONTROL, _LOG_APPEND_TIME, _CODEC = 0x20, 0x08, 0x07
+_CONTROL, _TRANSACTIONAL, _LOG_APPEND_TIME, _CODEC = 0x20, 0x10, 0x08, 0x07
 
 
 def decode_records(topic: str, partition: int, data: bytes | None, fetch_offset: int,
@@ -151,13 +169,8 @@ def decode_records(topic: str, partition: int, data: bytes | None, fetch_offset:
     if not data:
         return out, next_offset
     data = bytes(data)
-    pos, size = 0, len(data)
-    while pos + _HEAD_SIZE <= size:
-        (base, length, epoch, magic, _crc, attrs, last_delta, first_ts, max_ts, _pid, _pepoch,
-         _seq, _count) = _BATCH_HEAD.unpack_from(data, pos)
-        end = pos + 12 + length
-        if end > size:
-            break                   # the partial batch a fetch may end with
+    for pos, end, (base, _, epoch, magic, _crc, attrs, last_delta, first_ts, max_ts, _pid, _pepoch,
+                   _seq, _count) in _whole_batches(data):
         if magic != 2 or attrs & _CODEC:
             return _decode_generic(topic, partition, data[pos:], fetch_offset, out, next_offset)
         after = base + last_delta + 1
@@ -167,8 +180,58 @@ def decode_records(topic: str, partition: int, data: bytes | None, fetch_offset:
                 _plain_records(topic, partition, data, pos + _HEAD_SIZE, end, base, epoch,
                                1 if attrs & _LOG_APPEND_TIME else 0, first_ts, max_ts,
                                fetch_offset, out)
-        pos = end
     return out, next_offset
+
+
+def _whole_batches(data: bytes) -> Iterator[tuple[int, int, tuple]]:
+    """(start, end, header fields) of each whole batch (a fetch may end with a partial one)."""
+    pos, size = 0, len(data)
+    while pos + _HEAD_SIZE <= size:
+        head = _BATCH_HEAD.unpack_from(data, pos)
+        end = pos + 12 + head[1]
+        if end > size:
+            return
+        yield pos, end, head
+        pos = end
+
+
+def drop_aborted(records: list[ConsumerRecord], data: bytes, aborted) -> list[ConsumerRecord]:
+    """read_committed: `records` without those of aborted transactions, as Kafka's fetcher does:
+    going through the batches in order, a producer id joins the aborted set at its aborted
+    transaction's first offset, its transactional batches are dropped while it is there, and its
+    ABORT marker takes it out.  `aborted` is the Fetch response's [(producer_id, first_offset)]."""
+    pending = sorted((a.first_offset, a.producer_id) for a in aborted)
+    dropped: list[tuple[int, int]] = []
+    pids: set[int] = set()
+    data = bytes(data)
+    for pos, _, head in _whole_batches(data):
+        base, attrs, last_delta, pid = head[0], head[5], head[6], head[9]
+        last = base + last_delta
+        while pending and pending[0][0] <= last:
+            pids.add(pending.pop(0)[1])
+        if attrs & _CONTROL:
+            if pid in pids and _is_abort_marker(data, pos + _HEAD_SIZE):
+                pids.discard(pid)
+        elif attrs & _TRANSACTIONAL and pid in pids:
+            dropped.append((base, last))
+    if not dropped:
+        return records
+    out, i = [], 0
+    for r in records:                    # both in offset order
+        while i < len(dropped) and dropped[i][1] < r.offset:
+            i += 1
+        if i == len(dropped) or r.offset < dropped[i][0]:
+            out.append(r)
+    return out
+
+
+def _is_abort_marker(data: bytes, pos: int) -> bool:
+    """A control batch's first record's key: version int16, type int16 (0 = ABORT, 1 = COMMIT)."""
+    _, pos = _zigzag(data, pos)                     # record length
+    _, pos = _zigzag(data, pos + 1)                 # timestamp delta, after the attributes byte
+    _, pos = _zigzag(data, pos)                     # offset delta
+    n, pos = _zigzag(data, pos)
+    return n >= 4 and struct.unpack_from(">hh", data, pos)[1] == 0
 
 
 def _zigzag(data: bytes, pos: int) -> tuple[int, int]:

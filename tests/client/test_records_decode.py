@@ -6,7 +6,13 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minibroker.client.records import _decode_generic, decode_records, encode_batch
+from kafka.protocol.consumer import FetchResponse
+
+from minibroker.client.records import (_decode_generic, decode_records, drop_aborted, encode_batch,
+                                       mark_transactional)
+from minibroker.log.batch import build_control_batch
+
+FetchAborted = FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction
 
 maybe_bytes = st.one_of(st.none(), st.binary(max_size=300))
 record = st.tuples(maybe_bytes, maybe_bytes,
@@ -34,10 +40,29 @@ def test_decode_matches_kafka_python(batches, codec, cut, skip):
 
 @settings(max_examples=150, deadline=None)
 @given(recs=st.lists(record, min_size=1, max_size=30), pid=st.integers(-1, 2**40),
-       epoch=st.integers(-1, 30000), seq=st.integers(-1, 2**30))
-def test_plain_batches_are_kafka_pythons_bytes(recs, pid, epoch, seq):
+       epoch=st.integers(-1, 30000), seq=st.integers(-1, 2**30), txn=st.booleans())
+def test_plain_batches_are_kafka_pythons_bytes(recs, pid, epoch, seq, txn):
     from kafka.record.default_records import DefaultRecordBatchBuilder
-    builder = DefaultRecordBatchBuilder(2, 0, False, pid, epoch, seq, 1 << 30)
+    builder = DefaultRecordBatchBuilder(2, 0, txn, pid, epoch, seq, 1 << 30)
     for i, (key, value, headers, ts) in enumerate(recs):
         builder.append(i, ts, key, value, list(headers))
-    assert encode_batch(recs, 0, pid, epoch, seq) == bytes(builder.build())
+    assert encode_batch(recs, 0, pid, epoch, seq, txn) == bytes(builder.build())
+    if txn:                             # send_batch's pre-built batches, marked when sealed
+        assert mark_transactional(encode_batch(recs, 0, pid, epoch, seq)) == bytes(builder.build())
+
+
+def test_drop_aborted_follows_kafkas_fetcher():
+    """Two producers interleaved: pid 7's first transaction is aborted, pid 8's committed, then
+    pid 7's next transaction (after its ABORT marker) is kept."""
+    def txn_batch(base, pid, value):
+        b = bytearray(encode_batch([(None, value, [], 0)], 0, pid, 0, base, True))
+        struct.pack_into(">q", b, 0, base)
+        return bytes(b)
+    data = (txn_batch(0, 7, b"a0") + txn_batch(1, 8, b"c0") + txn_batch(2, 7, b"a1") +
+            bytes(build_control_batch(False, 7, 0, base_offset=3)) +
+            bytes(build_control_batch(True, 8, 0, base_offset=4)) + txn_batch(5, 7, b"c1"))
+    recs, next_offset = decode_records("t", 0, data, 0)
+    assert next_offset == 6 and [r.value for r in recs] == [b"a0", b"c0", b"a1", b"c1"]
+    aborted = [FetchAborted(producer_id=7, first_offset=0)]
+    assert [r.value for r in drop_aborted(recs, data, aborted)] == [b"c0", b"c1"]
+    assert drop_aborted(recs, data, []) == recs
