@@ -15,7 +15,7 @@ import time
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import NewPartitions, NewTopic
+from kafka.admin import NewTopic
 from kafka.protocol.metadata import MetadataRequest
 from kafka.structs import OffsetAndMetadata
 
@@ -101,11 +101,11 @@ def test_sigkill_during_acks_all_production_then_restart_keeps_everything(tmp_pa
     try:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap)
         admin.create_topics([NewTopic(TOPIC, 1, 3)])
-        admin.create_partitions({TOPIC: NewPartitions(3)})
+        admin.create_partitions({TOPIC: 3})       # int: kafka-python 3.0.9 breaks on NewPartitions(n)
         first = KafkaProducer(bootstrap_servers=bootstrap, acks="all")
         first.send(TOPIC, b"in 2", partition=2).get(30)        # so partition 2 is not drained
         first.close()
-        admin.create_partitions({TOPIC: NewPartitions(2)})      # KIP-253: 2 is being deleted
+        admin.create_partitions({TOPIC: 2})      # KIP-253: 2 is being deleted
         admin.close()
         group = KafkaConsumer(bootstrap_servers=bootstrap, group_id="g", enable_auto_commit=False)
         group.commit({TopicPartition(TOPIC, 0): OffsetAndMetadata(3, "m", -1)})
