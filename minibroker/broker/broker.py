@@ -83,7 +83,7 @@ class Broker:
             ReplicaManagerPartitionWriter(self.replica_manager, TRANSACTION_STATE_TOPIC),
             lambda specs: self.controller.create_topics(specs, validate_only=False),
             self.next_producer_id, self.txn_channel.send_markers)
-        self.connections: set = set()
+        self.connections: dict = {}         # an ordered set: closed in the order they came
         # What a listener calls per request frame: network/ knows no broker, only this.
         self.handle = handler_for(self)
         # The control-plane listener (KIP-291's control.plane.listener.name): the controller's
@@ -152,7 +152,7 @@ class Broker:
         Cluster.isolate_clients. Returns how many."""
         network = self.faults.network
         conns = [c for c in self.connections if c.handle is not self.control_handle
-                 and not network.is_inter_broker(c.peer)]
+                 and not network.is_inter_broker(c.peer, c.local)]
         for c in conns:
             c.close(reason, logging.INFO)
         return len(conns)

@@ -201,7 +201,8 @@ class Faults:
             return None                     # faults never stop the fault control API itself
         node = ctx.broker.node_id
         if self.network.isolated and node in self.network.isolated and not ctx.control_plane \
-                and not self.network.is_inter_broker(getattr(ctx.conn, "peer", None)):
+                and not self.network.is_inter_broker(getattr(ctx.conn, "peer", None),
+                                                 getattr(ctx.conn, "local", None)):
             raise ProtocolViolation(f"network partition: clients cut from broker {node}")
         if self.errors_queued:
             code = self.pop_request_error(api_key, node)

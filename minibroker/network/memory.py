@@ -84,7 +84,7 @@ class _PipeEnd(asyncio.Transport):
 
 
 def connect(handle: Handle, *, max_request_bytes: int = 100 * 1024 * 1024,
-            connections: set | None = None, name: str = "memory server",
+            connections: dict | None = None, name: str = "memory server",
             client_id: str = "minibroker") -> KafkaClientConnection:
     """A client connection whose requests are answered by `handle` (e.g. a Broker's .handle).
     `connections` receives the server end while it is open (a Broker's own set: stop closes it)."""
@@ -92,7 +92,7 @@ def connect(handle: Handle, *, max_request_bytes: int = 100 * 1024 * 1024,
     n = next(_peer_ids)
     client = KafkaClientConnection(client_id)
     server = KafkaServerConnection(handle, max_request_bytes,
-                                   connections if connections is not None else set(), name)
+                                   connections if connections is not None else {}, name)
     client_end = _PipeEnd(loop, client, ("memory", 0))
     server_end = _PipeEnd(loop, server, ("memory", n))
     client_end.peer, server_end.peer = server_end, client_end

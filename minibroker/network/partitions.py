@@ -7,7 +7,7 @@ across it, as a lost connection (the sender sees ConnectionClosed and retries, a
 a timeout). In-process calls to the controller (forwarding, AlterPartition, heartbeats) ask
 `reachable(src, dst)` themselves. Clients are cut from a broker with `isolate_clients`: the broker
 closes their connections and every request on a new one (inter-broker connections are told apart
-by their local address). This module knows broker ids only, no broker.
+by both ends' addresses: Linux gives one local port to connections to different destinations). This module knows broker ids only, no broker.
 """
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ class NetworkPartitions:
     def __init__(self) -> None:
         self._cuts: set[tuple[int, int]] = set()       # (a, b) with a < b: no traffic either way
         self.isolated: set[int] = set()                # brokers no client can reach
-        # Open inter-broker connections: connection -> (src, dst); their local addresses.
+        # Open inter-broker connections: connection -> (src, dst); by (local, remote) address.
         self._links: dict[KafkaClientConnection, tuple[int, int]] = {}
-        self._local_addrs: dict[tuple, KafkaClientConnection] = {}
+        self._addrs: dict[tuple, KafkaClientConnection] = {}
         self.generation = 0                             # bumped on every change
 
     # ------------------------------------------------------------------ state
@@ -76,9 +76,12 @@ class NetworkPartitions:
             self.isolated.discard(int(broker_id))
         self.generation += 1
 
-    def is_inter_broker(self, peer) -> bool:
-        """Whether a server-side connection's peer address is one of our inter-broker ones."""
-        conn = self._local_addrs.get(tuple(peer) if peer else None)
+    def is_inter_broker(self, peer, local) -> bool:
+        """Whether a server-side connection (its peer's and its own address) is the other end of
+        one of our inter-broker ones."""
+        if not peer or not local:
+            return False
+        conn = self._addrs.get((tuple(peer), tuple(local)))
         return conn is not None and not conn.closed
 
     # ------------------------------------------------------------------ connections
@@ -95,12 +98,13 @@ class NetworkPartitions:
         self._forget_closed()
         self._links[conn] = (src, dst)
         local = conn.transport.get_extra_info("sockname") if conn.transport else None
-        if local:
-            self._local_addrs[tuple(local)] = conn
+        remote = conn.transport.get_extra_info("peername") if conn.transport else None
+        if local and remote:
+            self._addrs[(tuple(local), tuple(remote))] = conn
         return conn
 
     def _forget_closed(self) -> None:
         for conn in [c for c in self._links if c.closed]:
             del self._links[conn]
-        for addr in [a for a, c in self._local_addrs.items() if c.closed]:
-            del self._local_addrs[addr]
+        for addr in [a for a, c in self._addrs.items() if c.closed]:
+            del self._addrs[addr]

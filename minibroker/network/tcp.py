@@ -90,7 +90,7 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
     complete in order are collected and written with one writelines() per batch of received
     frames or per completed Task."""
 
-    def __init__(self, handle: Handle, max_request_bytes: int, connections: set,
+    def __init__(self, handle: Handle, max_request_bytes: int, connections: dict,
                  name: str = "server") -> None:
         self.handle = handle
         self.connections = connections      # the server's open connections (closed on stop)
@@ -99,7 +99,7 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         self.get_buffer = self.reader.get_buffer    # the loop calls it on every receive: one call less
         self.pending: collections.deque = collections.deque()     # Tasks and _Completed, in order
         self.transport: asyncio.Transport | None = None
-        self.peer = None
+        self.peer = self.local = None
         self.closed = False
         self._paused_reading = False
         self._write_paused = False
@@ -118,12 +118,13 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         self.last_active = self.loop.time()
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
+        self.local = transport.get_extra_info("sockname")
         self.tuning = SocketTuning(transport)
-        self.connections.add(self)
+        self.connections[self] = None
 
     def connection_lost(self, exc) -> None:
         self.closed = True
-        self.connections.discard(self)
+        self.connections.pop(self, None)
 
     def close(self, reason: str, level: int = logging.WARNING) -> None:
         """A WARNING by default: bad input or a failure; a broker stopping closes at DEBUG."""
@@ -277,7 +278,7 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         self._update_reading()
 
 
-async def close_idle_connections(connections: set, max_idle_ms: int) -> None:
+async def close_idle_connections(connections: dict, max_idle_ms: int) -> None:
     """Kafka's connections.max.idle.ms: close a connection that has sent nothing for that long
     and has no request in flight (a long-poll Fetch is not idle). Runs until cancelled."""
     loop = asyncio.get_running_loop()
@@ -326,7 +327,7 @@ class AcceptErrorLimiter:
 
 
 async def start_listener(handle: Handle, host: str, port: int, *, max_request_bytes: int,
-                         connections: set, name: str = "server") -> asyncio.base_events.Server:
+                         connections: dict, name: str = "server") -> asyncio.base_events.Server:
     loop = asyncio.get_running_loop()
     AcceptErrorLimiter.install(loop)
     return await loop.create_server(
