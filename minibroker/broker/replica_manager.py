@@ -273,11 +273,19 @@ class ReplicaManager:
                 if td.undeleted_partition_count >= 0 or p.leader_epoch_before_deletion:
                     err = self.check_partition_metadata(p, td.undeleted_partition_count,
                                                         producing=True)
+                duplicate = None
                 if err:
-                    out.append(PartitionResult(pd.index, err, error_message=(
-                        f"undeleted_partition_count {td.undeleted_partition_count} != "
-                        f"{p.undeleted_partition_count}, or the partition is marked for deletion")))
-                    continue
+                    # A retry of a batch this log already holds is answered with its offsets,
+                    # whatever the count now: else the client, told "stale", partitions its
+                    # records again under sequence numbers the log has, and a later batch with
+                    # those numbers is taken for the duplicate and acknowledged at wrong offsets.
+                    duplicate = p.log.duplicate_of(pd.records or b"")
+                    if duplicate is None:
+                        out.append(PartitionResult(pd.index, err, error_message=(
+                            f"undeleted_partition_count {td.undeleted_partition_count} != "
+                            f"{p.undeleted_partition_count}, or the partition is marked for "
+                            "deletion")))
+                        continue
                 plog = p.log
                 min_isr = plog.config.min_insync_replicas
                 if acks == -1 and len(p.isr) < min_isr:
@@ -295,7 +303,8 @@ class ReplicaManager:
                     continue
                 try:
                     # A large request's batches are kept where they arrived (handed_over), not copied.
-                    res = plog.append_as_leader(records, p.leader_epoch, adopt=handed_over(records))
+                    res = duplicate or plog.append_as_leader(records, p.leader_epoch,
+                                                             adopt=handed_over(records))
                 except KafkaError as e:
                     out.append(PartitionResult(pd.index, e.errno, error_message=str(e),
                                                record_errors=getattr(e, "record_errors", None)))

@@ -76,7 +76,7 @@ from minibroker.client.records import (ConsumerGroupMetadata, RecordMetadata, To
 from minibroker.client.transactions import TransactionManager
 from minibroker.clock import Clock
 from minibroker.partitioning import parent as partition_parent
-from minibroker.protocol.errors import for_code
+from minibroker.protocol.errors import INVALID_PARTITION_METADATA, for_code
 from minibroker.protocol.messages import ProduceRequestKip253
 
 log = logging.getLogger("minibroker.client.producer")
@@ -109,6 +109,8 @@ class _Batch:
     base_sequence: int = -1
     attempts: int = 0
     retry: bool = False
+    sent: bool = False                  # sent at least once: the log may hold it
+    unwritten: bool = False             # refused as stale (KIP-253): the log does not hold it
     count: int = -1                     # KIP-253: the undeleted partition count it was partitioned with
     pinned: list = field(default_factory=list)      # per record: partition given by the caller
     build: Callable | None = None       # send_batch: (producer id, epoch, base sequence) -> bytes
@@ -644,6 +646,7 @@ class Producer:
         self._expire_undesignated(now)
         by_node: dict[int, list[tuple[TopicPartition, _PartitionState]]] = {}
         stale: list[tuple[TopicPartition, _PartitionState, TopicMetadata]] = []
+        probes: list[tuple[TopicPartition, _PartitionState, _Batch]] = []
         for tp, st in self._parts.items():
             if not st.batches:
                 continue
@@ -654,7 +657,11 @@ class Producer:
                 # KIP-253: partitioned with another undeleted count; once nothing is in flight,
                 # partition the records again (the broker would refuse them here anyway).
                 if not st.inflight:
-                    stale.append((tp, st, md))
+                    probe = self._unresolved(st)
+                    if probe is None:
+                        stale.append((tp, st, md))
+                    elif st.backoff_until <= now:
+                        probes.append((tp, st, probe))
                 continue
             if now - first.created > self.delivery_timeout and not first.encoded:
                 self._expire(st, now)
@@ -691,6 +698,8 @@ class Producer:
                 self._repartition(tp, st, md)
             self._wake.set()
             return 0.001
+        for tp, st, batch in probes:
+            delay = min(delay, self._send_probe(tp, st, batch, now))
         for node, parts in by_node.items():
             conn = self.pool.get_nowait(node)
             if conn is None:
@@ -714,6 +723,34 @@ class Producer:
                 self._send_request(node, conn, taken)
                 parts = rest
         return max(delay, 0.001)
+
+    def _unresolved(self, st: _PartitionState) -> _Batch | None:
+        """The first batch whose records may be in the log (sent, answered by nothing conclusive).
+        Its sequence numbers cannot go to other records, so it is sent again as it is before the
+        partition's batches are partitioned again: the leader answers a duplicate with its offsets
+        or refuses it as stale (then the log does not hold it)."""
+        if not self.idempotent:
+            return None
+        return next((b for b in st.batches if b.sent and not b.unwritten), None)
+
+    def _send_probe(self, tp: TopicPartition, st: _PartitionState, batch: _Batch,
+                    now: float) -> float:
+        md = self.metadata.topic(tp.topic)
+        if md is None or tp.partition >= len(md.partitions):
+            batch.unwritten = True          # the partition is gone, and what it held with it
+            self._wake.set()
+            return 0.001
+        leader = self.metadata.leader(tp.topic, tp.partition)
+        conn = self.pool.get_nowait(leader) if leader >= 0 else None
+        if conn is None:
+            if leader < 0 or self.pool.connect_failed(leader):
+                self._leader_unusable(tp, st, now)
+            return self.retry_backoff
+        if self._node_inflight[leader] >= self.max_in_flight:
+            return self.retry_backoff
+        st.batches.remove(batch)
+        self._send_request(leader, conn, [(tp, st, batch)])
+        return 0.5
 
     def _leader_unusable(self, tp: TopicPartition, st: _PartitionState, now: float) -> None:
         """No leader, or it cannot be reached: refresh metadata and look again after a backoff.
@@ -748,6 +785,7 @@ class Producer:
         by_topic: dict[str, list] = {}
         for tp, st, batch in taken:
             data = self._seal(st, batch)
+            batch.sent = True
             by_topic.setdefault(tp.topic, []).append((tp.partition, data))
             st.inflight += 1
         version = self.pool.version(conn, ProduceRequest, lo=3)
@@ -809,6 +847,8 @@ class Producer:
             elif p.error_code == 0 or p.error_code == Errors.DuplicateSequenceNumberError.errno:
                 self._complete(batch, p.base_offset, p.log_append_time_ms)
             else:
+                if p.error_code == INVALID_PARTITION_METADATA:
+                    batch.unwritten = True
                 err_cls = for_code(p.error_code)
                 self._retry_or_fail(st, batch, err_cls(p.error_message or ""))
 

@@ -175,6 +175,24 @@ class PartitionLog:
 
     # -- appends ---------------------------------------------------------------------------------------
 
+    def duplicate_of(self, records: bytes | bytearray | memoryview) -> AppendResult | None:
+        """The original append of an idempotent batch this log already holds (same producer id,
+        epoch and sequence range), or None: what a retry of it would be answered."""
+        try:
+            headers = parse_batches(_as_view(records))
+        except Exception:               # not parseable: the append path answers it
+            return None
+        if len(headers) != 1 or headers[0].producer_id < 0 or headers[0].base_sequence < 0:
+            return None
+        h = headers[0]
+        entry = self.producers.get(h.producer_id)
+        dup = entry.find_duplicate(h.producer_epoch, h.base_sequence, h.last_sequence) \
+            if entry else None
+        if dup is None:
+            return None
+        return AppendResult(dup.first_offset, dup.last_offset, NO_TIMESTAMP, self.log_start_offset,
+                            True)
+
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
                          now_ms: int | None = None, *, origin: str = CLIENT,
                          adopt: bool = False) -> AppendResult:

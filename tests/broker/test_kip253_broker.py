@@ -23,14 +23,15 @@ async def _leader_conn(c: Cluster, topic: str, partition: int) -> KafkaClientCon
     return await KafkaClientConnection.connect(b.host, b.port)
 
 
-async def _produce(conn, topic, partition, count):
+async def _produce(conn, topic, partition, count, records=None, answer=False):
     T = Produce.TopicProduceData
+    records = records or bytes(build_batch([(b"k", b"v", [])]))
     req = Produce(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[T(
         name=topic, undeleted_partition_count=count,
-        partition_data=[T.PartitionProduceData(index=partition,
-                                               records=bytes(build_batch([(b"k", b"v", [])])))])])
+        partition_data=[T.PartitionProduceData(index=partition, records=records)])])
     resp = await conn.request(req, 9)
-    return resp.responses[0].partition_responses[0].error_code
+    p = resp.responses[0].partition_responses[0]
+    return (p.error_code, p.base_offset) if answer else p.error_code
 
 
 async def _fetch(conn, topic, partition, count):
@@ -62,6 +63,28 @@ async def test_stale_and_newer_counts_are_refused_on_every_partition():
                 assert await _fetch(conn, "t", pid, -1) == 0
             finally:
                 conn.close()
+
+
+async def test_a_retried_batch_the_log_holds_is_answered_whatever_the_count():
+    """An idempotent batch sent with count 2, answered by nothing the client saw (a timeout), then
+    retried after the expansion: its offsets, not "stale" (the client would partition its records
+    again under sequence numbers the log holds, and a later batch with those numbers would be
+    acknowledged at this one's offsets: seed 345 of the simulation lost records so)."""
+    async with Cluster(brokers=3) as c:
+        await c.create_topic("t", 2, 3)
+        pid = dict(producer_id=4242, producer_epoch=0)
+        held = bytes(build_batch([(b"a", b"1", []), (b"b", b"2", [])], base_sequence=0, **pid))
+        later = bytes(build_batch([(b"c", b"3", [])], base_sequence=2, **pid))
+        conn = await _leader_conn(c, "t", 0)
+        try:
+            assert await _produce(conn, "t", 0, 2) == 0                 # offset 0, no producer
+            assert await _produce(conn, "t", 0, 2, held, answer=True) == (0, 1)
+            await set_partition_count(c, "t", 4)
+            assert await _produce(conn, "t", 0, 2, held, answer=True) == (0, 1)    # duplicate
+            assert await _produce(conn, "t", 0, 2, later) == INVALID_PARTITION_METADATA
+            assert await _produce(conn, "t", 0, 4, later, answer=True) == (0, 3)
+        finally:
+            conn.close()
 
 
 async def test_writes_into_marked_partitions_are_refused_reads_are_not():
