@@ -35,6 +35,9 @@ How it works:
   retriable and refreshes metadata, or any refresh), a partition's batches with the old U are
   taken apart once nothing of that partition is in flight and their records partitioned again, in
   their order (idempotent: the partition's sequence goes back to the first unacknowledged batch).
+  A batch sent without a conclusive answer (a timeout, a lost connection) may be in the log, so it
+  is first sent again unchanged: the leader answers a batch it holds with its offsets, whatever
+  the count, and refuses one it does not hold as stale; only then are its records moved.
   A key never has records in two partitions at once: a record whose key still has unacknowledged
   records in another partition is held, with every later record of that key, until those are
   resolved; so a key that moves keeps its order.
@@ -655,7 +658,8 @@ class Producer:
             if md is not None and md.partitions and not md.error_code and \
                     first.count != md.undeleted_partition_count:
                 # KIP-253: partitioned with another undeleted count; once nothing is in flight,
-                # partition the records again (the broker would refuse them here anyway).
+                # resend each batch the log may hold as it is (_unresolved), then partition the
+                # records again (the broker would refuse them here anyway).
                 if not st.inflight:
                     probe = self._unresolved(st)
                     if probe is None:

@@ -29,7 +29,8 @@ from bisect import bisect_right
 from itertools import islice
 from typing import Any, Callable, Iterator, NamedTuple
 
-from kafka.errors import InvalidRecordError, MessageSizeTooLargeError, OffsetOutOfRangeError
+from kafka.errors import (InvalidRecordError, KafkaError, MessageSizeTooLargeError,
+                          OffsetOutOfRangeError)
 
 from minibroker.log.batch import (
     CONTROL_MASK, HEADER_SIZE, LOG_APPEND_TIME, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK, BatchHeader,
@@ -180,7 +181,7 @@ class PartitionLog:
         epoch and sequence range), or None: what a retry of it would be answered."""
         try:
             headers = parse_batches(_as_view(records))
-        except Exception:               # not parseable: the append path answers it
+        except KafkaError:              # not parseable: the append path answers it
             return None
         if len(headers) != 1 or headers[0].producer_id < 0 or headers[0].base_sequence < 0:
             return None

@@ -7,7 +7,8 @@ across it, as a lost connection (the sender sees ConnectionClosed and retries, a
 a timeout). In-process calls to the controller (forwarding, AlterPartition, heartbeats) ask
 `reachable(src, dst)` themselves. Clients are cut from a broker with `isolate_clients`: the broker
 closes their connections and every request on a new one (inter-broker connections are told apart
-by both ends' addresses: Linux gives one local port to connections to different destinations). This module knows broker ids only, no broker.
+by both ends' addresses: Linux gives one local port to connections to different destinations).
+This module knows broker ids only, no broker.
 """
 from __future__ import annotations
 
