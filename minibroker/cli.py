@@ -98,7 +98,7 @@ async def _serve(args, config: ClusterConfig) -> None:
     # Imported here for start-up: `minibroker topics ...` and --help never load the broker.
     from minibroker.cluster import Cluster
     from minibroker.log.memory import keep_freed_batches_for_reuse
-    keep_freed_batches_for_reuse()
+    keep_freed_batches_for_reuse(config.minibroker_log_heap_huge_pages)
     try:
         cluster = Cluster(config)
     except ValueError as e:                  # a log.* override's value (Kafka's wording)

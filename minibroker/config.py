@@ -97,6 +97,8 @@ class ClusterConfig:
     # Our extension: how long each broker takes to apply an UpdateMetadata (Kafka's "it may take
     # several seconds after CreatePartitions returns for all the brokers to become aware").
     minibroker_metadata_propagation_delay_ms: int = 0
+    # Our extension: serve's log heap in transparent huge pages (log/heap.py); off, measured slower.
+    minibroker_log_heap_huge_pages: bool = False
     extra: dict[str, str] = field(default_factory=dict)   # log.* topic synonyms, by Kafka name
 
     def __post_init__(self) -> None:

@@ -99,9 +99,9 @@ class RemoteControllerChannel:
 
 
 async def child_main(fd: int, node_id: int) -> None:
-    keep_freed_batches_for_reuse()
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
     config, cluster_id = await _read(reader)
+    keep_freed_batches_for_reuse(config.minibroker_log_heap_huge_pages)
     channel = RemoteControllerChannel(reader, writer)
     channel.start()
     seeded = config.seed is not None

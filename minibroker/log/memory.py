@@ -34,12 +34,15 @@ _LARGEST_BATCH_FROM_HEAP = 32 * 1024 * 1024       # glibc's DEFAULT_MMAP_THRESHO
 _KEEP_FREED = 1 << 30                             # free heap top kept before it is trimmed
 
 
-def keep_freed_batches_for_reuse() -> bool:
+def keep_freed_batches_for_reuse(huge_pages: bool = False) -> bool:
     """Ask glibc to serve every batch-sized allocation from its heap and keep freed heap memory:
     by default a batch over 128 KiB gets its own mmap, fresh pages that are faulted in on the copy
     (0.5 s per GB here, more than the rest of a produce) and unmapped when the batch is deleted,
-    so deleted batches' memory is never reused. The heap is then given huge pages where the kernel
-    grants them (heap.py). A served broker calls this at start; False where the C library is not
+    so deleted batches' memory is never reused. `huge_pages` (the config
+    minibroker.log.heap.huge.pages, off by default) also gives the heap huge pages where the kernel
+    grants them (heap.py): measured side by side on this VM they cost more than they save (a
+    3-broker serve took 10 KiB produce at 0.4x the speed, 100 B produce at twice the broker CPU;
+    benchmarks/NOTES.md). A served broker calls this at start; False where the C library is not
     glibc."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
@@ -47,7 +50,7 @@ def keep_freed_batches_for_reuse() -> bool:
         return False
     kept = bool(mallopt(_M_MMAP_THRESHOLD, _LARGEST_BATCH_FROM_HEAP)) and \
         bool(mallopt(_M_TRIM_THRESHOLD, _KEEP_FREED))
-    if kept:
+    if kept and huge_pages:
         HEAP.enable()
     return kept
 

@@ -1,6 +1,6 @@
-"""A served broker's heap is advised MADV_HUGEPAGE as the logs grow it (minibroker/log/heap.py):
-writing a log's stream through 4 KiB pages slowed the client on the other core by 5-15%. Each
-extension is faulted in ahead of use by a background thread, so produces do not wait on faults."""
+"""With minibroker.log.heap.huge.pages=true a served broker's heap is advised MADV_HUGEPAGE as the
+logs grow it (minibroker/log/heap.py), and each extension is faulted in ahead of use by a
+background thread, so produces do not wait on faults. Off by default, and then nothing is advised."""
 from __future__ import annotations
 
 import os
@@ -16,7 +16,7 @@ THP = "/sys/kernel/mm/transparent_hugepage/enabled"
 _CHILD = textwrap.dedent("""
     from minibroker.log.heap import HEAP
     from minibroker.log.memory import LogMemory, keep_freed_batches_for_reuse
-    assert keep_freed_batches_for_reuse() and HEAP.on
+    assert keep_freed_batches_for_reuse(huge_pages=True) and HEAP.on
     start = HEAP.advised_end
     memory = LogMemory()
     batches = []
@@ -50,7 +50,7 @@ _PREFAULT_CHILD = textwrap.dedent("""
     from minibroker.log import heap
     from minibroker.log.heap import HEAP
     from minibroker.log.memory import LogMemory, keep_freed_batches_for_reuse
-    assert keep_freed_batches_for_reuse() and HEAP.on
+    assert keep_freed_batches_for_reuse(huge_pages=True) and HEAP.on
 
     def heap_rss():                            # advising splits the heap into several VMAs
         rss, in_heap = 0, False
@@ -100,3 +100,12 @@ def test_each_extension_is_faulted_in_ahead_of_the_logs():
     if not prefaulting:
         pytest.skip("the kernel predates MADV_POPULATE_WRITE (Linux 5.14)")
     assert resident >= 32 * 1024 * 1024, resident      # 8 MB stored; the rest was prefaulted
+
+
+def test_by_default_nothing_is_advised():
+    out = _child("from minibroker.log.heap import HEAP\n"
+                 "from minibroker.log.memory import keep_freed_batches_for_reuse\n"
+                 "kept = keep_freed_batches_for_reuse()\n"
+                 "print(int(kept), int(HEAP.on))")
+    kept, on = map(int, out.split())
+    assert on == 0 and kept == (platform.libc_ver()[0] == "glibc")
