@@ -1,5 +1,10 @@
 """Transparent huge pages for glibc's main heap, where a served broker's batches live.
 
+Opt-in (`--override minibroker.log.heap.huge.pages=true`): re-measured on 2026-11-27 on this VM,
+the 3-broker README serve moved 10 KiB produce at 0.56x the librdkafka mock with it and 1.09x
+without, and a fresh broker's 100 B produce cost twice the CPU (benchmarks/NOTES.md). What
+follows is the case made for it when it was on by default.
+
 A served broker keeps its batches on glibc's heap (memory.keep_freed_batches_for_reuse) and, past
 log.memory.max.bytes, reuses the memory of the oldest batches: a stream of writes through up to the
 whole cap. With 4 KiB pages, writing that stream cost the *client* on the other core 5-15% of its
