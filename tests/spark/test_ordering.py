@@ -1,6 +1,7 @@
 """KIP-253 order across micro-batches: a streaming query reads a keyed topic while it grows N -> 2N
-and shrinks back to N, with a backlog on the old partitions when the new ones open (the query is
-rate-limited by maxOffsetsPerTrigger).  The delivered history, in (micro-batch, partition, offset)
+and shrinks back to N, with a backlog on the old partitions when the new ones open (a burst is
+produced before the query starts, and the query is rate-limited by maxOffsetsPerTrigger, so the
+backlog lasts seconds after the expansion however fast or slow the machine is).  The delivered history, in (micro-batch, partition, offset)
 order, is checked per key by minibroker.spark.checker (pandas and Spark back-ends agreeing): with
 orderedDelivery (the default) no violation and no loss; with orderedDelivery=false the violations
 the connector prevents."""
@@ -20,14 +21,16 @@ from minibroker.spark.checker import check_pandas, check_spark
 pytestmark = pytest.mark.timeout(600)
 
 N = 2
+BURST = 2000          # at 100 rows per ~0.25 s micro-batch, some 5 s of backlog
 KEYS = [b"k%02d" % i for i in range(24)]
 
 
 class Producing:
-    """Keyed records (value = the key's seq) at ~`rate`/s from a thread, acks recorded."""
+    """Keyed records (value = the key's seq): `burst` at once, then ~`rate`/s, from a thread, acks
+    recorded."""
 
-    def __init__(self, bootstrap: str, topic: str, rate: float) -> None:
-        self.bootstrap, self.topic, self.rate = bootstrap, topic, rate
+    def __init__(self, bootstrap: str, topic: str, rate: float, burst: int) -> None:
+        self.bootstrap, self.topic, self.rate, self.burst = bootstrap, topic, rate, burst
         self.acked: list[tuple[bytes, int]] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
@@ -46,7 +49,7 @@ class Producing:
                     f.add_done_callback(lambda f, k=k, s=s: f.exception() is None
                                         and self.acked.append((k, s)))
                     futs.append(f)
-                await asyncio.sleep(10 / self.rate)
+                await asyncio.sleep(10 / self.rate if len(futs) >= self.burst else 0)
             await asyncio.gather(*futs, return_exceptions=True)
 
 
@@ -64,9 +67,11 @@ def _alter(bootstrap: str, topic: str, count: int) -> None:
 
 def scenario(spark, kafka, topic: str, ordered: bool):
     kafka.call(kafka.cluster.create_topic, topic, N, 2)
-    prod = Producing(kafka.bootstrap, topic, rate=60)
+    prod = Producing(kafka.bootstrap, topic, rate=60, burst=BURST)
     prod.thread.start()
-    time.sleep(4)                                        # a backlog of ~240 before the query
+    deadline = time.monotonic() + 240
+    while len(prod.acked) < BURST and time.monotonic() < deadline:  # the backlog before the query
+        time.sleep(0.1)
     delivered: list[tuple] = []
 
     def sink(df, batch_id):
@@ -97,7 +102,6 @@ def scenario(spark, kafka, topic: str, ordered: bool):
 
     q = start()
     try:
-        deadline = time.monotonic() + 240
         while not delivered and time.monotonic() < deadline and alive():
             time.sleep(0.2)
         _alter(kafka.bootstrap, topic, 2 * N)            # while the old partitions have a backlog
