@@ -5,6 +5,9 @@ Responses are decoded by hand (protocol.fast.decode_fetch_response): each partit
 the log as a view of the response frame, which the log copies once when it stores them.
 Truncation uses the leader's DivergingEpoch answer (KIP-320 / Kafka 2.7+ fetch-based truncation):
 we send last_fetched_epoch, and the leader tells us where our log diverged from its own.
+A fetcher keeps a KIP-227 fetch session with its leader, as Kafka's followers do: once open, a
+request names only the partitions whose fetch state changed and a response only those with news,
+so a write to one partition costs a fetch of one partition, however many the pair shares.
 A fetcher is given what it uses (its node id, the config, the metadata cache for the leader's
 address, and a hook run after each append with its size: the log memory cap and the replication
 byte counter), not the replica manager.
@@ -15,7 +18,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Callable
 
-from kafka.errors import (FencedLeaderEpochError, NotLeaderForPartitionError,
+from kafka.errors import (FencedLeaderEpochError, FetchSessionIdNotFoundError,
+                          InvalidFetchSessionEpochError, NotLeaderForPartitionError,
                           OffsetOutOfRangeError, UnknownLeaderEpochError,
                           UnknownTopicOrPartitionError)
 
@@ -36,6 +40,32 @@ log = logging.getLogger("minibroker.fetcher")
 
 FETCH_VERSION = 12
 REQUEST_TIMEOUT_S = 30
+_SESSION_ERRORS = (FetchSessionIdNotFoundError.errno, InvalidFetchSessionEpochError.errno)
+
+
+class FollowerFetchSession:
+    """The follower's half of a fetch session (Kafka's FetchSessionHandler): the id and next epoch,
+    and the fetch state per partition the leader's half holds, so that a request carries only what
+    differs from it."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """The next request is a full one, opening a new session."""
+        self.session_id = 0
+        self.epoch = 0
+        self.held: dict[tuple[str, int], tuple] = {}
+
+    def answered(self, session_id: int) -> None:
+        """The leader accepted the request built at `epoch`: move to the next epoch."""
+        if self.epoch == 0:
+            self.session_id = session_id
+            self.epoch = 1 if session_id else 0     # no session given: full fetches again
+            if not session_id:
+                self.held = {}
+        else:
+            self.epoch = self.epoch + 1 if self.epoch < 0x7FFFFFFF else 1
 
 
 class ReplicaFetcher:
@@ -54,6 +84,7 @@ class ReplicaFetcher:
         self._task: asyncio.Task | None = None
         self._conn: KafkaClientConnection | None = None
         self._wake = asyncio.Event()
+        self.session = FollowerFetchSession()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -114,10 +145,16 @@ class ReplicaFetcher:
                 # across the next await.
                 fut = None
                 try:
-                    progressed = self._handle_response(decode_fetch_response(body, FETCH_VERSION),
-                                                       sent)
+                    resp = decode_fetch_response(body, FETCH_VERSION)
+                    if resp.error_code in _SESSION_ERRORS:
+                        # The leader evicted or lost our session: open a new one at once.
+                        self.session.reset()
+                        continue
+                    if resp.error_code == 0:
+                        self.session.answered(resp.session_id)
+                    progressed = self._handle_response(resp, sent)
                 finally:
-                    body = None
+                    resp = body = None
                 if not progressed:
                     await asyncio.sleep(0.05)      # only errors: wait for the next LeaderAndIsr
                 backoff = 0.05
@@ -125,6 +162,7 @@ class ReplicaFetcher:
                 raise
             except Exception as e:  # noqa: BLE001 — leader down or restarting: retry
                 log.debug("broker %d fetcher for %d: %r", self.node_id, self.leader_id, e)
+                self.session.reset()
                 if self._conn is not None:
                     self._conn.close()
                     self._conn = None
@@ -132,31 +170,55 @@ class ReplicaFetcher:
                 backoff = min(backoff * 2, 1.0)
 
     def _build_request(self):
-        by_topic: dict[str, list] = {}
+        """(request body or None, {key: (partition, fetch offset, leader epoch)} for every
+        partition the response may answer). In a session, only partitions whose fetch state
+        differs from what the leader's session holds are named, and those dropped are forgotten."""
         sent = {}
         max_bytes = self.config.replica_fetch_max_bytes
         throttle = self.throttle
         held = throttle is not None and throttle.follower.rate is not None \
             and throttle.follower.exceeded()
+        session = self.session
+        if held:
+            # Over the follower quota some partitions sit this fetch out, which a session (the
+            # leader fetches all it holds) cannot say: a session-less fetch, closing the session.
+            session_id, epoch = session.session_id, -1
+            session.reset()
+        else:
+            session_id, epoch = session.session_id, session.epoch
+        full = epoch <= 0
+        by_topic: dict[str, list] = {}
+        state = {}
         for key in sorted(self.partitions):
             p = self.partitions[key]
             if held and throttle.follower_throttled(p):
                 continue            # over the follower quota: this replica waits its turn
-            by_topic.setdefault(p.topic, []).append((
-                p.partition, p.leader_epoch, p.log.log_end_offset, p.log.epochs.latest_epoch,
-                p.log.log_start_offset, max_bytes))
-            sent[key] = (p, p.log.log_end_offset, p.leader_epoch)
+            leo = p.log.log_end_offset
+            st = (p.partition, p.leader_epoch, leo, p.log.epochs.latest_epoch,
+                  p.log.log_start_offset, max_bytes)
+            if full or session.held.get(key) != st:
+                by_topic.setdefault(p.topic, []).append(st)
+            state[key] = st
+            sent[key] = (p, leo, p.leader_epoch)
         if not sent:
             return None, sent
+        forgotten: dict[str, list[int]] = {}
+        if not full:
+            for key in session.held.keys() - state.keys():
+                forgotten.setdefault(key[0], []).append(key[1])
+        if not held:
+            session.held = state
         cfg = self.config
         return encode_follower_fetch(self.node_id, cfg.replica_fetch_wait_max_ms, 1,
-                                     cfg.replica_fetch_response_max_bytes, by_topic.items()), sent
+                                     cfg.replica_fetch_response_max_bytes, by_topic.items(),
+                                     session_id, epoch, sorted(forgotten.items())), sent
 
     def _handle_response(self, resp: FetchResponseView, sent) -> bool:
-        """Apply a fetch response; False when no partition made progress without error."""
+        """Apply a fetch response; False when no partition made progress without error (an
+        incremental response naming no partition had nothing to say: not an error)."""
         if resp.error_code:
             raise ConnectionError(f"fetch error {resp.error_code}")
-        ok = False
+        ok = not resp.responses
         for t in resp.responses:
             for pd in t.partitions:
                 key = (t.topic, pd.partition_index)
