@@ -26,7 +26,6 @@ Decisions (Kafka behaviour unless said):
 from __future__ import annotations
 
 from bisect import bisect_right
-from itertools import islice
 from typing import Any, Callable, Iterator, NamedTuple
 
 from kafka.errors import (InvalidRecordError, KafkaError, MessageSizeTooLargeError,
@@ -117,6 +116,14 @@ def _as_view(records: bytes | bytearray | memoryview) -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
+
+def _iter_from(items: list, start: int) -> Iterator:
+    """The items of a list from index `start` on, reached in O(1): islice would step through the
+    `start` items before it, and a fetch at the tail of a long log would walk all of them."""
+    it = iter(items)
+    it.__setstate__(start)
+    return it
+
 class PartitionLog:
     # Where the high watermark stood when the log was last checkpointed (a log on disk,
     # log/disk_log.py); the Partition starts from it.
@@ -172,7 +179,7 @@ class PartitionLog:
         return self._stored[-1].leader_epoch if self.batch_count else -1
 
     def _live(self) -> Iterator[StoredBatch]:
-        return islice(self._stored, self._head, None)
+        return _iter_from(self._stored, self._head)
 
     # -- appends ---------------------------------------------------------------------------------------
 
@@ -350,7 +357,7 @@ class PartitionLog:
     def batches_from(self, offset: int) -> Iterator[StoredBatch]:
         """The stored batches from the one holding `offset` on, in offset order."""
         start = max(bisect_right(self._bases, offset, self._head) - 1, self._head)
-        return islice(self._stored, start, None)
+        return _iter_from(self._stored, start)
 
     def replace_batches(self, replacements: dict[int, StoredBatch | None]) -> None:
         """Compaction: swap the batches at these base offsets for rewritten ones (None: drop),
@@ -396,7 +403,7 @@ class PartitionLog:
         first_offset = fetch_offset
         head = self._head
         start = max(bisect_right(self._bases, fetch_offset, head) - 1, head)
-        for batch in islice(self._stored, start, None):
+        for batch in _iter_from(self._stored, start):
             if batch.last_offset < fetch_offset:
                 continue
             if batch.last_offset >= max_offset:
@@ -469,7 +476,7 @@ class PartitionLog:
         removed: set[int] = set()
         if i < len(stored):
             freed = held = 0
-            for batch in islice(stored, i, None):
+            for batch in _iter_from(stored, i):
                 freed += batch.size
                 held += batch.held
                 if batch.producer_id >= 0:
