@@ -24,6 +24,7 @@ contents unchecked.
 """
 from __future__ import annotations
 
+import ctypes
 import io
 import struct
 import zlib
@@ -89,8 +90,8 @@ def _walk_lengths(buf, count: int) -> None:
                 step = after - pos + length
         if step == last and n >= retry:
             if data is None:
-                data = _strided(buf)
-            run = _same_prefix(data, buf, pos, step, end) or 1
+                data, base = _strided(buf)
+            run = _same_prefix(data, base, buf, pos, step, end) or 1
             if run < 8:                             # no run here: walk on before trying again
                 retry = n + 64
             pos += run * step
@@ -108,36 +109,52 @@ def _walk_lengths(buf, count: int) -> None:
             f"Incorrect declared batch size: {n} records present, {count} declared")
 
 
-def _strided(buf):
-    """`buf` in a form to take strided slices of: a read-only view (a small frame's) as a copy,
-    whose slices are built in C at ~1 ns a byte; a writable one (a large frame's buffer) as it is,
-    as a copy of a 1 MB batch is new memory to fault in here, more than the walk itself.
-    (A ctypes array over it was no faster in a served broker, and ctypes keeps every array type
-    it makes: one per batch length, for ever.)"""
-    if isinstance(buf, memoryview) and not buf.readonly:
-        return buf
-    return buf if isinstance(buf, bytes) else bytes(buf)
+def _strided(buf) -> tuple:
+    """`buf` as (an object whose strided slices are built by a tight C loop, where `buf` starts in
+    it). bytes and bytearray slice at ~1 ns a byte; a memoryview slices item by item (~6 ns), so a
+    writable view (a large frame's buffer) is sliced through the bytearray under it, at its
+    offset there (a copy of a 1 MB batch would be new memory to fault in, more than the walk),
+    and a read-only one (a small frame's) is copied. (A ctypes array over it was no faster in a
+    served broker, and ctypes keeps every array type it makes: one per batch length, for ever.)"""
+    if isinstance(buf, memoryview):
+        base = buf.obj
+        if not buf.readonly and isinstance(base, bytearray) and buf.contiguous \
+                and buf.itemsize == 1 and len(buf):
+            return base, _address(buf) - _address(base)
+        return bytes(buf), 0
+    return buf, 0
 
 
-def _same_prefix(data, buf, pos: int, step: int, end: int) -> int:
+def _address(writable) -> int:
+    c = ctypes.c_char.from_buffer(writable)
+    try:
+        return ctypes.addressof(c)
+    finally:
+        del c                               # it holds an export of the buffer
+
+
+def _same_prefix(data, base: int, buf, pos: int, step: int, end: int) -> int:
     """How many whole records of `step` bytes from `pos` on start with the length prefix (a varint,
-    already checked) of the one at `pos`: equal varint bytes are equal lengths. `data` is `buf`
-    as `_strided` gives it. Each prefix byte is compared down a strided slice (`lstrip` counts
-    the leading equal ones), over windows growing 8-fold while the run fills them, so a run
+    already checked) of the one at `pos`: equal varint bytes are equal lengths. (`data`, `base`)
+    is `buf` as `_strided` gives it. Each prefix byte is compared down a strided slice, against
+    a fill of that byte (memcmp) and, where they differ, by `lstrip` (which counts the leading
+    equal ones a memchr per byte), over windows growing 8-fold while the run fills them, so a run
     costs O(its length) whatever follows it."""
     fit = (end - pos) // step
     run = 0
     window = 8
     while run < fit:
         lim = min(fit - run, window)
-        start = pos + run * step
+        start = base + pos + run * step
         stop = start + lim * step
         same = lim
-        k = pos
+        k = 0
         while True:
-            column = bytes(data[start + k - pos:stop:step])
-            same = min(same, lim - len(column.lstrip(bytes(data[k:k + 1]))))
-            if buf[k] < 0x80:                       # the prefix's last byte
+            column = data[start + k:stop:step]
+            fill = data[base + pos + k:base + pos + k + 1]
+            if column != fill * lim:
+                same = min(same, lim - len(column.lstrip(fill)))
+            if buf[pos + k] < 0x80:                 # the prefix's last byte
                 break
             k += 1
         run += same
