@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Python work per acks=all produce on a served RF 3 cluster, counted, not timed.
 
-    python benchmarks/rf3_calls.py [--brokers 3] [--messages 2000] [--top 15]
+    python benchmarks/rf3_calls.py [--brokers 3] [--messages 2000] [--top 15] [--idle-topics 0]
 
 Starts `python -m cProfile -m minibroker serve --port 0 --brokers N` (min.insync.replicas 2), creates
 a topic with RF min(N, 3) and 1 partition, and produces --messages 100-byte records one at a time
@@ -10,6 +10,8 @@ is sent). It then stops the broker (SIGTERM: serve exits cleanly, cProfile write
 prints, per produced record: the broker's Python function calls, Fetch requests answered to
 followers, and the functions called most often. On a shared, loaded machine these counts stay put
 where timings do not (benchmarks/NOTES.md); the fetch count is what a missed or extra wake-up shows.
+--idle-topics N first creates N more topics of 4 partitions each, never written: run.py's RF 3
+cluster holds five such topics (its earlier scenarios') when it measures the round trip.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ def main() -> None:
     ap.add_argument("--brokers", type=int, default=3)
     ap.add_argument("--messages", type=int, default=2000)
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--idle-topics", type=int, default=0)
     a = ap.parse_args()
     base, _ = run(a, 0)         # start-up, topic creation and warm-up alone
     st, done = run(a, a.messages)
@@ -37,7 +40,7 @@ def main() -> None:
     calls = sum(per.values())
     fetches = sum(v for k, v in per.items() if k[2] == "fetch_records")
     produces = sum(v for k, v in per.items() if k[2] == "append_records")
-    print(f"{done} acks=all records ({a.brokers} brokers), per record, start-up and warm-up "
+    print(f"{done} acks=all records ({a.brokers} brokers, {a.idle_topics} idle topics), per record, start-up and warm-up "
           f"subtracted: {calls:,.0f} Python calls in the broker process, {fetches:.2f} Fetch "
           f"requests answered, {produces:.2f} Produce appends")
     print("most called (calls per record):")
@@ -61,7 +64,10 @@ def run(a, messages: int) -> tuple[dict, int]:
     try:
         topic = "rf3-calls"
         admin = AdminClient({"bootstrap.servers": bs, "log_level": 0})
-        admin.create_topics([NewTopic(topic, 1, min(a.brokers, 3))])[topic].result(30)
+        rf = min(a.brokers, 3)
+        new = [NewTopic(topic, 1, rf)] + [NewTopic(f"idle-{i}", 4, rf) for i in range(a.idle_topics)]
+        for f in admin.create_topics(new).values():
+            f.result(30)
         p = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 0, "log_level": 0,
                       "enable.idempotence": False, "max.in.flight": 1})
         for _ in range(20):         # warm-up: metadata, connections, the followers' first fetches

@@ -76,6 +76,20 @@ def _end_of(records) -> int:
     return next_offset(records[-1])
 
 
+def _idle(p: Partition, sp, follower: bool, isolation_level: int) -> bool:
+    """Nothing to read at a session partition's fetch offset, and its high watermark, last stable
+    offset and log start offset are as the session last sent them. A follower also fetches at
+    our latest epoch or none (an empty log): then its log cannot have diverged from ours."""
+    plog = p.log
+    if follower:
+        if sp.fetch_offset != plog.log_end_offset or \
+                sp.last_fetched_epoch not in (-1, plog.epochs.latest_epoch):
+            return False
+    elif sp.fetch_offset != (p.last_stable_offset() if isolation_level else p.high_watermark):
+        return False
+    return sp.sent == (p.high_watermark, p.last_stable_offset(), plog.log_start_offset)
+
+
 def _time_out(futs) -> None:
     for fut in futs:
         if not fut.done():
@@ -356,11 +370,16 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ Fetch: reading the log
     async def fetch_records(self, items, replica_id: int, max_wait_ms: int, min_bytes: int,
-                            max_bytes: int, isolation_level: int) -> dict[str, list]:
+                            max_bytes: int, isolation_level: int, incremental: bool = False
+                            ) -> dict[str, list]:
         """Read for a consumer (replica_id -1) or a follower (>= 0; its fetch offsets move the
         high watermark), Kafka's fetchMessages: `items` are (topic, FetchPartition of the request,
         undeleted partition count). Long-polls up to max_wait_ms until min_bytes are readable,
-        woken by appends / HW moves. Returns protocol.fast FetchPartitions per topic."""
+        woken by appends / HW moves. Returns protocol.fast FetchPartitions per topic.
+        `incremental`: the items are an incremental fetch session's SessionPartitions; one with
+        nothing to read and nothing new to say since the session's last answer is only waited
+        on, not answered (the handler would drop its answer): a follower's session holds every
+        partition it shares with us, and one write moves one of them."""
         follower = replica_id >= 0
         now = self.clock.now_ms()
         loop = asyncio.get_running_loop()
@@ -387,6 +406,10 @@ class ReplicaManager:
             remaining = max_bytes
             waiters = []
             for topic, fp, p, err in plan:
+                if incremental and not err and fp.sent is not None and _idle(p, fp, follower,
+                                                                             isolation_level):
+                    waiters.append(p)
+                    continue
                 out = results.setdefault(topic, [])
                 if err:
                     out.append(fetch_error(fp.partition, err))
