@@ -30,7 +30,7 @@ from minibroker.network.partitions import NetworkPartitions
 from minibroker.protocol.fast import (FetchPartitionView, FetchResponseView,
                                       decode_fetch_response)
 from minibroker.protocol.fetch_request import API_KEY as FETCH, encode_follower_fetch
-from minibroker.protocol.framing import handed_over
+from minibroker.protocol.framing import adoption, frame_records
 
 if TYPE_CHECKING:
     from minibroker.broker.partition import Partition
@@ -219,6 +219,7 @@ class ReplicaFetcher:
         if resp.error_code:
             raise ConnectionError(f"fetch error {resp.error_code}")
         ok = not resp.responses
+        kept = frame_records(pd.records for t in resp.responses for pd in t.partitions)
         for t in resp.responses:
             for pd in t.partitions:
                 key = (t.topic, pd.partition_index)
@@ -229,7 +230,7 @@ class ReplicaFetcher:
                 _, fetch_offset, epoch = entry
                 if p.leader_epoch != epoch or p.log.log_end_offset != fetch_offset:
                     continue        # state changed while the request was in flight
-                ok |= self._handle_partition(p, pd)
+                ok |= self._handle_partition(p, pd, kept)
         return ok
 
     @staticmethod
@@ -253,14 +254,14 @@ class ReplicaFetcher:
         p.log.truncate_to(min(target, p.log.log_end_offset))
         return (p.log.log_end_offset, p.log.epochs.latest_epoch) != before
 
-    def _handle_partition(self, p: "Partition", pd: FetchPartitionView) -> bool:
+    def _handle_partition(self, p: "Partition", pd: FetchPartitionView, kept: int) -> bool:
         err = pd.error_code
         if err == 0:
             div = pd.diverging_epoch
             if div is not None:
                 return self._truncate_on_divergence(p, div.epoch, div.end_offset)
             if pd.records:      # a view of the response frame: kept if the frame is large, else copied
-                p.log.append_as_follower(pd.records, adopt=handed_over(pd.records))
+                p.log.append_as_follower(pd.records, adopt=adoption(pd.records, kept))
                 self.on_appended(len(pd.records))
                 if self.throttle is not None and self.throttle.follower_throttled(p):
                     self.throttle.follower.record(len(pd.records))

@@ -44,7 +44,7 @@ from minibroker.log.partition_log import PartitionLog
 from minibroker.network.partitions import NetworkPartitions
 from minibroker.protocol.errors import INVALID_PARTITION_METADATA
 from minibroker.protocol.fast import FetchPartition
-from minibroker.protocol.framing import handed_over
+from minibroker.protocol.framing import adoption, frame_records
 from minibroker.protocol.produce_response import PartitionResult
 
 log = logging.getLogger("minibroker.replica")
@@ -271,6 +271,8 @@ class ReplicaManager:
         "__admin_client" through; no client gets through here)."""
         results: dict[str, list] = {}
         waits = []
+        # A large request's batches are kept where they arrived, not copied (protocol.framing).
+        kept = frame_records(pd.records for td in topics for pd in td.partitions)
         for td in topics:
             out = results.setdefault(td.name, [])
             if td.name in INTERNAL_TOPICS and not internal_topics_allowed:
@@ -316,9 +318,8 @@ class ReplicaManager:
                         "carry exactly one record batch per partition"))
                     continue
                 try:
-                    # A large request's batches are kept where they arrived (handed_over), not copied.
                     res = duplicate or plog.append_as_leader(records, p.leader_epoch,
-                                                             adopt=handed_over(records))
+                                                             adopt=adoption(records, kept))
                 except KafkaError as e:
                     out.append(PartitionResult(pd.index, e.errno, error_message=str(e),
                                                record_errors=getattr(e, "record_errors", None)))

@@ -102,11 +102,15 @@ class StoredBatch:
 BATCH_OVERHEAD = 400
 
 
-def _frame_shares(view: memoryview, headers: list[BatchHeader]) -> list[int]:
-    """Adopted batches keep their whole frame alive: the frame's bytes beyond the batches are
-    split among them, so that log.memory.max.bytes counts the frame once."""
+def _frame_shares(view: memoryview, headers: list[BatchHeader], frame_records: int) -> list[int]:
+    """Adopted batches keep their whole frame alive: the frame's bytes beyond the record sets kept
+    from it (`frame_records`, these batches' among them, by this log or others:
+    protocol.framing.frame_records) are split among those in proportion, so that
+    log.memory.max.bytes counts the frame once."""
     owner = view.obj
-    extra = max(0, (len(owner) if owner is not None else 0) - sum(h.size for h in headers))
+    mine = sum(h.size for h in headers)
+    kept = max(frame_records, mine)
+    extra = max(0, (len(owner) if owner is not None else 0) - kept) * mine // kept
     share, rest = divmod(extra, len(headers))
     return [share + rest] + [share] * (len(headers) - 1)
 
@@ -203,11 +207,13 @@ class PartitionLog:
 
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
                          now_ms: int | None = None, *, origin: str = CLIENT,
-                         adopt: bool = False) -> AppendResult:
+                         adopt: bool | int = False) -> AppendResult:
         """Validate every batch, then assign offsets, stamp `leader_epoch` and store (all or nothing).
 
         `adopt=True`: `records` is writable and the caller hands its bytes over (nothing else
-        writes them again), so the batches are patched and kept in place instead of copied.
+        writes them again), so the batches are patched and kept in place instead of copied. An
+        int is the same, for a frame whose slices several logs keep: the bytes they keep in all
+        (protocol.framing.frame_records), so that the frame is counted once.
 
         `origin="coordinator"` is for the broker's own appends (transaction markers, coordinator records):
         control batches allowed, no client batch rules, producer epochs fenced but no sequence checks."""
@@ -256,7 +262,7 @@ class PartitionLog:
                 return AppendResult(dup.first_offset, dup.last_offset,
                                     dup.timestamp if append_time != NO_TIMESTAMP else NO_TIMESTAMP,
                                     self.log_start_offset, True)
-        shares = _frame_shares(view, headers) if adopt else None
+        shares = _frame_shares(view, headers, int(adopt)) if adopt else None
         for i, (h, base) in enumerate(zip(headers, bases)):
             rewritten = append_checks.recompress(view, h, config) if recompress else None
             if rewritten is not None:
@@ -280,7 +286,7 @@ class PartitionLog:
         return AppendResult(bases[0], next_offset - 1, append_time, self.log_start_offset, False)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview, *,
-                           adopt: bool = False) -> AppendResult:
+                           adopt: bool | int = False) -> AppendResult:
         """Append batches fetched from the leader, keeping their offsets and leader epochs.
 
         The batches must continue the log exactly (first base offset == LEO, then contiguous), else
@@ -306,7 +312,7 @@ class PartitionLog:
             expected = h.last_offset + 1
         pending = self.producers.prepare(headers, [h.base_offset for h in headers], origin=REPLICATION,
                                          buf=view)
-        shares = _frame_shares(view, headers) if adopt else None
+        shares = _frame_shares(view, headers, int(adopt)) if adopt else None
         for i, h in enumerate(headers):
             data = view[h.offset_in_buf:h.offset_in_buf + h.size]
             if not adopt:

@@ -13,11 +13,13 @@ import pytest
 
 from kafka.protocol.producer import ProduceResponse
 
-from cluster_helpers import batch, log_records, produce_request, wait_until
+from cluster_helpers import (_PPart, _PTopic, batch, log_records, produce_request,
+                             wait_until)
 from minibroker.cluster import Cluster
+from minibroker.log.partition_log import BATCH_OVERHEAD
 from minibroker.network.client import decode_response, encode_request
 from minibroker.network.sockopts import TCP_QUICKACK
-from minibroker.protocol.framing import FrameReader, handed_over
+from minibroker.protocol.framing import FrameReader, adoption, frame_records, handed_over
 
 
 def _receive(r: FrameReader, data: bytes) -> tuple[list[bytes], list[int]]:
@@ -97,6 +99,55 @@ async def test_a_large_produce_frame_arriving_in_parts_is_kept_where_it_arrived(
             assert isinstance(stored.data, memoryview) and len(stored.data.obj) == len(frame)
         finally:
             writer.close()
+
+
+def test_a_frame_of_several_large_record_sets_is_kept_whole():
+    """Two partitions' batches of about half a frame each (a producer's request to a broker that
+    leads both, a follower's fetch of them) are both kept; a small one beside them is copied."""
+    frame = memoryview(bytearray(1000))
+    halves = [frame[10:505], frame[505:1000]]
+    assert not any(handed_over(h) for h in halves)
+    assert frame_records(halves) == 990
+    assert [adoption(h, 990) for h in halves] == [990, 990]
+    small = frame[0:10]
+    assert frame_records([small, *halves]) == 990 and adoption(small, 990) == 0
+    assert frame_records([frame[0:300], frame[300:450]]) == 0       # under half the frame together
+    assert frame_records([frame[0:600], memoryview(bytearray(600))]) == 0   # two frames
+    assert frame_records([frame.toreadonly()[0:600]]) == 0          # a small frame's: read-only
+    assert frame_records([None, b"", frame[0:600]]) == 600
+
+
+async def test_two_partitions_of_one_produce_frame_are_kept_by_leader_and_followers():
+    async with Cluster(brokers=3) as c:
+        # Broker 1 leads both partitions (assignments: replicas by partition, the leader first).
+        [res] = await c.channel.create_topics([("t", 2, 3, {0: [1, 2, 3], 1: [1, 3, 2]}, {})],
+                                              validate_only=False)
+        assert res.error_code == 0
+        await c.wait_for_leaders("t")
+        b = c.brokers[1]
+        records = [batch([bytes([65 + i]) * 400_000], c.clock.now_ms()) for i in range(2)]
+        req = produce_request("t", 0, records[0], acks=-1)
+        req.topic_data = [_PTopic(name="t", partition_data=[
+            _PPart(index=i, records=records[i]) for i in range(2)])]
+        frame = b"".join(bytes(p) for p in encode_request(req, 9, 5, "big"))
+        reader, writer = await asyncio.open_connection(b.host, b.port)
+        try:
+            writer.write(frame)
+            size = int.from_bytes(await asyncio.wait_for(reader.readexactly(4), 10), "big")
+            body = memoryview(await reader.readexactly(size))
+            parts = decode_response(ProduceResponse, body, 9).responses[0].partition_responses
+            assert [(x.error_code, x.base_offset) for x in parts] == [(0, 0), (0, 0)]
+        finally:
+            writer.close()
+        for node in (1, 2, 3):
+            logs = [c.brokers[node].replica_manager.partitions[("t", i)].log for i in range(2)]
+            await wait_until(lambda: all(g.log_end_offset == 1 for g in logs), 10, "replication")
+            stored = [next(iter(g._live())) for g in logs]
+            # Both batches live in one received frame (no copy), counted once between them.
+            owners = {id(s.data.obj) for s in stored if isinstance(s.data, memoryview)}
+            assert len(owners) == 1, f"broker {node} copied a batch"
+            held = sum(s.held for s in stored) - 2 * BATCH_OVERHEAD
+            assert len(stored[0].data.obj) - 2 <= held <= len(stored[0].data.obj), node
 
 
 def _quickack(conn) -> int:

@@ -153,3 +153,20 @@ def _based(batch: bytes, offset: int) -> bytes:
     b = bytearray(batch)
     patch_batch(b, 0, offset, 0)
     return bytes(b)
+
+
+def test_a_frame_kept_by_two_logs_counts_once():
+    """Two partitions' batches of one request frame, each kept by its own log: the frame counts
+    once between them (each its part of the frame's other bytes), not once per log."""
+    memory = LogMemory()
+    (a, b) = _logs(memory, 2)
+    one = client_batch([VALUE * 40])
+    frame = bytearray(100) + bytearray(one) + bytearray(one)
+    view = memoryview(frame)
+    kept = 2 * len(one)
+    a.append_as_leader(view[100:100 + len(one)], 0, adopt=kept)
+    b.append_as_leader(view[100 + len(one):], 0, adopt=kept)
+    assert memory.used == len(frame) + 2 * BATCH_OVERHEAD
+    a.delete_records_before(1)
+    b.delete_records_before(1)
+    assert memory.used == 0
