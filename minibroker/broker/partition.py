@@ -129,6 +129,7 @@ class Partition:
             self.high_watermark = hw
             if self._hw_waiters:
                 self._complete_hw_waiters()
+            self.log.memory.high_watermark_moved()
             # Consumers read up to the HW, so its move is data for them. A follower's parked fetch
             # is not woken: it reads to the log end, which did not move (Kafka's DelayedFetch for a
             # follower counts bytes past its fetch offset alone), and it learns the HW with its next
@@ -144,6 +145,7 @@ class Partition:
         hw = min(leader_hw, self.log.log_end_offset)
         if hw > self.high_watermark:
             self.high_watermark = hw
+            self.log.memory.high_watermark_moved()
             self.notify_data()
 
     def _complete_hw_waiters(self) -> None:

@@ -9,9 +9,17 @@ a partition's high watermark goes), down to an equal share of the cap for each p
 more than that share (max-min fairness: a partition holding less keeps everything). A round frees
 a sixteenth of the cap, so the next rounds are that many bytes away. Memory freed that way is
 reused by the next batches, which costs a tenth of touching fresh pages (benchmarks/README.md).
+
+What sits above a high watermark cannot go: while followers are behind (acks=0/1 producers
+outrun replication; an in-process RF 3 cluster shares one core), a round frees too little and the
+logs grew without bound (9 GB of RSS under a 3 GB cap). Past the cap by more than a sixteenth,
+producers are held back instead, as Kafka's quotas mute a channel: each Produce answer waits
+(`room`, at most a second) until a moved high watermark lets a round bring the logs back under
+the cap, and the followers get the time to catch up.
 """
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
 from typing import Protocol
@@ -85,6 +93,7 @@ class LogMemory:
         # short of it, a sixteenth of the cap further (not a futile round on every append).
         self._threshold = max_bytes
         self._logs: dict[int, EvictableLog] = {}      # every log sharing this memory, by id
+        self._room_waiters: list[asyncio.Future] = []   # producers held back (`room`)
 
     def register(self, log: EvictableLog) -> None:
         self._logs[id(log)] = log
@@ -99,12 +108,43 @@ class LogMemory:
 
     def released(self, size: int) -> None:
         self.used -= size
+        if self._room_waiters and self.used <= self.max_bytes:
+            waiters, self._room_waiters = self._room_waiters, []
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    def over(self) -> bool:
+        """Past the cap by more than a round's slack: the rest is above high watermarks."""
+        return self.max_bytes >= 0 and self.used > self.max_bytes + self.max_bytes // 16
+
+    async def room(self, timeout_s: float) -> None:
+        """Until a round brings the logs back under the cap, or `timeout_s`."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._room_waiters.append(fut)
+        timer = loop.call_later(timeout_s, _done, fut)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+
+    def high_watermark_moved(self) -> None:
+        """A partition's high watermark moved: with producers held back, its batches below it may
+        now go (appends, which start rounds otherwise, are what is held back)."""
+        if self._room_waiters and self.used > self.max_bytes:
+            self._room_waiters = [f for f in self._room_waiters if not f.done()]
+            if self._room_waiters:
+                self._evict()
 
     def maybe_evict(self) -> int:
         """Past the cap: delete the oldest batches of the largest logs down to their fair share of
         the cap less a sixteenth. Returns how many batches were deleted."""
         if self.max_bytes < 0 or self.used <= max(self.max_bytes, self._threshold):
             return 0
+        return self._evict()
+
+    def _evict(self) -> int:
         evicted = self._round()
         self._threshold = self.max_bytes if self.used <= self.max_bytes else \
             self.used + self.max_bytes // 16
@@ -121,3 +161,8 @@ class LogMemory:
         else:
             return 0
         return sum(log.evict_to(share) for log in logs[i:])
+
+
+def _done(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)

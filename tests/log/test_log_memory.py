@@ -170,3 +170,35 @@ def test_a_frame_kept_by_two_logs_counts_once():
     a.delete_records_before(1)
     b.delete_records_before(1)
     assert memory.used == 0
+
+
+async def test_producers_wait_for_room_while_the_high_watermark_holds_the_logs():
+    """Past the cap with everything above the high watermark (followers behind), a producer waits
+    for room; the high watermark moving lets a round free the logs and ends the wait."""
+    import asyncio
+    memory = LogMemory(16 * SIZE)
+    (a,) = _logs(memory, 1)
+    hw = 0
+    a.high_watermark_of = lambda: hw
+    _fill(a, 16)
+    assert not memory.over()
+    _fill(a, 2)
+    memory.maybe_evict()
+    assert memory.over() and a.log_start_offset == 0      # nothing below the high watermark
+    waiting = asyncio.ensure_future(memory.room(30))
+    await asyncio.sleep(0)
+    memory.high_watermark_moved()                         # moved, but not far enough
+    assert not waiting.done()
+    hw = 18
+    memory.high_watermark_moved()
+    await asyncio.wait_for(waiting, 1)
+    assert memory.used <= memory.max_bytes and not memory.over() and a.log_start_offset > 0
+    # Without a moving high watermark the wait ends at its timeout: a producer is held, not failed.
+    _fill(a, 30)
+    hw = 0
+    a.high_watermark_of = lambda: hw
+    memory.maybe_evict()
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    await memory.room(0.05)
+    assert loop.time() - start >= 0.04 and memory.over()

@@ -25,6 +25,10 @@ from minibroker.protocol.produce_response import PartitionResult as _part
 from minibroker.protocol.produce_response import encode_produce_response
 
 
+# The longest a Produce answer waits for the log memory to come back under its cap.
+HOLD_MAX_MS = 1000
+
+
 def _refused(topics, error_code: int) -> dict[str, list]:
     return {td.name: [_part(pd.index, error_code) for pd in td.partitions] for td in topics}
 
@@ -58,13 +62,17 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
         results, waits = rm.append_records(topics, acks)
         for (topic, index), code in sorted(refused.items()):
             results.setdefault(topic, []).append(_part(index, code))
-        if waits:
+        memory = rm.log_memory
+        if waits or memory.over():
             timeout_ms = req.timeout_ms
             # The log holds its own copy (or the large frame's own buffer) now: let go of the
             # request frame while waiting, so the network layer can reuse a shared receive buffer.
             del body, req
             ctx.frame = None
-            await rm.await_replication(waits, timeout_ms)
+            if waits:
+                await rm.await_replication(waits, timeout_ms)
+            if memory.over():       # followers behind: hold the producer back (log/memory.py)
+                await memory.room(min(max(timeout_ms, 0), HOLD_MAX_MS) / 1000)
     if acks == 0:
         return None
     endpoints = _leader_hints(ctx, results) if ctx.api_version >= 10 else None
