@@ -115,8 +115,13 @@ class LogMemory:
                     fut.set_result(None)
 
     def over(self) -> bool:
-        """Past the cap by more than a round's slack: the rest is above high watermarks."""
-        return self.max_bytes >= 0 and self.used > self.max_bytes + self.max_bytes // 16
+        """Past the cap by more than a round's slack even after a round now (high watermarks may
+        have moved since the last): the rest is above high watermarks."""
+        limit = self.max_bytes + self.max_bytes // 16
+        if self.max_bytes < 0 or self.used <= limit:
+            return False
+        self._evict()
+        return self.used > limit
 
     async def room(self, timeout_s: float) -> None:
         """Until a round brings the logs back under the cap, or `timeout_s`."""

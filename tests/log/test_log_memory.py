@@ -198,6 +198,11 @@ async def test_producers_wait_for_room_while_the_high_watermark_holds_the_logs()
     hw = 0
     a.high_watermark_of = lambda: hw
     memory.maybe_evict()
+    assert memory.over()
+    hw = 48                                 # replicated since the last round: no wait at all
+    assert not memory.over() and memory.used <= memory.max_bytes
+    _fill(a, 30)
+    memory.maybe_evict()
     loop = asyncio.get_running_loop()
     start = loop.time()
     await memory.room(0.05)
