@@ -120,13 +120,13 @@ def _as_view(records: bytes | bytearray | memoryview) -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
-
 def _iter_from(items: list, start: int) -> Iterator:
     """The items of a list from index `start` on, reached in O(1): islice would step through the
     `start` items before it, and a fetch at the tail of a long log would walk all of them."""
     it = iter(items)
     it.__setstate__(start)
     return it
+
 
 class PartitionLog:
     # Where the high watermark stood when the log was last checkpointed (a log on disk,
