@@ -94,6 +94,7 @@ class LogMemory:
         self._threshold = max_bytes
         self._logs: dict[int, EvictableLog] = {}      # every log sharing this memory, by id
         self._room_waiters: list[asyncio.Future] = []   # producers held back (`room`)
+        self._round_due = False
 
     def register(self, log: EvictableLog) -> None:
         self._logs[id(log)] = log
@@ -136,11 +137,17 @@ class LogMemory:
 
     def high_watermark_moved(self) -> None:
         """A partition's high watermark moved: with producers held back, its batches below it may
-        now go (appends, which start rounds otherwise, are what is held back)."""
+        now go (appends, which start rounds otherwise, are what is held back). One round per
+        loop pass, however many high watermarks moved in it (a round sorts every log)."""
+        if self._room_waiters and self.used > self.max_bytes and not self._round_due:
+            self._round_due = True
+            asyncio.get_running_loop().call_soon(self._held_round)
+
+    def _held_round(self) -> None:
+        self._round_due = False
+        self._room_waiters = [f for f in self._room_waiters if not f.done()]
         if self._room_waiters and self.used > self.max_bytes:
-            self._room_waiters = [f for f in self._room_waiters if not f.done()]
-            if self._room_waiters:
-                self._evict()
+            self._evict()
 
     def maybe_evict(self) -> int:
         """Past the cap: delete the oldest batches of the largest logs down to their fair share of

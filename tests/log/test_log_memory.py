@@ -191,6 +191,7 @@ async def test_producers_wait_for_room_while_the_high_watermark_holds_the_logs()
     assert not waiting.done()
     hw = 18
     memory.high_watermark_moved()
+    memory.high_watermark_moved()           # coalesced: one round in the next loop pass
     await asyncio.wait_for(waiting, 1)
     assert memory.used <= memory.max_bytes and not memory.over() and a.log_start_offset > 0
     # Without a moving high watermark the wait ends at its timeout: a producer is held, not failed.
