@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Round-trip probe: produce latency at a fixed rate against a fresh minibroker (or any BOOTSTRAP).
 
-    python benchmarks/latency.py [--brokers 1|3] [--rate 500] [--duration 5] [--acks all] [--bootstrap B]
+    python benchmarks/latency.py [--brokers 1|3] [--rate 500] [--duration 5] [--acks all] [--idle-topics N]
+                                 [--bootstrap B]
 
 Same measurement as load.py's latency_100B_acks_all (confluent-kafka, linger.ms=0, delivery-report
 latency), but alone, so a latency change can be checked in seconds. The broker is pinned to CPU 1 and
@@ -19,6 +20,17 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _cpu_s(proc) -> float:
+    """The served broker's CPU seconds so far (every thread), 0 for a broker not started here."""
+    if proc is None:
+        return 0.0
+    total = 0
+    for task in os.listdir(f"/proc/{proc.pid}/task"):
+        with open(f"/proc/{proc.pid}/task/{task}/schedstat") as f:
+            total += int(f.read().split()[0])
+    return total / 1e9
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--brokers", type=int, default=1)
@@ -26,6 +38,9 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=5)
     ap.add_argument("--acks", default="all")
     ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--idle-topics", type=int, default=0,
+                    help="first create N more topics of 4 partitions, never written (run.py's RF 3 "
+                         "cluster holds five, its earlier scenarios', when it measures this)")
     ap.add_argument("--bootstrap")
     ap.add_argument("--python", default=sys.executable, help="interpreter for the broker")
     a = ap.parse_args()
@@ -52,7 +67,10 @@ def main() -> None:
         admin = AdminClient({"bootstrap.servers": bs, "log_level": 3})
         rf = min(a.brokers, 3)
         try:
-            admin.create_topics([NewTopic(topic, a.partitions, rf)])[topic].result(15)
+            new = [NewTopic(topic, a.partitions, rf)] + [NewTopic(f"{topic}-idle-{i}", 4, rf)
+                                                         for i in range(a.idle_topics)]
+            for f in admin.create_topics(new).values():
+                f.result(15)
         except Exception as e:  # the librdkafka mock has no CreateTopics: it auto-creates
             print(f"CreateTopics failed ({e.args[0].str() if e.args else e}); relying on auto-creation")
         p = Producer({"bootstrap.servers": bs, "acks": a.acks, "linger.ms": 0, "log_level": 3})
@@ -63,6 +81,7 @@ def main() -> None:
         errs: list[str] = []
         value = os.urandom(100)
         total = int(a.rate * a.duration)
+        cpu0 = _cpu_s(proc)
         t0 = time.perf_counter()
         for i in range(total):
             due = t0 + i / a.rate
@@ -81,12 +100,14 @@ def main() -> None:
             p.produce(topic, value, on_delivery=cb)
             p.poll(0)
         p.flush(30)
+        cpu = _cpu_s(proc) - cpu0 if proc is not None else float("nan")
         lats.sort()
 
         def pct(q):
             return lats[min(len(lats) - 1, int(len(lats) * q / 100))] if lats else float("nan")
         print(f"brokers={a.brokers} rate={a.rate:g}/s acks={a.acks} n={len(lats)} errors={len(errs)} "
-              f"p50={pct(50):.3f} ms p90={pct(90):.3f} ms p99={pct(99):.3f} ms max={lats[-1] if lats else 0:.3f} ms")
+              f"p50={pct(50):.3f} ms p90={pct(90):.3f} ms p99={pct(99):.3f} ms max={lats[-1] if lats else 0:.3f} ms"
+              f" broker_cpu={cpu / max(total, 1) * 1e6:.0f} us/msg")
     finally:
         if proc is not None:
             proc.terminate()

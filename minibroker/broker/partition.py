@@ -213,11 +213,16 @@ class Partition:
             f.last_caught_up_ms = now_ms
         elif fetch_offset >= f.last_fetch_leader_leo >= 0:
             f.last_caught_up_ms = max(f.last_caught_up_ms, f.last_fetch_ms)
+        moved = fetch_offset != f.log_end_offset
         f.log_end_offset = fetch_offset
         f.last_fetch_ms = now_ms
         f.last_fetch_leader_leo = leo
-        self.maybe_increment_high_watermark()
-        self.maybe_expand_isr(replica_id)
+        if moved or replica_id not in self.isr:
+            # A follower's fetch that did not move its log end (an idle partition of its fetch
+            # session, 7 of 8 per fetch with run.py's topics) changes neither the high watermark
+            # nor the ISR: what else moves them recomputes them (appends, LeaderAndIsr).
+            self.maybe_increment_high_watermark()
+            self.maybe_expand_isr(replica_id)
 
     def maybe_expand_isr(self, replica_id: int) -> None:
         if replica_id in self.isr or self.isr_change_in_flight or replica_id not in self.replicas:

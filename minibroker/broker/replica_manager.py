@@ -81,13 +81,17 @@ def _idle(p: Partition, sp, follower: bool, isolation_level: int) -> bool:
     offset and log start offset are as the session last sent them. A follower also fetches at
     our latest epoch or none (an empty log): then its log cannot have diverged from ours."""
     plog = p.log
+    hw = p.high_watermark
+    # The LSO is the HW unless a transaction is open or undecided below it (inlined: a follower's
+    # session visits every partition it shares with us twice per fetch).
+    lso = p.last_stable_offset() if plog.producers.ongoing or plog.txn_index.unreplicated else hw
     if follower:
         if sp.fetch_offset != plog.log_end_offset or \
                 sp.last_fetched_epoch not in (-1, plog.epochs.latest_epoch):
             return False
-    elif sp.fetch_offset != (p.last_stable_offset() if isolation_level else p.high_watermark):
+    elif sp.fetch_offset != (lso if isolation_level else hw):
         return False
-    return sp.sent == (p.high_watermark, p.last_stable_offset(), plog.log_start_offset)
+    return sp.sent == (hw, lso, plog.log_start_offset)
 
 
 def _time_out(futs) -> None:
@@ -687,7 +691,11 @@ class ReplicaManager:
                           p.partition)
         finally:
             p.isr_change_in_flight = False
-            p.pending_isr = ()
+            if p.pending_isr:
+                # The high watermark waited for the replicas it would add (maximal ISR): without
+                # them it may move now, and a follower's idle fetch no longer recomputes it.
+                p.pending_isr = ()
+                p.maybe_increment_high_watermark()
 
     def _isr_changed(self, p: Partition, before: tuple, after: tuple) -> None:
         """Kafka's IsrShrinksPerSec / IsrExpandsPerSec and its INFO line for each change."""

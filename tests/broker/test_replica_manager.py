@@ -77,3 +77,38 @@ def test_not_a_replica_here():
                                     undeleted_partition_count=1, configs={}) == 0
     results, _ = _produce(rm, b"a")
     assert results[T][0].error_code == NotLeaderForPartitionError.errno
+
+
+class _RefusingController:
+    """An AlterPartition that fails (as when the controller is unreachable)."""
+    async def alter_partition(self, *args):
+        raise ConnectionError("controller unreachable")
+
+
+async def test_a_failed_isr_expansion_lets_the_high_watermark_move_without_a_follower_fetch():
+    """While an ISR expansion is in flight the HW waits for the replica it adds (Kafka's maximal
+    ISR). A follower's fetch that moves nothing no longer recomputes the HW, so when the
+    expansion fails, dropping the pending ISR must recompute it there."""
+    import asyncio
+    config = ClusterConfig()
+    rm = ReplicaManager(1, config, Clock(wall_base_ms=0), MetadataCache(),
+                        controller=_RefusingController(),
+                        log_defaults=broker_defaults(config.describe()))
+    rm.running = True
+    assert rm.apply_partition_state(T, uuid.UUID(int=1), 0, leader=1, leader_epoch=0,
+                                    partition_epoch=0, isr=[1, 2], replicas=[1, 2, 3],
+                                    undeleted_partition_count=1, configs={}) == 0
+    p = rm.get(T, 0)
+    _produce(rm, b"a", b"b", acks=-1)
+    p.update_follower_fetch(2, 2, 0)             # replica 2 has both records
+    assert p.high_watermark == 2
+    p.update_follower_fetch(3, 2, 0)             # 3 caught up: its expansion goes out
+    assert p.pending_isr == (1, 2, 3) and p.isr_change_in_flight
+    _produce(rm, b"c", acks=-1)
+    p.update_follower_fetch(2, 3, 0)
+    assert p.high_watermark == 2                 # waits for 3, which may already count
+    p.update_follower_fetch(2, 3, 0)             # an idle fetch: nothing moved, nothing recomputed
+    assert p.high_watermark == 2
+    for _ in range(3):
+        await asyncio.sleep(0)                   # the AlterPartition fails: pending ISR dropped
+    assert (p.pending_isr, p.isr_change_in_flight, p.high_watermark) == ((), False, 3)
