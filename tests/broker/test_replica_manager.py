@@ -2,6 +2,7 @@
 append path Produce uses and the reads of Fetch, ListOffsets and OffsetForLeaderEpoch."""
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from kafka.errors import (NotLeaderForPartitionError, OffsetOutOfRangeError,
@@ -89,7 +90,6 @@ async def test_a_failed_isr_expansion_lets_the_high_watermark_move_without_a_fol
     """While an ISR expansion is in flight the HW waits for the replica it adds (Kafka's maximal
     ISR). A follower's fetch that moves nothing no longer recomputes the HW, so when the
     expansion fails, dropping the pending ISR must recompute it there."""
-    import asyncio
     config = ClusterConfig()
     rm = ReplicaManager(1, config, Clock(wall_base_ms=0), MetadataCache(),
                         controller=_RefusingController(),

@@ -519,7 +519,7 @@ async def test_returning_old_leader_truncates_its_divergent_suffix(c):
 async def test_a_high_watermark_move_wakes_consumers_but_not_parked_followers():
     """Kafka's DelayedFetch for a follower completes on bytes past its fetch offset, not on a HW
     move: woken, the first follower of an RF 3 acks=all write answered an empty fetch and fetched
-    again on every write (5 Fetch requests per write instead of 4: benchmarks/rf3_calls.py)."""
+    again on every write (3 Fetch answers per write instead of 2: benchmarks/rf3_calls.py)."""
     from minibroker.broker.partition import Partition
     from minibroker.clock import Clock
     from minibroker.log.config import LogConfig
