@@ -99,6 +99,10 @@ class ClusterConfig:
     minibroker_metadata_propagation_delay_ms: int = 0
     # Our extension: serve's log heap in transparent huge pages (log/heap.py); off, measured slower.
     minibroker_log_heap_huge_pages: bool = False
+    # Our extension: brokers of one process replicate (and the controller reaches them) over
+    # loopback TCP as brokers in different processes do; false (the default), over an in-memory
+    # pipe carrying the same frames (network/memory.py), without the kernel's copies.
+    minibroker_inter_broker_sockets: bool = False
     extra: dict[str, str] = field(default_factory=dict)   # log.* topic synonyms, by Kafka name
 
     def __post_init__(self) -> None:

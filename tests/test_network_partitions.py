@@ -21,9 +21,11 @@ T = "t"
 LAG_MS = 3000
 
 
-@pytest.fixture
-async def c():
-    async with Cluster(brokers=3, replica_lag_time_max_ms=LAG_MS) as cluster:
+# Inter-broker links over memory pipes (the default in one process) and over loopback TCP.
+@pytest.fixture(params=[False, True], ids=["memory", "tcp"])
+async def c(request):
+    async with Cluster(brokers=3, replica_lag_time_max_ms=LAG_MS,
+                       minibroker_inter_broker_sockets=request.param) as cluster:
         yield cluster
 
 

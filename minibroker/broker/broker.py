@@ -113,6 +113,8 @@ class Broker:
                 max_request_bytes=self.config.socket_request_max_bytes,
                 name=f"broker {self.node_id} control plane")
             self.control_port = self._control_server.sockets[0].getsockname()[1]
+            if not self.config.minibroker_inter_broker_sockets:
+                self._listen_in_memory()
             if self.config.connections_max_idle_ms > 0:
                 self._idle_reaper = asyncio.get_running_loop().create_task(
                     close_idle_connections(self.connections, self.config.connections_max_idle_ms))
@@ -123,12 +125,23 @@ class Broker:
         if listen:
             log.info("broker %d listening on %s:%d", self.node_id, self.host, self.port)
 
+    def _listen_in_memory(self) -> None:
+        """Other brokers and the controller in this process reach our listeners through memory
+        pipes (NetworkPartitions.connect): the same frames and handlers, no socket."""
+        net, max_bytes = self.faults.network, self.config.socket_request_max_bytes
+        net.add_listener(self.host, self.port, self.handle, max_bytes, self.connections,
+                         f"broker {self.node_id}")
+        net.add_listener(self.host, self.control_port, self.control_handle, max_bytes,
+                         self.connections, f"broker {self.node_id} control plane")
+
     async def stop(self) -> None:
         """Stop serving: the in-memory logs stay, like a disk across a process restart."""
         self.running = False
         if self._idle_reaper is not None:
             self._idle_reaper.cancel()
             self._idle_reaper = None
+        self.faults.network.remove_listener(self.host, self.port)
+        self.faults.network.remove_listener(self.host, self.control_port)
         if self._server is not None:
             self._server.close()
         if self._control_server is not None:

@@ -1,6 +1,7 @@
 """A follower's replica fetcher: one task per leader broker, fetching all partitions it follows.
 
-Real Fetch requests (v12, replica_id = our node id) over the same network layer clients use.
+Real Fetch requests (v12, replica_id = our node id) over the same network layer clients use
+(NetworkPartitions.connect: TCP, or a memory pipe to a leader in this process).
 Responses are decoded by hand (protocol.fast.decode_fetch_response): each partition's records reach
 the log as a view of the response frame, which the log copies once when it stores them.
 Truncation uses the leader's DivergingEpoch answer (KIP-320 / Kafka 2.7+ fetch-based truncation):

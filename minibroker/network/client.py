@@ -175,6 +175,10 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         """asyncio.Protocol form (kept for callers that feed bytes by hand)."""
         self._read(self.reader.feed, data)
 
+    def frames_arrived(self, buf: bytearray) -> None:
+        """network/memory.py's delivery: whole frames in a buffer handed over."""
+        self._read(self.reader.take, buf)
+
     def _read(self, frames_of: Callable[[Any], list], arg: Any) -> bool:
         """Handle the frames `frames_of(arg)` completes; False when the stream broke the protocol
         (the connection is closed)."""

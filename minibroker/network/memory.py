@@ -4,10 +4,13 @@
     resp = await client.request(ApiVersionsRequest(), 3)
 
 Both ends are the real protocol objects (KafkaClientConnection, KafkaServerConnection), so the
-same framing, concurrent handling and in-order responses apply as over TCP; only the socket is
-replaced. Each write reaches the other end in a later loop pass (loop.call_soon, FIFO), as bytes
-read from a socket would: frames arrive in the order written, and no handler runs inside the
-caller's send. For unit tests of a broker's handlers without sockets or ports.
+same framing, size checks, concurrent handling and in-order responses apply as over TCP; only the
+socket is replaced. Each write is copied once into a buffer handed to the other end, which takes
+its whole frames from it (FrameReader.take) in a later loop pass (loop.call_soon, FIFO), as bytes
+read from a socket would be: frames arrive in the order written, and no handler runs inside the
+caller's send. Brokers of one process link this way (NetworkPartitions.connect), saving the
+kernel's send and receive copies and TCP's work per transfer; unit tests use it for a broker's
+handlers without sockets or ports.
 """
 from __future__ import annotations
 
@@ -24,18 +27,22 @@ _peer_ids = itertools.count(1)
 class _PipeEnd(asyncio.Transport):
     """One end of the pipe: what its protocol writes is delivered to the other end's protocol."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, protocol: Any, peername: tuple) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, protocol: Any, peername: tuple,
+                 sockname: tuple | None = None) -> None:
         super().__init__()
         self._loop = loop
         self._protocol = protocol
         self._peername = peername
+        self._sockname = sockname
         self.peer: _PipeEnd | None = None
         self._closing = False
         self._paused = False
         self._held: list[bytes] = []        # arrived while our protocol paused reading
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self._peername if name == "peername" else default
+        if name == "peername":
+            return self._peername
+        return self._sockname if name == "sockname" and self._sockname else default
 
     def is_closing(self) -> bool:
         return self._closing
@@ -46,7 +53,7 @@ class _PipeEnd(asyncio.Transport):
     def writelines(self, parts) -> None:
         if self._closing:
             return
-        data = b"".join(parts)      # a copy: the writer may reuse its buffers once this returns
+        data = bytearray().join(parts)  # a copy: the writer may reuse its buffers once this returns
         if data:
             self._loop.call_soon(self.peer._arrive, data)
 
@@ -56,7 +63,7 @@ class _PipeEnd(asyncio.Transport):
         if self._paused:
             self._held.append(data)
         else:
-            self._protocol.data_received(data)
+            self._protocol.frames_arrived(data)
 
     def pause_reading(self) -> None:
         self._paused = True
@@ -93,8 +100,8 @@ def connect(handle: Handle, *, max_request_bytes: int = 100 * 1024 * 1024,
     client = KafkaClientConnection(client_id)
     server = KafkaServerConnection(handle, max_request_bytes,
                                    connections if connections is not None else {}, name)
-    client_end = _PipeEnd(loop, client, ("memory", 0))
-    server_end = _PipeEnd(loop, server, ("memory", n))
+    client_end = _PipeEnd(loop, client, ("memory-server", n), ("memory", n))
+    server_end = _PipeEnd(loop, server, ("memory", n), ("memory-server", n))
     client_end.peer, server_end.peer = server_end, client_end
     server.connection_made(server_end)
     client.connection_made(client_end)

@@ -16,6 +16,7 @@ import itertools
 import logging
 from typing import Iterable
 
+from minibroker.network import memory
 from minibroker.network.client import KafkaClientConnection
 
 log = logging.getLogger("minibroker.network")
@@ -33,6 +34,8 @@ class NetworkPartitions:
         self._links: dict[KafkaClientConnection, tuple[int, int]] = {}
         self._addrs: dict[tuple, KafkaClientConnection] = {}
         self.generation = 0                             # bumped on every change
+        # Listeners of brokers in this process: (host, port) -> memory.connect's arguments.
+        self.listeners: dict[tuple[str, int], tuple] = {}
 
     # ------------------------------------------------------------------ state
     @property
@@ -91,8 +94,14 @@ class NetworkPartitions:
         """An inter-broker connection from broker src to broker dst (LinkDown if cut)."""
         if not self.reachable(src, dst):
             raise LinkDown(f"network partition between broker {src} and broker {dst}")
-        conn = await KafkaClientConnection.connect(host, port, client_id=client_id,
-                                                   timeout=timeout)
+        local = self.listeners.get((host, port))
+        if local is not None:
+            handle, max_request_bytes, connections, name = local
+            conn = memory.connect(handle, max_request_bytes=max_request_bytes,
+                                  connections=connections, name=name, client_id=client_id)
+        else:
+            conn = await KafkaClientConnection.connect(host, port, client_id=client_id,
+                                                       timeout=timeout)
         if not self.reachable(src, dst):        # cut while connecting
             conn.close(f"network partition between broker {src} and broker {dst}")
             raise LinkDown(f"network partition between broker {src} and broker {dst}")
@@ -103,6 +112,13 @@ class NetworkPartitions:
         if local and remote:
             self._addrs[(tuple(local), tuple(remote))] = conn
         return conn
+
+    def add_listener(self, host: str, port: int, handle, max_request_bytes: int,
+                     connections: dict, name: str) -> None:
+        self.listeners[(host, port)] = (handle, max_request_bytes, connections, name)
+
+    def remove_listener(self, host: str, port: int) -> None:
+        self.listeners.pop((host, port), None)
 
     def _forget_closed(self) -> None:
         for conn in [c for c in self._links if c.closed]:

@@ -164,6 +164,19 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         if frames:
             self._handle_frames(frames)
 
+    def frames_arrived(self, buf: bytearray) -> None:
+        """network/memory.py's delivery: whole frames in a buffer handed over."""
+        if self.closed:
+            return
+        self.last_active = self.loop.time()
+        try:
+            frames = self.reader.take(buf)
+        except ProtocolViolation as e:
+            self.close(str(e))
+            return
+        if frames:
+            self._handle_frames(frames)
+
     def _handle_frames(self, frames) -> None:
         if self._failed:
             return

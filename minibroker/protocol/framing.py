@@ -210,6 +210,31 @@ class FrameReader:
         self._start = pos
         return frames
 
+    def take(self, buf: bytearray) -> list[memoryview]:
+        """In-memory input (network/memory.py): `buf` is the sender's whole frames, copied once
+        into a bytearray that is now ours. Its frames are views of it, as from a receive: a
+        large one (over CHUNK) writable (the receiver may keep and patch its slices), the others
+        read-only; anything else (a partial frame pending or given) goes through feed."""
+        if self._start == self._end:
+            frames = []
+            pos, end = 0, len(buf)
+            view = memoryview(buf)
+            ro = view.toreadonly()
+            chunk = self.CHUNK
+            while end - pos >= 4:
+                (size,) = _I32.unpack_from(buf, pos)
+                if size < 0 or size > self._max:
+                    raise ProtocolViolation(
+                        f"frame of {size} bytes exceeds socket.request.max.bytes={self._max}"
+                        if size > 0 else f"invalid frame size {size}")
+                if end - pos - 4 < size:
+                    break
+                frames.append((view if size > chunk else ro)[pos + 4:pos + 4 + size])
+                pos += 4 + size
+            if pos == end:
+                return frames
+        return self.feed(buf)
+
     def feed(self, data: bytes) -> list[memoryview]:
         """Protocol-style input: copy `data` in (once) and return the frames now complete."""
         frames: list[memoryview] = []

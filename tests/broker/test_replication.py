@@ -74,9 +74,11 @@ async def settle(c: Cluster, topic: str = T, partition: int = 0) -> dict:
     return await until_partition(c, topic, partition, done)
 
 
-@pytest.fixture
-async def c():
-    cluster = await rf3_cluster()
+# In one process brokers replicate over memory pipes by default; the same tests over loopback TCP
+# (minibroker.inter.broker.sockets=true), as between `serve --processes` brokers.
+@pytest.fixture(params=[False, True], ids=["memory", "tcp"])
+async def c(request):
+    cluster = await rf3_cluster(minibroker_inter_broker_sockets=request.param)
     try:
         await cluster.create_topic(T, 1, 3)
         yield cluster

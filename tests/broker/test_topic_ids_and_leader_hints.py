@@ -6,6 +6,7 @@ NOT_LEADER_OR_FOLLOWER, name the current leader and epoch, and the response carr
 endpoint; older versions leave both out."""
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -39,7 +40,12 @@ async def cluster_with_records(c: Cluster):
     leader = await c.leader_of("t", 0)
     p0 = c.brokers[leader].replica_manager.get("t", 0)
     p0.log.append_as_leader(build_batch([(b"k", b"v0", []), (b"k", b"v1", [])]), p0.leader_epoch)
-    p0.maybe_increment_high_watermark()
+    p0.notify_data()        # as a Produce does: the follower's long poll returns the records
+    for _ in range(500):
+        if p0.high_watermark == 2:
+            break
+        await asyncio.sleep(0.001)
+    assert p0.high_watermark == 2
     return leader, c.brokers[leader].metadata.topics["t"].topic_id
 
 

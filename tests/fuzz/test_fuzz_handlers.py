@@ -36,7 +36,8 @@ class Harness:
         self.run(self.cluster.create_topic(TOPIC, 1, 1))
         self.broker = self.cluster.brokers[1]
         self.client = self.run(self._connect())
-        [self.conn] = [c for c in self.broker.connections if c.peer and c.peer[0] == "memory"]
+        mine = self.client.transport.get_extra_info("sockname")
+        [self.conn] = [c for c in self.broker.connections if c.peer == mine]
         self.failures: list[str] = []
 
     async def _connect(self):
