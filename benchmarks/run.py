@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """minibroker side by side with the librdkafka mock (C) and Tansu (Rust), in one run.
 
-    python benchmarks/run.py [--quick] [--repeat 3] [--duration 10] [--only mbreadme,mb1,mb3,mb3p,mock,tansu]
+    python benchmarks/run.py [--quick] [--repeat 3] [--duration 10] [--only mbreadme,mb1,mb3,mb3s,mb3p,mock,tansu]
                              [--log-memory-max-bytes N] [--max-bytes 2e10]
 
 1. `bash ../shared/perf/setup.sh` if $PERF_DIR (default /tmp/minibroker-perf) is not ready.
@@ -9,7 +9,8 @@
    load.py to CPU 0): first the README's command exactly (`python -m minibroker serve --port 0`:
    3 brokers, every default, topics RF 1 as load.py creates them), then the tuned variants beside
    it, minibroker 1 broker (topics RF 1), 3 brokers (topics RF 3, min.insync.replicas 2) in one
-   process and with --processes (one per broker), the librdkafka mock and Tansu. Round r runs every broker before round r+1 starts, in reverse order on
+   process (linked by memory pipes, serve's default; `mb3s`: by loopback TCP) and with --processes
+   (one per broker, TCP), the librdkafka mock and Tansu. Round r runs every broker before round r+1 starts, in reverse order on
    odd rounds, so the host's drift over the run reaches every broker alike; medians over the rounds
    and a table of minibroker/peer and minibroker/best-peer ratios per scenario.
 3. In-process extras: cluster start-up to the first ApiVersions answer (median of 20), broker CPU
@@ -59,7 +60,7 @@ ROWS = [
     ("metadata_c16", "req_per_s", True),
 ]
 PEERS = ("mock", "tansu")
-MB = ("mbreadme", "mb1", "mb3", "mb3p")  # the README's command first, then the tuned variants
+MB = ("mbreadme", "mb1", "mb3", "mb3s", "mb3p")  # the README's command first, then the tuned variants
 # load.py's small-request connection counts: issue 6's targets are set at 1 and 8, and its
 # figures asked for at 1 and 16
 CONNS = "1,8,16"
@@ -101,6 +102,11 @@ def broker_commands(venv_py: str, log_memory_max_bytes: int) -> dict[str, tuple[
                 {"MB_PERF_RF": "1"}),
         "mb3": (f"cd {shlex.quote(REPO)} && {mb} --brokers 3 {auto} --override default.replication.factor=3"
                 " --override min.insync.replicas=2", {"MB_PERF_RF": "3"}),
+        # mb3 with its brokers' links on loopback TCP rather than memory pipes (in one process, the
+        # default), to show what the pipes change.
+        "mb3s": (f"cd {shlex.quote(REPO)} && {mb} --brokers 3 {auto} --override default.replication.factor=3"
+                 " --override min.insync.replicas=2 --override minibroker.inter.broker.sockets=true",
+                 {"MB_PERF_RF": "3"}),
         # mb3 with each broker in a process of its own (serve --processes). anchor.py pins the
         # broker command to CPU 1 and the processes inherit it: on this 2-core machine the row shows
         # what the process boundary costs, not what more cores give (benchmarks/NOTES.md).
@@ -288,9 +294,9 @@ def _fmt(v) -> str:
 
 def table(results: dict) -> list[str]:
     med = {k: v.get("median", {}) for k, v in results["brokers"].items()}
-    lines = [f"{'scenario':22} {'metric':10} {'mbreadme':>10} {'mb1':>10} {'mb3(rf3)':>10} {'mb3p(rf3)':>10}"
-             f" {'mock':>10} {'tansu':>10} {'readme/best':>11} {'mb1/best':>9} {'mb3/best':>9} {'mb3/mb1':>9}"
-             f" {'mb3p/mb3':>9}"]
+    lines = [f"{'scenario':22} {'metric':10} {'mbreadme':>10} {'mb1':>10} {'mb3(rf3)':>10} {'mb3s(rf3)':>10}"
+             f" {'mb3p(rf3)':>10} {'mock':>10} {'tansu':>10} {'readme/best':>11} {'mb1/best':>9}"
+             f" {'mb3/best':>9} {'mb3/mb1':>9} {'mb3s/mb3':>9} {'mb3p/mb3':>9}"]
     ratios = {}
     for scen, metric, higher in ROWS:
         vals = {k: med.get(k, {}).get(scen, {}).get(metric) for k in MB + PEERS}
@@ -301,11 +307,12 @@ def table(results: dict) -> list[str]:
             return round(a / b, 3) if a is not None and b else None
         row = {"readme/best": r(vals["mbreadme"], best), "mb1/best": r(vals["mb1"], best),
                "mb3/best": r(vals["mb3"], best), "mb3/mb1": r(vals["mb3"], vals["mb1"]),
-               "mb3p/mb3": r(vals["mb3p"], vals["mb3"])}
+               "mb3s/mb3": r(vals["mb3s"], vals["mb3"]), "mb3p/mb3": r(vals["mb3p"], vals["mb3"])}
         ratios[f"{scen}.{metric}"] = row
         lines.append(f"{scen:22} {metric:10} " + " ".join(f"{_fmt(vals[k]):>10}" for k in MB + PEERS)
                      + f" {_fmt(row['readme/best']):>11} "
-                     + " ".join(f"{_fmt(row[k]):>9}" for k in ("mb1/best", "mb3/best", "mb3/mb1", "mb3p/mb3")))
+                     + " ".join(f"{_fmt(row[k]):>9}"
+                                for k in ("mb1/best", "mb3/best", "mb3/mb1", "mb3s/mb3", "mb3p/mb3")))
     lines.append("(mbreadme: `python -m minibroker serve --port 0`, nothing else; ratios are minibroker/peer; for p50/p99 latency lower is better, so < 1 favours minibroker;"
                  " best = the better peer per row; peers run RF 1)")
     results["ratios"] = ratios
@@ -422,7 +429,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--duration", type=float, default=10)
-    ap.add_argument("--only", default="mbreadme,mb1,mb3,mb3p,mock,tansu", help="comma list of brokers to measure")
+    ap.add_argument("--only", default="mbreadme,mb1,mb3,mb3s,mb3p,mock,tansu",
+                    help="comma list of brokers to measure")
     ap.add_argument("--no-extras", action="store_true", help="skip start-up and RSS measurements")
     ap.add_argument("--log-memory-max-bytes", type=int, default=None,
                     help="log.memory.max.bytes for mb1 and mb3 (-1: unbounded); default: serve's "
