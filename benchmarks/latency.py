@@ -2,7 +2,7 @@
 """Round-trip probe: produce latency at a fixed rate against a fresh minibroker (or any BOOTSTRAP).
 
     python benchmarks/latency.py [--brokers 1|3] [--rate 500] [--duration 5] [--acks all] [--idle-topics N]
-                                 [--bootstrap B]
+                                 [--override K=V ...] [--bootstrap B]
 
 Same measurement as load.py's latency_100B_acks_all (confluent-kafka, linger.ms=0, delivery-report
 latency), but alone, so a latency change can be checked in seconds. The broker is pinned to CPU 1 and
@@ -41,6 +41,8 @@ def main() -> None:
     ap.add_argument("--idle-topics", type=int, default=0,
                     help="first create N more topics of 4 partitions, never written (run.py's RF 3 "
                          "cluster holds five, its earlier scenarios', when it measures this)")
+    ap.add_argument("--override", action="append", default=[], metavar="K=V",
+                    help="passed to serve (e.g. minibroker.inter.broker.sockets=true)")
     ap.add_argument("--bootstrap")
     ap.add_argument("--python", default=sys.executable, help="interpreter for the broker")
     a = ap.parse_args()
@@ -59,6 +61,8 @@ def main() -> None:
                "--brokers", str(a.brokers)]
         if a.brokers >= 3:
             cmd += ["--override", "min.insync.replicas=2"]
+        for kv in a.override:
+            cmd += ["--override", kv]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=REPO)
         bs = proc.stdout.readline().decode().split()[1]
     try:
