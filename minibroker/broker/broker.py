@@ -133,6 +133,11 @@ class Broker:
                          f"broker {self.node_id}")
         net.add_listener(self.host, self.control_port, self.control_handle, max_bytes,
                          self.connections, f"broker {self.node_id} control plane")
+        net.local_logs[self.node_id] = self._log_of
+
+    def _log_of(self, topic: str, partition: int):
+        p = self.replica_manager.get(topic, partition)
+        return p.log if p is not None else None
 
     async def stop(self) -> None:
         """Stop serving: the in-memory logs stay, like a disk across a process restart."""
@@ -142,6 +147,7 @@ class Broker:
             self._idle_reaper = None
         self.faults.network.remove_listener(self.host, self.port)
         self.faults.network.remove_listener(self.host, self.control_port)
+        self.faults.network.local_logs.pop(self.node_id, None)
         if self._server is not None:
             self._server.close()
         if self._control_server is not None:

@@ -262,7 +262,9 @@ class ReplicaFetcher:
             if div is not None:
                 return self._truncate_on_divergence(p, div.epoch, div.end_offset)
             if pd.records:      # a view of the response frame: kept if the frame is large, else copied
-                p.log.append_as_follower(pd.records, adopt=adoption(pd.records, kept))
+                source = self.network.local_logs.get(self.leader_id)    # a leader in this process
+                p.log.append_as_follower(pd.records, adopt=adoption(pd.records, kept),
+                                         leader_log=source(p.topic, p.partition) if source else None)
                 self.on_appended(len(pd.records))
                 if self.throttle is not None and self.throttle.follower_throttled(p):
                     self.throttle.follower.record(len(pd.records))

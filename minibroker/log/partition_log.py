@@ -40,6 +40,7 @@ from minibroker.log.config import LogConfig
 from minibroker.log.epochs import LeaderEpochCache
 from minibroker.log.memory import LogMemory
 from minibroker.log.records_check import check_records
+from minibroker.log.twins import twin
 from minibroker.log.producer_state import (
     CLIENT, REPLICATION, BatchMetadata, PendingProducerAppend, ProducerStateEntry, ProducerStateManager,
 )
@@ -286,14 +287,17 @@ class PartitionLog:
         return AppendResult(bases[0], next_offset - 1, append_time, self.log_start_offset, False)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview, *,
-                           adopt: bool | int = False) -> AppendResult:
+                           adopt: bool | int = False,
+                           leader_log: "PartitionLog | None" = None) -> AppendResult:
         """Append batches fetched from the leader, keeping their offsets and leader epochs.
 
         The batches must continue the log exactly (first base offset == LEO, then contiguous), else
         UnexpectedAppendOffsetError. `adopt=True` keeps the batches where they are, as in
         append_as_leader. As Kafka's Partition.appendRecordsToFollowerOrFutureReplica, an empty
         log whose LEO falls inside the first batch (the leader's log start offset moved inside a batch by
-        DeleteRecords) restarts at that batch's base offset. A trailing partial batch is ignored."""
+        DeleteRecords) restarts at that batch's base offset. A trailing partial batch is ignored.
+        `leader_log`: the leader's log, in this process; a batch it holds byte for byte is stored
+        as the leader's bytes (log/twins.py)."""
         view = _as_view(records)
         headers = parse_batches(view, verify_crc=self.verify_follower_crc, allow_partial_tail=True)
         if not headers:
@@ -315,10 +319,14 @@ class PartitionLog:
         shares = _frame_shares(view, headers, int(adopt)) if adopt else None
         for i, h in enumerate(headers):
             data = view[h.offset_in_buf:h.offset_in_buf + h.size]
-            if not adopt:
+            share = shares[i] if shares else 0
+            same = twin(leader_log, h.base_offset, data) if leader_log is not None else None
+            if same is not None:        # and the leader's share of the frame holding them
+                data, share = same.data, same.held - same.size - BATCH_OVERHEAD
+            elif not adopt:
                 data = bytearray(data)
             self._store(StoredBatch(data, h, h.base_offset, h.partition_leader_epoch, h.max_timestamp,
-                                    h.attributes, shares[i] if shares else 0))
+                                    h.attributes, share))
             if h.partition_leader_epoch >= 0:
                 self.epochs.assign(h.partition_leader_epoch, h.base_offset)
         self._commit_producers(pending)
@@ -359,6 +367,12 @@ class PartitionLog:
     @property
     def last_batch_base(self) -> int:
         return self._stored[-1].base_offset if self.batch_count else self.log_end_offset
+
+    def stored_at(self, base_offset: int) -> StoredBatch | None:
+        """The batch starting at `base_offset`, if one does."""
+        i = bisect_right(self._bases, base_offset, self._head) - 1
+        b = self._stored[i] if i >= self._head else None
+        return b if b is not None and b.base_offset == base_offset else None
 
     def batches_from(self, offset: int) -> Iterator[StoredBatch]:
         """The stored batches from the one holding `offset` on, in offset order."""

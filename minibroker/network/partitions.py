@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from minibroker.network import memory
 from minibroker.network.client import KafkaClientConnection
@@ -36,6 +36,9 @@ class NetworkPartitions:
         self.generation = 0                             # bumped on every change
         # Listeners of brokers in this process: (host, port) -> memory.connect's arguments.
         self.listeners: dict[tuple[str, int], tuple] = {}
+        # Brokers of this process linked by pipes: id -> (topic, partition) -> its log or None, for
+        # followers to share the bytes of batches their leader holds (log/twins.py).
+        self.local_logs: dict[int, Callable[[str, int], Any]] = {}
 
     # ------------------------------------------------------------------ state
     @property

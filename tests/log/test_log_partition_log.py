@@ -298,3 +298,24 @@ def test_build_batch_batches_append_like_client_ones():
     log = new_log()
     raw = build_batch([(b"k", b"v", [])] * 2, base_offset=55, leader_epoch=9)
     assert log.append_as_leader(raw, 1) == AppendResult(0, 1, -1, 0, False)
+
+
+def test_a_follower_shares_the_bytes_its_leader_holds_and_copies_the_rest():
+    leader, other = new_log(), new_log()
+    leader.append_as_leader(bytearray(client_batch([b"a", b"b"])), 3, adopt=True)
+    leader.append_as_leader(bytearray(client_batch([b"c"])), 3, adopt=True)
+    other.append_as_leader(bytearray(client_batch([b"x", b"y"])), 3, adopt=True)  # offsets 0-1 too
+    fetched = bytearray(b"".join(leader.read(0, 1 << 20).records))
+    follower = new_log()
+    follower.append_as_follower(memoryview(fetched), adopt=True, leader_log=leader)
+    assert [follower.stored_at(o).data is leader.stored_at(o).data for o in (0, 2)] == [True, True]
+    assert follower.held_bytes == leader.held_bytes     # counted as its own
+    # Different bytes at the same offsets (another log), or a read-only view: its own copy.
+    for source, records in ((other, memoryview(fetched)), (leader, memoryview(bytes(fetched)))):
+        f = new_log()
+        f.append_as_follower(records, adopt=not records.readonly, leader_log=source)
+        assert all(f.stored_at(o).data is not source.stored_at(o).data for o in (0,))
+        assert offsets(f) == [[0, 1], [2]]
+    # Shared bytes outlive the leader's deleting them.
+    leader.truncate_fully_and_start_at(10)
+    assert offsets(follower) == [[0, 1], [2]]

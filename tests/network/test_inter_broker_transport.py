@@ -107,3 +107,23 @@ def test_take_of_a_partial_frame_joins_the_stream_as_a_receive_would():
     assert r.take(bytearray(whole[:100])) == []
     first, second = r.take(bytearray(whole[100:]))
     assert bytes(first) == b"\x00" * 300 and bytes(second) == b"\x01" * 5
+
+
+@pytest.mark.parametrize("sockets", [False, True], ids=["memory", "tcp"])
+async def test_followers_share_their_leaders_bytes_only_in_memory_and_serve_them_after_it_stops(sockets):
+    async with Cluster(brokers=3, minibroker_inter_broker_sockets=sockets) as c:
+        await c.create_topic(T, 1, 3)
+        values = [bytes([i]) * 100_000 for i in range(3)]     # frames over FrameReader.CHUNK
+        for v in values:
+            assert await produce(c, v) == 0
+        leader = await c.leader_of(T, 0)
+        lead_log = c.brokers[leader].replica_manager.get(T, 0).log
+        followers = sorted(set(c.brokers) - {leader})
+        shared = [c.brokers[f].replica_manager.get(T, 0).log.stored_at(o).data
+                  is lead_log.stored_at(o).data for f in followers for o in range(3)]
+        assert shared == [not sockets] * 6
+        await c.stop_broker(leader)
+        await wait_until(lambda: c.controller.partition(T, 0).leader in followers, 10,
+                         "a follower leads")
+        for f in followers:
+            assert [v for _, v in log_records(c, f, T, 0)] == values
