@@ -153,24 +153,18 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
 
     def data_received(self, data: bytes) -> None:
         """asyncio.Protocol form (tests may drive a connection by hand)."""
-        if self.closed:
-            return
-        self.last_active = self.loop.time()
-        try:
-            frames = self.reader.feed(data)
-        except ProtocolViolation as e:
-            self.close(str(e))
-            return
-        if frames:
-            self._handle_frames(frames)
+        self._receive(self.reader.feed, data)
 
     def frames_arrived(self, buf: bytearray) -> None:
         """network/memory.py's delivery: whole frames in a buffer handed over."""
+        self._receive(self.reader.take, buf)
+
+    def _receive(self, frames_of: Callable[[Any], list], arg: Any) -> None:
         if self.closed:
             return
         self.last_active = self.loop.time()
         try:
-            frames = self.reader.take(buf)
+            frames = frames_of(arg)
         except ProtocolViolation as e:
             self.close(str(e))
             return

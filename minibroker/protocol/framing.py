@@ -194,11 +194,7 @@ class FrameReader:
         frames = []
         view = None
         while end - pos >= 4:
-            (size,) = _I32.unpack_from(buf, pos)
-            if size < 0 or size > self._max:
-                raise ProtocolViolation(
-                    f"frame of {size} bytes exceeds socket.request.max.bytes={self._max}"
-                    if size > 0 else f"invalid frame size {size}")
+            size = self._size_at(buf, pos)
             if end - pos - 4 < size:
                 break
             if view is None:
@@ -209,6 +205,15 @@ class FrameReader:
             self._last_large = self.large_frames = False
         self._start = pos
         return frames
+
+    def _size_at(self, buf, pos: int) -> int:
+        """The size prefix at `pos`, or ProtocolViolation (negative, or past the limit)."""
+        (size,) = _I32.unpack_from(buf, pos)
+        if size < 0 or size > self._max:
+            raise ProtocolViolation(
+                f"frame of {size} bytes exceeds socket.request.max.bytes={self._max}"
+                if size > 0 else f"invalid frame size {size}")
+        return size
 
     def take(self, buf: bytearray) -> list[memoryview]:
         """In-memory input (network/memory.py): `buf` is the sender's whole frames, copied once
@@ -222,11 +227,7 @@ class FrameReader:
             ro = view.toreadonly()
             chunk = self.CHUNK
             while end - pos >= 4:
-                (size,) = _I32.unpack_from(buf, pos)
-                if size < 0 or size > self._max:
-                    raise ProtocolViolation(
-                        f"frame of {size} bytes exceeds socket.request.max.bytes={self._max}"
-                        if size > 0 else f"invalid frame size {size}")
+                size = self._size_at(buf, pos)
                 if end - pos - 4 < size:
                     break
                 frames.append((view if size > chunk else ro)[pos + 4:pos + 4 + size])
