@@ -3,7 +3,8 @@
 Real Fetch requests (v12, replica_id = our node id) over the same network layer clients use
 (NetworkPartitions.connect: TCP, or a memory pipe to a leader in this process).
 Responses are decoded by hand (protocol.fast.decode_fetch_response): each partition's records reach
-the log as a view of the response frame, which the log copies once when it stores them.
+the log as a view of the response frame, which the log keeps (a large frame), copies once, or, for
+a leader in this process holding the same bytes, swaps for the leader's (log/twins.py).
 Truncation uses the leader's DivergingEpoch answer (KIP-320 / Kafka 2.7+ fetch-based truncation):
 we send last_fetched_epoch, and the leader tells us where our log diverged from its own.
 A fetcher keeps a KIP-227 fetch session with its leader, as Kafka's followers do: once open, a

@@ -37,7 +37,7 @@ class _PipeEnd(asyncio.Transport):
         self.peer: _PipeEnd | None = None
         self._closing = False
         self._paused = False
-        self._held: list[bytes] = []        # arrived while our protocol paused reading
+        self._held: list[bytearray] = []    # arrived while our protocol paused reading
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         if name == "peername":
