@@ -36,23 +36,42 @@ class FetchSession:
         self.epoch = 1                   # the epoch the next incremental request must carry
         self.partitions: dict[tuple[str, int], SessionPartition] = {}
         self.undeleted_counts: dict[str, int] = {}
+        self._items: list | None = None
 
     def update(self, topics, forgotten) -> None:
         for t in topics:
-            self.undeleted_counts[t.topic] = getattr(t, "undeleted_partition_count", -1)
+            count = getattr(t, "undeleted_partition_count", -1)
+            if self.undeleted_counts.get(t.topic) != count:
+                self.undeleted_counts[t.topic] = count
+                self._items = None
             for fp in t.partitions:
                 key = (t.topic, fp.partition)
-                prev = self.partitions.get(key)
-                self.partitions[key] = SessionPartition(
-                    fp.partition, fp.fetch_offset, fp.current_leader_epoch, fp.last_fetched_epoch,
-                    fp.log_start_offset, fp.partition_max_bytes, prev.sent if prev else None)
+                sp = self.partitions.get(key)
+                if sp is None:
+                    self.partitions[key] = SessionPartition(
+                        fp.partition, fp.fetch_offset, fp.current_leader_epoch,
+                        fp.last_fetched_epoch, fp.log_start_offset, fp.partition_max_bytes)
+                    self._items = None
+                    continue
+                # In place: the cached items() keep naming it (a follower's incremental fetch
+                # changes one partition of the eight or so its session holds).
+                sp.fetch_offset = fp.fetch_offset
+                sp.current_leader_epoch = fp.current_leader_epoch
+                sp.last_fetched_epoch = fp.last_fetched_epoch
+                sp.log_start_offset = fp.log_start_offset
+                sp.partition_max_bytes = fp.partition_max_bytes
         for t in forgotten or ():
             for pid in t.partitions:
-                self.partitions.pop((t.topic, pid), None)
+                if self.partitions.pop((t.topic, pid), None) is not None:
+                    self._items = None
 
     def items(self) -> list[tuple[str, SessionPartition, int]]:
-        return [(topic, sp, self.undeleted_counts.get(topic, -1))
-                for (topic, _), sp in self.partitions.items()]
+        """(topic, session partition, undeleted partition count) for each partition held; the
+        same list until a partition is added or forgotten or a count changes (read-only)."""
+        if self._items is None:
+            self._items = [(topic, sp, self.undeleted_counts.get(topic, -1))
+                           for (topic, _), sp in self.partitions.items()]
+        return self._items
 
     def changed(self, topic: str, partition: int, state: tuple) -> bool:
         """Record what a response says of a partition; True if it differs from the last one."""
@@ -88,16 +107,14 @@ class FetchSessionCache:
     def resolve(self, req) -> tuple[int, FetchSession | None, bool, list]:
         """(error code, session or None, incremental?, [(topic, partition fields, count)])."""
         sid, epoch = req.session_id, req.session_epoch
-        full_items = [(t.topic, fp, getattr(t, "undeleted_partition_count", -1))
-                      for t in req.topics for fp in t.partitions]
         if epoch == FINAL_EPOCH:                     # sessionless (closing sid if given)
             self._sessions.pop(sid, None)
-            return 0, None, False, full_items
+            return 0, None, False, _full_items(req)
         if epoch == INITIAL_EPOCH:                   # a new full session (replacing sid)
             self._sessions.pop(sid, None)
             s = self._new()
             if s is None:
-                return 0, None, False, full_items
+                return 0, None, False, _full_items(req)
             s.update(req.topics, ())
             return 0, s, False, s.items()
         s = self._sessions.get(sid)
@@ -109,3 +126,8 @@ class FetchSessionCache:
         s.epoch += 1
         s.update(req.topics, req.forgotten_topics_data)
         return 0, s, True, s.items()
+
+
+def _full_items(req) -> list:
+    return [(t.topic, fp, getattr(t, "undeleted_partition_count", -1))
+            for t in req.topics for fp in t.partitions]

@@ -83,6 +83,7 @@ class ReplicaFetcher:
         self.on_appended = on_appended
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], "Partition"] = {}
+        self._order: list[tuple[str, int]] | None = None     # sorted(partitions), kept till they change
         self._task: asyncio.Task | None = None
         self._conn: KafkaClientConnection | None = None
         self._wake = asyncio.Event()
@@ -103,10 +104,12 @@ class ReplicaFetcher:
 
     def add(self, p: "Partition") -> None:
         self.partitions[(p.topic, p.partition)] = p
+        self._order = None
         self._wake.set()
 
     def remove(self, p: "Partition") -> None:
         self.partitions.pop((p.topic, p.partition), None)
+        self._order = None
 
     async def _connect(self) -> KafkaClientConnection:
         if self._conn is None or self._conn.closed:
@@ -191,21 +194,28 @@ class ReplicaFetcher:
         full = epoch <= 0
         by_topic: dict[str, list] = {}
         state = {}
-        for key in sorted(self.partitions):
-            p = self.partitions[key]
+        held_before, still_held = session.held, 0
+        if self._order is None:
+            self._order = sorted(self.partitions)
+        partitions = self.partitions
+        for key in self._order:
+            p = partitions[key]
             if held and throttle.follower_throttled(p):
                 continue            # over the follower quota: this replica waits its turn
             leo = p.log.log_end_offset
             st = (p.partition, p.leader_epoch, leo, p.log.epochs.latest_epoch,
                   p.log.log_start_offset, max_bytes)
-            if full or session.held.get(key) != st:
+            prev = held_before.get(key)
+            if prev is not None:
+                still_held += 1
+            if full or prev != st:
                 by_topic.setdefault(p.topic, []).append(st)
             state[key] = st
             sent[key] = (p, leo, p.leader_epoch)
         if not sent:
             return None, sent
         forgotten: dict[str, list[int]] = {}
-        if not full:
+        if not full and still_held != len(held_before):
             for key in session.held.keys() - state.keys():
                 forgotten.setdefault(key[0], []).append(key[1])
         if not held:

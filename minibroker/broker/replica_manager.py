@@ -81,17 +81,20 @@ def _idle(p: Partition, sp, follower: bool, isolation_level: int) -> bool:
     offset and log start offset are as the session last sent them. A follower also fetches at
     our latest epoch or none (an empty log): then its log cannot have diverged from ours."""
     plog = p.log
+    if follower:
+        if sp.fetch_offset != plog.log_end_offset:
+            return False
+        epoch = sp.last_fetched_epoch
+        if epoch != -1 and epoch != plog.epochs.latest_epoch:
+            return False
     hw = p.high_watermark
     # The LSO is the HW unless a transaction is open or undecided below it (inlined: a follower's
     # session visits every partition it shares with us twice per fetch).
     lso = p.last_stable_offset() if plog.producers.ongoing or plog.txn_index.unreplicated else hw
-    if follower:
-        if sp.fetch_offset != plog.log_end_offset or \
-                sp.last_fetched_epoch not in (-1, plog.epochs.latest_epoch):
-            return False
-    elif sp.fetch_offset != (lso if isolation_level else hw):
+    if not follower and sp.fetch_offset != (lso if isolation_level else hw):
         return False
-    return sp.sent == (hw, lso, plog.log_start_offset)
+    sent = sp.sent
+    return sent[0] == hw and sent[1] == lso and sent[2] == plog.log_start_offset
 
 
 def _time_out(futs) -> None:
@@ -390,8 +393,16 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         # Resolve partitions and record follower progress once, before any waiting.
         plan = []
+        partitions, node_id = self.partitions, self.node_id
         for topic, fp, undeleted_partition_count in items:
-            p, err = self.leader_partition(topic, fp.partition, fp.current_leader_epoch)
+            # leader_partition inlined for the common case (a follower's session visits every
+            # partition it shares with us on each fetch); it still answers every other one.
+            p = partitions.get((topic, fp.partition))
+            epoch = fp.current_leader_epoch
+            if p is not None and p.leader == node_id and (epoch < 0 or epoch == p.leader_epoch):
+                err = 0
+            else:
+                p, err = self.leader_partition(topic, fp.partition, epoch)
             if not err and not follower:
                 err = self.check_partition_metadata(p, undeleted_partition_count, producing=False)
             if not err and follower:

@@ -19,20 +19,18 @@ class EpochEntry(NamedTuple):
 
 
 class LeaderEpochCache:
-    __slots__ = ("_epochs", "_starts")
+    __slots__ = ("_epochs", "_starts", "latest_epoch")
 
     def __init__(self) -> None:
         self._epochs: list[int] = []
         self._starts: list[int] = []
+        # The latest epoch, or -1 (UNDEFINED_EPOCH) when the cache is empty: a plain attribute,
+        # kept by every change below (each follower fetch reads it once per partition).
+        self.latest_epoch = UNDEFINED_EPOCH
 
     @property
     def entries(self) -> tuple[EpochEntry, ...]:
         return tuple(EpochEntry(e, s) for e, s in zip(self._epochs, self._starts))
-
-    @property
-    def latest_epoch(self) -> int:
-        """The latest epoch, or -1 (UNDEFINED_EPOCH) when the cache is empty."""
-        return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
     @property
     def earliest_epoch(self) -> int:
@@ -52,6 +50,7 @@ class LeaderEpochCache:
             self._starts.pop()
         self._epochs.append(epoch)
         self._starts.append(start_offset)
+        self.latest_epoch = epoch
         return True
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
@@ -84,6 +83,7 @@ class LeaderEpochCache:
             return
         i = bisect.bisect_left(self._starts, end_offset)
         del self._epochs[i:], self._starts[i:]
+        self.latest_epoch = self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at `start_offset`: drop entries wholly before it and move the entry
@@ -99,6 +99,7 @@ class LeaderEpochCache:
     def clear(self) -> None:
         self._epochs.clear()
         self._starts.clear()
+        self.latest_epoch = UNDEFINED_EPOCH
 
     def __len__(self) -> int:
         return len(self._epochs)

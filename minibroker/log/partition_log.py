@@ -33,7 +33,8 @@ from kafka.errors import (InvalidRecordError, KafkaError, MessageSizeTooLargeErr
 
 from minibroker.log.batch import (
     CONTROL_MASK, HEADER_SIZE, LOG_APPEND_TIME, NO_TIMESTAMP, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK, BatchHeader,
-    increment_sequence, parse_batches, patch_batch, record_timestamps, set_log_append_time, validate_client_batch,
+    check_crc, increment_sequence, parse_batches, patch_batch, record_timestamps, set_log_append_time,
+    validate_client_batch,
 )
 from minibroker.log import append_checks
 from minibroker.log.config import LogConfig
@@ -299,9 +300,20 @@ class PartitionLog:
         `leader_log`: the leader's log, in this process; a batch it holds byte for byte is stored
         as the leader's bytes (log/twins.py)."""
         view = _as_view(records)
-        headers = parse_batches(view, verify_crc=self.verify_follower_crc, allow_partial_tail=True)
+        verify = self.verify_follower_crc
+        headers = parse_batches(view, verify_crc=verify and leader_log is None,
+                                allow_partial_tail=True)
         if not headers:
             return AppendResult(self.log_end_offset, self.log_end_offset - 1, NO_TIMESTAMP, self.log_start_offset)
+        same = [None] * len(headers)
+        if leader_log is not None:
+            # A batch equal byte for byte to one the leader stored passed the leader's CRC check
+            # as it was produced: only the others are checked here (2 of RF 3's 3 checks go).
+            for i, h in enumerate(headers):
+                same[i] = twin(leader_log, h.base_offset,
+                               view[h.offset_in_buf:h.offset_in_buf + h.size])
+                if same[i] is None and verify:
+                    check_crc(view, h)
         first = headers[0]
         if (not self.batch_count and first.base_offset < self.log_end_offset <= first.last_offset):
             start = self.log_start_offset
@@ -320,9 +332,8 @@ class PartitionLog:
         for i, h in enumerate(headers):
             data = view[h.offset_in_buf:h.offset_in_buf + h.size]
             share = shares[i] if shares else 0
-            same = twin(leader_log, h.base_offset, data) if leader_log is not None else None
-            if same is not None:        # and the leader's share of the frame holding them
-                data, share = same.data, same.held - same.size - BATCH_OVERHEAD
+            if same[i] is not None:     # and the leader's share of the frame holding them
+                data, share = same[i].data, same[i].held - same[i].size - BATCH_OVERHEAD
             elif not adopt:
                 data = bytearray(data)
             self._store(StoredBatch(data, h, h.base_offset, h.partition_leader_epoch, h.max_timestamp,

@@ -1,9 +1,10 @@
 """A follower's batch that its leader, in this process, already holds: stored once, shared.
 
 Brokers of one process replicate over memory pipes (network/memory.py): a follower receives each
-batch in a Fetch response like any follower, checks its CRC, and then, where the leader's log
-holds a batch at that base offset with the same bytes (one memcmp), keeps the leader's bytes
-instead of the received copy. The received buffer is freed at once and reused by the next
+batch in a Fetch response like any follower and, where the leader's log holds a batch at that
+base offset with the same bytes (one memcmp), keeps the leader's bytes instead of the received
+copy. Those bytes passed the leader's CRC check when they were produced (base offset and leader
+epoch lie outside the CRC), so only batches without a twin have their CRC checked again. The received buffer is freed at once and reused by the next
 transfer, so three replicas fault in one copy of each byte, not three. Stored batches are never
 written after they are stored (patching happens before), so sharing them is safe; a broker
 counts a shared batch against its own log.memory.max.bytes as the leader does (with its share of

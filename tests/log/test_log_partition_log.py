@@ -319,3 +319,27 @@ def test_a_follower_shares_the_bytes_its_leader_holds_and_copies_the_rest():
     # Shared bytes outlive the leader's deleting them.
     leader.truncate_fully_and_start_at(10)
     assert offsets(follower) == [[0, 1], [2]]
+
+
+def test_a_follower_checks_the_crc_of_what_its_leader_does_not_hold(monkeypatch):
+    import minibroker.log.partition_log as partition_log
+    leader = new_log()
+    leader.append_as_leader(bytearray(client_batch([b"a", b"b"])), 3, adopt=True)
+    leader.append_as_leader(bytearray(client_batch([b"c"])), 3, adopt=True)
+    fetched = bytearray(b"".join(leader.read(0, 1 << 20).records))
+    checked = []
+    real = partition_log.check_crc
+    monkeypatch.setattr(partition_log, "check_crc", lambda view, h: (checked.append(h.base_offset),
+                                                                     real(view, h)))
+    # Equal to the leader's bytes: they passed its CRC check when produced, not checked again.
+    follower = new_log()
+    follower.append_as_follower(memoryview(bytearray(fetched)), adopt=True, leader_log=leader)
+    assert checked == [] and offsets(follower) == [[0, 1], [2]]
+    # The second batch's last byte flipped (a record's value, under the CRC): not the leader's,
+    # so checked, and refused with nothing appended.
+    corrupt = bytearray(fetched)
+    corrupt[-1] ^= 1
+    follower = new_log()
+    with pytest.raises(CorruptRecordError):
+        follower.append_as_follower(memoryview(corrupt), adopt=True, leader_log=leader)
+    assert checked == [2] and follower.log_end_offset == 0 and follower.batch_count == 0
