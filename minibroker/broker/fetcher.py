@@ -139,7 +139,7 @@ class ReplicaFetcher:
                 # Await the response future itself (wait_for would add two loop passes per fetch,
                 # and a follower's next fetch is what completes the leader's acks=all waiters); a
                 # timer closes a connection that does not answer, which fails the future.
-                fut = conn.send_encoded(FETCH, FETCH_VERSION, body, flexible=True)
+                fut = conn.send_encoded(FETCH, FETCH_VERSION, body, flexible=True, gathered=True)
                 timer = loop.call_later(REQUEST_TIMEOUT_S, conn.close, "request timed out")
                 try:
                     body = await fut
@@ -272,13 +272,16 @@ class ReplicaFetcher:
             div = pd.diverging_epoch
             if div is not None:
                 return self._truncate_on_divergence(p, div.epoch, div.end_offset)
-            if pd.records:      # a view of the response frame: kept if the frame is large, else copied
+            records = pd.records
+            if records:     # a view of the response frame: kept if the frame is large, else copied;
+                # or (a memory pipe's Gathered frame) the leader's stored batches themselves
                 source = self.network.local_logs.get(self.leader_id)    # a leader in this process
-                p.log.append_as_follower(pd.records, adopt=adoption(pd.records, kept),
+                p.log.append_as_follower(records, adopt=adoption(records, kept),
                                          leader_log=source(p.topic, p.partition) if source else None)
-                self.on_appended(len(pd.records))
+                size = sum(v.nbytes for v in records) if type(records) is list else len(records)
+                self.on_appended(size)
                 if self.throttle is not None and self.throttle.follower_throttled(p):
-                    self.throttle.follower.record(len(pd.records))
+                    self.throttle.follower.record(size)
             if pd.log_start_offset > p.log.log_start_offset:
                 p.log.delete_records_before(min(pd.log_start_offset, p.log.log_end_offset))
             p.update_follower_hw(pd.high_watermark)

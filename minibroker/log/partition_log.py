@@ -99,6 +99,24 @@ class StoredBatch:
                 f"size={self.size}, max_ts={self.max_timestamp})")
 
 
+def _leader_batches(views: list[memoryview], leader_log: "PartitionLog | None") -> tuple[list, list] | None:
+    """(headers, the leader's StoredBatches) for views a memory pipe handed over, when each is the
+    view of the leader's batch at its base offset (the same object: no compare, no CRC), else
+    None. Control batches (transaction markers) go the byte path: their producer state reads the
+    marker from one buffer."""
+    if leader_log is None:
+        return None
+    headers, same = [], []
+    for v in views:
+        hs = parse_batches(v, verify_crc=False)
+        b = leader_log.stored_at(hs[0].base_offset) if len(hs) == 1 else None
+        if b is None or b.view is not v or hs[0].attributes & CONTROL_MASK:
+            return None
+        headers.append(hs[0])
+        same.append(b)
+    return headers, same
+
+
 # StoredBatch, its read-only view, the bytearray header, the two list slots and the base offset
 # int, by sys.getsizeof on CPython 3.11.
 BATCH_OVERHEAD = 400
@@ -287,7 +305,7 @@ class PartitionLog:
             self._commit_producers(pending)
         return AppendResult(bases[0], next_offset - 1, append_time, self.log_start_offset, False)
 
-    def append_as_follower(self, records: bytes | bytearray | memoryview, *,
+    def append_as_follower(self, records: bytes | bytearray | memoryview | list, *,
                            adopt: bool | int = False,
                            leader_log: "PartitionLog | None" = None) -> AppendResult:
         """Append batches fetched from the leader, keeping their offsets and leader epochs.
@@ -298,22 +316,19 @@ class PartitionLog:
         log whose LEO falls inside the first batch (the leader's log start offset moved inside a batch by
         DeleteRecords) restarts at that batch's base offset. A trailing partial batch is ignored.
         `leader_log`: the leader's log, in this process; a batch it holds byte for byte is stored
-        as the leader's bytes (log/twins.py)."""
-        view = _as_view(records)
-        verify = self.verify_follower_crc
-        headers = parse_batches(view, verify_crc=verify and leader_log is None,
-                                allow_partial_tail=True)
+        as the leader's bytes (log/twins.py). `records` may also be a list of the leader's stored
+        batches' views, handed over by a memory pipe (protocol/gathered.py): stored as they are."""
+        if type(records) is list:       # the leader's stored batches, handed over (a memory pipe)
+            view, shared = None, _leader_batches(records, leader_log)
+            if shared is None:          # not (or no longer) the leader's: as received bytes
+                return self.append_as_follower(bytearray().join(records), leader_log=leader_log)
+            headers, same = shared
+        else:
+            view = _as_view(records)
+            headers, same = self._parse_fetched(view, leader_log)
         if not headers:
             return AppendResult(self.log_end_offset, self.log_end_offset - 1, NO_TIMESTAMP, self.log_start_offset)
-        same = [None] * len(headers)
-        if leader_log is not None:
-            # A batch equal byte for byte to one the leader stored passed the leader's CRC check
-            # as it was produced: only the others are checked here (2 of RF 3's 3 checks go).
-            for i, h in enumerate(headers):
-                same[i] = twin(leader_log, h.base_offset,
-                               view[h.offset_in_buf:h.offset_in_buf + h.size])
-                if same[i] is None and verify:
-                    check_crc(view, h)
+
         first = headers[0]
         if (not self.batch_count and first.base_offset < self.log_end_offset <= first.last_offset):
             start = self.log_start_offset
@@ -330,18 +345,35 @@ class PartitionLog:
                                          buf=view)
         shares = _frame_shares(view, headers, int(adopt)) if adopt else None
         for i, h in enumerate(headers):
-            data = view[h.offset_in_buf:h.offset_in_buf + h.size]
-            share = shares[i] if shares else 0
-            if same[i] is not None:     # and the leader's share of the frame holding them
-                data, share = same[i].data, same[i].held - same[i].size - BATCH_OVERHEAD
-            elif not adopt:
-                data = bytearray(data)
+            leaders = same[i]
+            if leaders is not None:     # and the leader's share of the frame holding them
+                data, share = leaders.data, leaders.held - leaders.size - BATCH_OVERHEAD
+            else:
+                data = view[h.offset_in_buf:h.offset_in_buf + h.size]
+                share = shares[i] if shares else 0
+                if not adopt:
+                    data = bytearray(data)
             self._store(StoredBatch(data, h, h.base_offset, h.partition_leader_epoch, h.max_timestamp,
                                     h.attributes, share))
             if h.partition_leader_epoch >= 0:
                 self.epochs.assign(h.partition_leader_epoch, h.base_offset)
         self._commit_producers(pending)
         return AppendResult(first.base_offset, expected - 1, NO_TIMESTAMP, self.log_start_offset)
+
+    def _parse_fetched(self, view: memoryview, leader_log: "PartitionLog | None") -> tuple[list, list]:
+        """The headers of fetched batches, checked, and for each the leader's StoredBatch holding
+        the same bytes, or None. A batch equal byte for byte to one the leader stored passed the
+        leader's CRC check when it was produced: only the others are checked (2 of RF 3's 3 checks
+        per byte go)."""
+        verify = self.verify_follower_crc
+        headers = parse_batches(view, verify_crc=verify and leader_log is None, allow_partial_tail=True)
+        same = [None] * len(headers)
+        if leader_log is not None:
+            for i, h in enumerate(headers):
+                same[i] = twin(leader_log, h.base_offset, view[h.offset_in_buf:h.offset_in_buf + h.size])
+                if same[i] is None and verify:
+                    check_crc(view, h)
+        return headers, same
 
     def _commit_producers(self, pending: PendingProducerAppend) -> None:
         self.producers.commit(pending)

@@ -16,8 +16,10 @@ from kafka.protocol.api_header import ResponseClassRegistry
 from minibroker.network.sockopts import SocketTuning
 from minibroker.protocol.fast import _skip_tags
 from minibroker.protocol.framing import FrameReader, ProtocolViolation
+from minibroker.protocol.gathered import Gathered
 
 _I32 = struct.Struct(">i")
+_RAW_GATHERED = 2       # an inflight entry's `raw` for send_encoded(gathered=True)
 _REQ_HDR = struct.Struct(">hhih")
 
 
@@ -136,10 +138,11 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         self._corr = (self._corr + 1) & 0x7FFFFFFF
         return fut, self._corr
 
-    def send_encoded(self, api_key: int, version: int, body: bytes, flexible: bool
-                     ) -> asyncio.Future:
+    def send_encoded(self, api_key: int, version: int, body: bytes, flexible: bool,
+                     gathered: bool = False) -> asyncio.Future:
         """send(..., raw=True) of a body its caller encoded (the replica fetcher's FetchRequest:
-        protocol/fetch_request.py): the future resolves to the raw response body."""
+        protocol/fetch_request.py): the future resolves to the raw response body; with
+        `gathered`, to a protocol.gathered.Gathered body when one arrives so (memory pipes)."""
         fut, corr = self._new_request()
         if corr < 0:
             return fut
@@ -147,7 +150,8 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         hdr = _REQ_HDR.pack(api_key, version, corr, len(cid)) + cid + (b"\x00" if flexible else b"")
         self.transport.writelines((_I32.pack(len(hdr) + len(body)), hdr, body))
         # In place of a response class, whether the response header is flexible (bool).
-        self.inflight.append((corr, flexible and api_key != 18, version, fut, True))
+        self.inflight.append((corr, flexible and api_key != 18, version, fut,
+                              _RAW_GATHERED if gathered else True))
         return fut
 
     async def request(self, req: Any, version: int, timeout: float | None = 30.0,
@@ -175,8 +179,10 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         """asyncio.Protocol form (kept for callers that feed bytes by hand)."""
         self._read(self.reader.feed, data)
 
-    def frames_arrived(self, buf: bytearray) -> None:
-        """network/memory.py's delivery: whole frames in a buffer handed over."""
+    takes_gathered = True       # network/memory.py may hand over Gathered frames
+
+    def frames_arrived(self, buf: bytearray | Gathered) -> None:
+        """network/memory.py's delivery: whole frames in a buffer handed over, or one Gathered."""
         self._read(self.reader.take, buf)
 
     def _read(self, frames_of: Callable[[Any], list], arg: Any) -> bool:
@@ -196,11 +202,14 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
                 self.close("unexpected response")
                 return
             corr, rcls, version, fut, raw = self.inflight.popleft()
-            rcorr = _I32.unpack_from(frame, 0)[0] if len(frame) >= 4 else None
+            if type(frame) is Gathered and raw is not _RAW_GATHERED:
+                frame = memoryview(frame.joined())[4:]      # for a decoder of contiguous bytes
+            head = frame.frame if type(frame) is Gathered else frame
+            rcorr = _I32.unpack_from(head, 0)[0] if len(head) >= 4 else None
             if rcorr != corr:
                 # Put the request back, so closing fails its future with the others.
                 self.inflight.appendleft((corr, rcls, version, fut, raw))
-                self.close(f"response of {len(frame)} bytes has no correlation id" if rcorr is None
+                self.close(f"response of {len(head)} bytes has no correlation id" if rcorr is None
                            else f"correlation id mismatch: got {rcorr}, want {corr}")
                 return
             if fut.done():
@@ -236,6 +245,9 @@ def response_body(rcls: Any, frame: memoryview, version: int) -> memoryview:
     versions except ApiVersions) a tagged-field section, skipped. `rcls` may be that flexibility
     itself (a bool: send_encoded)."""
     pos = 4
+    gathered = frame if type(frame) is Gathered else None
+    if gathered is not None:
+        frame = gathered.frame
     if rcls if isinstance(rcls, bool) else (rcls.API_KEY != 18 and rcls.flexible_version_q(version)):
         _, pos = _skip_tags(frame, pos, len(frame))
-    return frame[pos:]
+    return frame[pos:] if gathered is None else gathered.body(pos)

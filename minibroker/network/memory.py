@@ -8,9 +8,10 @@ same framing, size checks, concurrent handling and in-order responses apply as o
 socket is replaced. Each write is copied once into a buffer handed to the other end, which takes
 its whole frames from it (FrameReader.take) in a later loop pass (loop.call_soon, FIFO), as bytes
 read from a socket would be: frames arrive in the order written, and no handler runs inside the
-caller's send. Brokers of one process link this way (NetworkPartitions.connect), saving the
-kernel's send and receive copies and TCP's work per transfer; unit tests use it for a broker's
-handlers without sockets or ports.
+caller's send. A Fetch response carrying at least 64 KiB of stored batches reaches a client end
+with those batches by reference instead (protocol/gathered.py). Brokers of one process link this
+way (NetworkPartitions.connect), saving the kernel's send and receive copies and TCP's work per
+transfer; unit tests use it for a broker's handlers without sockets or ports.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any
 
 from minibroker.network.client import KafkaClientConnection
 from minibroker.network.tcp import Handle, KafkaServerConnection
+from minibroker.protocol.gathered import Gathered, gather
 
 _peer_ids = itertools.count(1)
 
@@ -37,7 +39,9 @@ class _PipeEnd(asyncio.Transport):
         self.peer: _PipeEnd | None = None
         self._closing = False
         self._paused = False
-        self._held: list[bytearray] = []    # arrived while our protocol paused reading
+        self._held: list = []               # arrived while our protocol paused reading
+        # Whether our protocol takes Gathered frames (protocol/gathered.py): a client's does.
+        self._gathers = getattr(protocol, "takes_gathered", False)
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         if name == "peername":
@@ -53,11 +57,16 @@ class _PipeEnd(asyncio.Transport):
     def writelines(self, parts) -> None:
         if self._closing:
             return
+        if self.peer._gathers and type(parts) is list:
+            frame = gather(parts)       # a Fetch response's stored batches, passed by reference
+            if frame is not None:
+                self._loop.call_soon(self.peer._arrive, frame)
+                return
         data = bytearray().join(parts)  # a copy: the writer may reuse its buffers once this returns
         if data:
             self._loop.call_soon(self.peer._arrive, data)
 
-    def _arrive(self, data: bytes) -> None:
+    def _arrive(self, data: bytearray | Gathered) -> None:
         if self._closing:
             return
         if self._paused:

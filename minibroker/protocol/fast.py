@@ -25,6 +25,7 @@ from typing import NamedTuple, Sequence
 
 from minibroker.protocol.framing import ProtocolViolation
 from minibroker.protocol.framing import read_uvarint as _uvarint
+from minibroker.protocol.gathered import Gathered
 from minibroker.protocol.varint import uvarint_bytes as _uvarint_bytes  # one- and two-byte
 # varints are also decoded inline below: hotter than a call per field on the Produce path
 
@@ -107,8 +108,10 @@ def _string(buf: memoryview, pos: int, end: int, flexible: bool, nullable: bool)
         raise ProtocolViolation(f"invalid UTF-8 in string: {e}") from None
 
 
-def _records(buf: memoryview, pos: int, end: int, flexible: bool, what: str) -> tuple[memoryview | None, int]:
-    """A records field (nullable bytes) at pos: a view of buf, no copy; None for a null."""
+def _records(buf: memoryview, pos: int, end: int, flexible: bool, what: str,
+             gathered: Gathered | None = None) -> tuple[memoryview | list | None, int]:
+    """A records field (nullable bytes) at pos: a view of buf, no copy; None for a null. In a
+    Gathered body, a record set cut out of it is the list of views handed over."""
     if flexible:
         if end - pos >= 2 and buf[pos] & 0x80 and not buf[pos + 1] & 0x80:    # 128 B - 16 KiB
             size = (buf[pos] & 0x7F | buf[pos + 1] << 7) - 1
@@ -125,6 +128,12 @@ def _records(buf: memoryview, pos: int, end: int, flexible: bool, what: str) -> 
         if size != -1:
             raise ProtocolViolation(f"invalid records length {size}")
         return None, pos
+    if gathered is not None:
+        views = gathered.records_at(pos)
+        if views is not None:
+            if sum(v.nbytes for v in views) != size:
+                raise ProtocolViolation(f"records of {size} bytes handed over as a different size")
+            return views, pos
     if size > end - pos:
         raise ProtocolViolation(f"records run past the end of the {what}")
     return buf[pos:pos + size], pos + size
@@ -363,7 +372,8 @@ class FetchPartitionView(NamedTuple):
     current_leader: LeaderIdAndEpoch | None          # v12 tag 1
     aborted_transactions: list[tuple[int, int]] | None   # (producer_id, first_offset)
     preferred_read_replica: int                      # -1 before v11
-    records: memoryview | None                       # zero-copy slice of the response frame
+    records: memoryview | list | None                # zero-copy slice of the response frame, or
+                                                     # the views a Gathered one handed over
 
 
 class FetchTopicView(NamedTuple):
@@ -410,21 +420,26 @@ def _partition_tags(buf: memoryview, pos: int, end: int):
     return diverging, leader, pos
 
 
-def decode_fetch_response(body: memoryview, version: int) -> FetchResponseView:
+def decode_fetch_response(body: memoryview | Gathered, version: int) -> FetchResponseView:
     """Decode a Fetch response body (after the response header), v4-12, without copying records.
 
     Every record set is a slice of `body`: the caller must drop the result (and `body`) once the
-    records are stored, or the receive buffer behind them cannot be reused (framing.FrameReader)."""
+    records are stored, or the receive buffer behind them cannot be reused (framing.FrameReader).
+    A Gathered body's record sets cut out of it are lists of the views handed over."""
     if not 4 <= version <= 12:
         raise ProtocolViolation(f"Fetch response v{version} is not decoded here")
+    gathered = body if type(body) is Gathered else None
+    if gathered is not None:
+        body = gathered.frame
     buf = body if isinstance(body, memoryview) else memoryview(body)
     try:
-        return _decode_fetch_response(buf, version)
+        return _decode_fetch_response(buf, version, gathered)
     except ProtocolViolation as e:     # the shared helpers' messages do not name the message
         raise ProtocolViolation(f"Fetch response v{version}: {e}") from None
 
 
-def _decode_fetch_response(buf: memoryview, version: int) -> FetchResponseView:
+def _decode_fetch_response(buf: memoryview, version: int, gathered: Gathered | None
+                           ) -> FetchResponseView:
     end = len(buf)
     flexible = version >= 12
     if version >= 7:
@@ -485,7 +500,7 @@ def _decode_fetch_response(buf: memoryview, version: int) -> FetchResponseView:
                 pos += 4
             else:
                 preferred = -1
-            records, pos = _records(buf, pos, end, flexible, "response")
+            records, pos = _records(buf, pos, end, flexible, "response", gathered)
             diverging = leader = None
             if flexible:
                 diverging, leader, pos = _partition_tags(buf, pos, end)

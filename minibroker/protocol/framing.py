@@ -8,6 +8,7 @@ import ctypes
 import struct
 from dataclasses import dataclass
 
+from minibroker.protocol.gathered import Gathered
 from minibroker.protocol.varint import uvarint_reader
 
 _I32 = struct.Struct(">i")
@@ -208,18 +209,26 @@ class FrameReader:
 
     def _size_at(self, buf, pos: int) -> int:
         """The size prefix at `pos`, or ProtocolViolation (negative, or past the limit)."""
-        (size,) = _I32.unpack_from(buf, pos)
+        return self._checked(_I32.unpack_from(buf, pos)[0])
+
+    def _checked(self, size: int) -> int:
         if size < 0 or size > self._max:
             raise ProtocolViolation(
                 f"frame of {size} bytes exceeds socket.request.max.bytes={self._max}"
                 if size > 0 else f"invalid frame size {size}")
         return size
 
-    def take(self, buf: bytearray) -> list[memoryview]:
+    def take(self, buf: bytearray | Gathered) -> list:
         """In-memory input (network/memory.py): `buf` is the sender's whole frames, copied once
         into a bytearray that is now ours. Its frames are views of it, as from a receive: a
         large one (over CHUNK) writable (the receiver may keep and patch its slices), the others
-        read-only; anything else (a partial frame pending or given) goes through feed."""
+        read-only; anything else (a partial frame pending or given) goes through feed. A
+        Gathered frame (protocol/gathered.py) is taken as it is, its size checked."""
+        if type(buf) is Gathered:
+            if self._start == self._end:
+                self._checked(buf.size)
+                return [buf]
+            return self.feed(buf.joined())
         if self._start == self._end:
             frames = []
             pos, end = 0, len(buf)

@@ -343,3 +343,23 @@ def test_a_follower_checks_the_crc_of_what_its_leader_does_not_hold(monkeypatch)
     with pytest.raises(CorruptRecordError):
         follower.append_as_follower(memoryview(corrupt), adopt=True, leader_log=leader)
     assert checked == [2] and follower.log_end_offset == 0 and follower.batch_count == 0
+
+
+def test_a_follower_stores_the_leaders_batches_handed_over_and_anything_else_as_bytes():
+    leader = new_log()
+    leader.append_as_leader(bytearray(client_batch([b"a", b"b"])), 3, adopt=True)
+    leader.append_as_leader(bytearray(client_batch([b"c"])), 3, adopt=True)
+    views = leader.read(0, 1 << 20).records            # the leader's StoredBatch views
+    follower = new_log()
+    follower.append_as_follower(list(views), leader_log=leader)
+    assert [follower.stored_at(o).data is leader.stored_at(o).data for o in (0, 2)] == [True, True]
+    assert offsets(follower) == [[0, 1], [2]] and follower.held_bytes == leader.held_bytes
+    # Equal bytes in other buffers (the leader's log changed since): appended as bytes, checked.
+    copies = [memoryview(bytes(v)) for v in views]
+    for source in (leader, None):
+        f = new_log()
+        f.append_as_follower(copies, leader_log=source)
+        assert offsets(f) == [[0, 1], [2]]
+    corrupt = [memoryview(bytes(views[0][:-1]) + bytes([views[0][-1] ^ 1]))]
+    with pytest.raises(CorruptRecordError):
+        new_log().append_as_follower(corrupt, leader_log=leader)

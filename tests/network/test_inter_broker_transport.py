@@ -8,6 +8,7 @@ import pytest
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from minibroker.cluster import Cluster
+from minibroker.log import partition_log
 from minibroker.network import memory
 from minibroker.network.client import ConnectionClosed
 from minibroker.protocol.framing import FrameReader, ProtocolViolation
@@ -110,7 +111,16 @@ def test_take_of_a_partial_frame_joins_the_stream_as_a_receive_would():
 
 
 @pytest.mark.parametrize("sockets", [False, True], ids=["memory", "tcp"])
-async def test_followers_share_their_leaders_bytes_only_in_memory_and_serve_them_after_it_stops(sockets):
+async def test_followers_share_their_leaders_bytes_only_in_memory_and_serve_them_after_it_stops(
+        sockets, monkeypatch):
+    handed_over = []        # batches a follower got as the leader's own views (gathered frames)
+
+    def leader_batches(views, leader_log):
+        shared = real(views, leader_log)
+        handed_over.extend(shared[1] if shared else ())
+        return shared
+    real = partition_log._leader_batches
+    monkeypatch.setattr(partition_log, "_leader_batches", leader_batches)
     async with Cluster(brokers=3, minibroker_inter_broker_sockets=sockets) as c:
         await c.create_topic(T, 1, 3)
         values = [bytes([i]) * 100_000 for i in range(3)]     # frames over FrameReader.CHUNK
@@ -122,6 +132,8 @@ async def test_followers_share_their_leaders_bytes_only_in_memory_and_serve_them
         shared = [c.brokers[f].replica_manager.get(T, 0).log.stored_at(o).data
                   is lead_log.stored_at(o).data for f in followers for o in range(3)]
         assert shared == [not sockets] * 6
+        # In memory each was handed over, not copied, compared and checked (frames of 100 kB).
+        assert len(handed_over) == (0 if sockets else 6)
         await c.stop_broker(leader)
         await wait_until(lambda: c.controller.partition(T, 0).leader in followers, 10,
                          "a follower leads")
