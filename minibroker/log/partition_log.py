@@ -72,9 +72,12 @@ class StoredBatch:
                  "delete_horizon")
 
     def __init__(self, data: bytearray | memoryview, header: BatchHeader, base_offset: int, leader_epoch: int,
-                 max_timestamp: int, attributes: int, frame_share: int = 0) -> None:
+                 max_timestamp: int, attributes: int, frame_share: int = 0,
+                 view: memoryview | None = None) -> None:
         self.data = data
-        self.view = memoryview(data).toreadonly()
+        # A follower sharing its leader's batch shares its view too: one object fewer for every
+        # full collection to walk, per batch and follower.
+        self.view = memoryview(data).toreadonly() if view is None else view
         self.base_offset = base_offset
         self.last_offset = base_offset + header.last_offset_delta
         self.max_timestamp = max_timestamp
@@ -354,7 +357,7 @@ class PartitionLog:
                 if not adopt:
                     data = bytearray(data)
             self._store(StoredBatch(data, h, h.base_offset, h.partition_leader_epoch, h.max_timestamp,
-                                    h.attributes, share))
+                                    h.attributes, share, leaders.view if leaders is not None else None))
             if h.partition_leader_epoch >= 0:
                 self.epochs.assign(h.partition_leader_epoch, h.base_offset)
         self._commit_producers(pending)

@@ -55,8 +55,9 @@ def gather(parts) -> Gathered | None:
     """`parts` (one writelines call) as a Gathered frame, or None to copy them whole: they must be
     exactly one frame, of immutable bytes and read-only views, with at least GATHER_MIN_BYTES of
     views. Writable buffers are never passed on: their writer may reuse them."""
-    first = parts[0] if parts else None
-    if type(first) is not bytes or len(first) < 4:
+    first = parts[0] if len(parts) > 2 else None     # a size prefix, views, the rest
+    if type(first) is not bytes or len(first) < 4 or \
+            _I32.unpack_from(first, 0)[0] < GATHER_MIN_BYTES:     # most answers: at once
         return None
     skeleton = bytearray()
     holes: dict[int, list] = {}

@@ -352,7 +352,8 @@ def test_a_follower_stores_the_leaders_batches_handed_over_and_anything_else_as_
     views = leader.read(0, 1 << 20).records            # the leader's StoredBatch views
     follower = new_log()
     follower.append_as_follower(list(views), leader_log=leader)
-    assert [follower.stored_at(o).data is leader.stored_at(o).data for o in (0, 2)] == [True, True]
+    assert [(follower.stored_at(o).data is leader.stored_at(o).data,
+             follower.stored_at(o).view is leader.stored_at(o).view) for o in (0, 2)] == [(True, True)] * 2
     assert offsets(follower) == [[0, 1], [2]] and follower.held_bytes == leader.held_bytes
     # Equal bytes in other buffers (the leader's log changed since): appended as bytes, checked.
     copies = [memoryview(bytes(v)) for v in views]
