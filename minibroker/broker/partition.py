@@ -57,8 +57,12 @@ class Partition:
         self._hw_waiters: list[tuple[int, asyncio.Future]] = []
         self._data_waiters: list[asyncio.Future] = []
         self._data_waiters_sweep = 16
-        # Followers' long polls: woken by appends and role changes, not by a HW move (below).
-        self._replica_waiters: list[asyncio.Future] = []
+        # Followers' long polls, by replica id: woken by appends and role changes, not by a HW
+        # move (below). A follower has one fetch parked here at a time, so its next one replaces
+        # the last: this never grows, where a list kept a done future per follower fetch woken by
+        # another partition of its session until a sweep (~60 done() calls per write with
+        # __consumer_offsets' 50 partitions in the sessions).
+        self._replica_waiters: dict[int, asyncio.Future] = {}
 
     # ------------------------------------------------------------------ role changes
     @property
@@ -176,13 +180,16 @@ class Partition:
         self._hw_waiters = []
 
     # ------------------------------------------------------------------ long-poll fetch
-    def add_data_waiter(self, fut: asyncio.Future, replica: bool = False) -> None:
+    def add_data_waiter(self, fut: asyncio.Future, replica_id: int = -1) -> None:
         """Resolve `fut` (if still pending) on the next append / role change here, and, unless it
-        is a follower's (`replica`), HW move. One future may wait on many partitions (a Fetch's
-        long poll): its task then wakes directly, in the loop pass right after the notify. Done
-        futures left by waits that ended elsewhere are dropped when the list has doubled since the
-        last sweep (amortised O(1))."""
-        waiters = self._replica_waiters if replica else self._data_waiters
+        is a follower's (`replica_id` >= 0), HW move. One future may wait on many partitions (a
+        Fetch's long poll): its task then wakes directly, in the loop pass right after the notify.
+        A follower's replaces its previous one. Consumers' done futures, left by waits that ended
+        elsewhere, are dropped when the list has doubled since the last sweep (amortised O(1))."""
+        if replica_id >= 0:
+            self._replica_waiters[replica_id] = fut
+            return
+        waiters = self._data_waiters
         waiters.append(fut)
         if len(waiters) >= self._data_waiters_sweep:
             waiters[:] = [f for f in waiters if not f.done()]
@@ -194,11 +201,11 @@ class Partition:
             self._wake(self._data_waiters)
             self._data_waiters = []
         if self._replica_waiters:
-            self._wake(self._replica_waiters)
-            self._replica_waiters = []
+            self._wake(self._replica_waiters.values())
+            self._replica_waiters = {}
 
     @staticmethod
-    def _wake(waiters: list) -> None:
+    def _wake(waiters) -> None:
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)

@@ -487,7 +487,7 @@ class ReplicaManager:
             # this task resumes in the next loop pass (no asyncio.wait hop); a timer ends the wait.
             fut = loop.create_future()
             for p in waiters:
-                p.add_data_waiter(fut, follower)
+                p.add_data_waiter(fut, replica_id)
             timer = loop.call_later(timeout, _wake, fut)
             if follower:
                 self.first_fetches.waiting(replica_id, fut)

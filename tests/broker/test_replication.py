@@ -536,7 +536,7 @@ async def test_a_high_watermark_move_wakes_consumers_but_not_parked_followers():
     p.update_follower_fetch(2, 1, 0)             # follower 2 has it; 3 has not: HW stays 0
     consumer, follower2 = loop.create_future(), loop.create_future()
     p.add_data_waiter(consumer)
-    p.add_data_waiter(follower2, replica=True)   # parked at the log end
+    p.add_data_waiter(follower2, replica_id=2)   # parked at the log end
     p.update_follower_fetch(3, 1, 0)             # follower 3's fetch moves the HW
     assert p.high_watermark == 1
     assert consumer.done() and not follower2.done()
