@@ -2,12 +2,17 @@
 """Round-trip probe: produce latency at a fixed rate against a fresh minibroker (or any BOOTSTRAP).
 
     python benchmarks/latency.py [--brokers 1|3] [--rate 500] [--duration 5] [--acks all] [--idle-topics N]
-                                 [--override K=V ...] [--bootstrap B]
+                                 [--override K=V ...] [--bootstrap B] [--warm-cpu] [--group]
 
 Same measurement as load.py's latency_100B_acks_all (confluent-kafka, linger.ms=0, delivery-report
 latency), but alone, so a latency change can be checked in seconds. The broker is pinned to CPU 1 and
 this process to CPU 0 like anchor.py. Topics are created with RF = --brokers (min.insync.replicas 2
 when RF 3, as run.py's mb3). Needs $PERF_DIR's venv (re-executes itself under it).
+--group first polls a consumer with a group.id (assign(), no join), as load.py's consume rows do:
+that creates __consumer_offsets (50 partitions, RF 3 on 3 brokers), which run.py's RF 3 cluster
+holds when it measures the round trip, and whose partitions are in every follower's fetch session.
+--warm-cpu keeps CPU 1 from idling while measuring (a busy loop at SCHED_IDLE, which runs only when
+the broker does not): what is left is the broker's own work, without this VM's wake-up from idle.
 """
 from __future__ import annotations
 
@@ -18,6 +23,13 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# Bounded (60 s) in case this process dies without stopping it.
+_SPIN = ("import os, time\n"
+         "os.sched_setaffinity(0, {1}); os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
+         "end = time.monotonic() + 60\n"
+         "while time.monotonic() < end: pass\n")
 
 
 def _cpu_s(proc) -> float:
@@ -45,16 +57,20 @@ def main() -> None:
                     help="passed to serve (e.g. minibroker.inter.broker.sockets=true)")
     ap.add_argument("--bootstrap")
     ap.add_argument("--python", default=sys.executable, help="interpreter for the broker")
+    ap.add_argument("--group", action="store_true",
+                    help="first poll a consumer with a group.id (creates __consumer_offsets)")
+    ap.add_argument("--warm-cpu", action="store_true",
+                    help="a SCHED_IDLE busy loop on CPU 1 while measuring (the broker's CPU never idles)")
     a = ap.parse_args()
     try:
         import confluent_kafka  # noqa: F401
     except ImportError:
         venv = os.path.join(os.environ.get("PERF_DIR", "/tmp/minibroker-perf"), "venv", "bin", "python")
         os.execv(venv, [venv, os.path.abspath(__file__), *sys.argv[1:], "--python", a.python])
-    from confluent_kafka import Producer
+    from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    proc = None
+    proc = spinner = None
     bs = a.bootstrap
     if bs is None:
         cmd = ["taskset", "-c", "1", a.python, "-m", "minibroker", "serve", "--port", "0",
@@ -77,6 +93,14 @@ def main() -> None:
                 f.result(15)
         except Exception as e:  # the librdkafka mock has no CreateTopics: it auto-creates
             print(f"CreateTopics failed ({e.args[0].str() if e.args else e}); relying on auto-creation")
+        if a.group:
+            c = Consumer({"bootstrap.servers": bs, "group.id": f"{topic}-group", "log_level": 3,
+                          "enable.auto.commit": False})
+            c.assign([TopicPartition(topic, 0, 0)])
+            end = time.monotonic() + 2
+            while time.monotonic() < end:
+                c.poll(0.1)
+            c.close()
         p = Producer({"bootstrap.servers": bs, "acks": a.acks, "linger.ms": 0, "log_level": 3})
         for _ in range(20):
             p.produce(topic, b"warmup")
@@ -85,6 +109,8 @@ def main() -> None:
         errs: list[str] = []
         value = os.urandom(100)
         total = int(a.rate * a.duration)
+        if a.warm_cpu:
+            spinner = subprocess.Popen([sys.executable, "-c", _SPIN])
         cpu0 = _cpu_s(proc)
         t0 = time.perf_counter()
         for i in range(total):
@@ -111,11 +137,12 @@ def main() -> None:
             return lats[min(len(lats) - 1, int(len(lats) * q / 100))] if lats else float("nan")
         print(f"brokers={a.brokers} rate={a.rate:g}/s acks={a.acks} n={len(lats)} errors={len(errs)} "
               f"p50={pct(50):.3f} ms p90={pct(90):.3f} ms p99={pct(99):.3f} ms max={lats[-1] if lats else 0:.3f} ms"
-              f" broker_cpu={cpu / max(total, 1) * 1e6:.0f} us/msg")
+              f" broker_cpu={cpu / max(total, 1) * 1e6:.0f} us/msg" + (" (warm CPU)" if a.warm_cpu else ""))
     finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(10)
+        for child in (spinner, proc):
+            if child is not None:
+                child.terminate()
+                child.wait(10)
 
 
 if __name__ == "__main__":

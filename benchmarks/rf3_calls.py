@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Python work per acks=all produce on a served RF 3 cluster, counted, not timed.
 
-    python benchmarks/rf3_calls.py [--brokers 3] [--messages 2000] [--top 15] [--idle-topics 0]
+    python benchmarks/rf3_calls.py [--brokers 3] [--messages 2000] [--top 15] [--idle-topics 0] [--group]
 
 Starts `python -m cProfile -m minibroker serve --port 0 --brokers N` (min.insync.replicas 2), creates
 a topic with RF min(N, 3) and 1 partition, and produces --messages 100-byte records one at a time
@@ -12,6 +12,8 @@ followers, and the functions called most often. On a shared, loaded machine thes
 where timings do not (benchmarks/NOTES.md); the fetch count is what a missed or extra wake-up shows.
 --idle-topics N first creates N more topics of 4 partitions each, never written: run.py's RF 3
 cluster holds five such topics (its earlier scenarios') when it measures the round trip.
+--group first polls a consumer with a group.id, as load.py's consume rows do: that creates
+__consumer_offsets (50 partitions, RF 3 on 3 brokers), which run.py's RF 3 cluster also holds.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=2000)
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--idle-topics", type=int, default=0)
+    ap.add_argument("--group", action="store_true")
     a = ap.parse_args()
     base, _ = run(a, 0)         # start-up, topic creation and warm-up alone
     st, done = run(a, a.messages)
@@ -42,7 +45,8 @@ def main() -> None:
     # handle_fetch) once per resumption, so those count a parked fetch twice.
     fetches = sum(v for k, v in per.items() if k[2] == "_response" and k[0].endswith("k01_fetch.py"))
     produces = sum(v for k, v in per.items() if k[2] == "append_records")
-    print(f"{done} acks=all records ({a.brokers} brokers, {a.idle_topics} idle topics), per record, start-up and warm-up "
+    print(f"{done} acks=all records ({a.brokers} brokers, {a.idle_topics} idle topics"
+          f"{', __consumer_offsets' if a.group else ''}), per record, start-up and warm-up "
           f"subtracted: {calls:,.0f} Python calls in the broker process, {fetches:.2f} Fetch "
           f"requests answered, {produces:.2f} Produce appends")
     print("most called (calls per record):")
@@ -53,7 +57,7 @@ def main() -> None:
 def run(a, messages: int) -> tuple[dict, int]:
     """Call counts of a served cluster's process, by function, after `messages` records (and, with
     messages=0, the start-up and warm-up alone); the records acknowledged."""
-    from confluent_kafka import Producer
+    from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     out = os.path.join(tempfile.mkdtemp(prefix="mb-rf3-"), "broker.prof")
@@ -70,6 +74,14 @@ def run(a, messages: int) -> tuple[dict, int]:
         new = [NewTopic(topic, 1, rf)] + [NewTopic(f"idle-{i}", 4, rf) for i in range(a.idle_topics)]
         for f in admin.create_topics(new).values():
             f.result(30)
+        if a.group:
+            c = Consumer({"bootstrap.servers": bs, "group.id": "rf3-calls", "log_level": 0,
+                          "enable.auto.commit": False})
+            c.assign([TopicPartition(topic, 0, 0)])
+            end = time.monotonic() + 2
+            while time.monotonic() < end:
+                c.poll(0.1)
+            c.close()
         p = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 0, "log_level": 0,
                       "enable.idempotence": False, "max.in.flight": 1})
         for _ in range(20):         # warm-up: metadata, connections, the followers' first fetches
