@@ -18,6 +18,11 @@ INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 
 
+# A follower's session visits every partition once this long at least, quiet or not: a change
+# that reached a partition without its `changes` counter is answered within it.
+QUIET_REFRESH_MS = 1000
+
+
 @dataclass(slots=True)
 class SessionPartition:
     """The fields of a FetchRequest partition a session remembers, under the same names."""
@@ -28,6 +33,30 @@ class SessionPartition:
     log_start_offset: int
     partition_max_bytes: int
     sent: tuple | None = None        # (hw, lso, log start offset) in the last response
+    # A follower's partition with nothing to say is quiet: its fetches skip it (broker/
+    # replica_manager.py) until the partition's `changes` counter moves from this value (-1: not
+    # quiet), its log start moves, or the follower names it. Its Partition and FollowerState.
+    quiet: int = -1
+    quiet_partition: object = None
+    quiet_follower: object = None
+
+
+class FollowerWaker:
+    """What a follower's session registers with its partitions' long polls (Partition.
+    add_data_waiter): it outlives one fetch, so a quiet partition, not visited by the next fetch,
+    still wakes it, and says which partitions woke it (the fetch did not visit the quiet ones)."""
+    __slots__ = ("fut", "woken")
+
+    def __init__(self) -> None:
+        self.fut = None         # the parked fetch's future, None between fetches
+        self.woken: list = []   # the Partitions that notified while it was parked
+
+    def wake(self, partition) -> None:
+        fut = self.fut
+        if fut is not None:
+            self.woken.append(partition)
+            if not fut.done():
+                fut.set_result(None)
 
 
 class FetchSession:
@@ -37,6 +66,11 @@ class FetchSession:
         self.partitions: dict[tuple[str, int], SessionPartition] = {}
         self.undeleted_counts: dict[str, int] = {}
         self._items: list | None = None
+        self.waker = FollowerWaker()
+        # A follower's fetch at which its quiet partitions were skipped (caught up then: the
+        # ISR reads it through FollowerState.quiet_in), and when the next full visit is due.
+        self.quiet_fetch_ms = 0
+        self.full_visit_ms = 0
 
     def update(self, topics, forgotten) -> None:
         for t in topics:
@@ -55,6 +89,7 @@ class FetchSession:
                     continue
                 # In place: the cached items() keep naming it (a follower's incremental fetch
                 # changes one partition of the eight or so its session holds).
+                sp.quiet = -1
                 sp.fetch_offset = fp.fetch_offset
                 sp.current_leader_epoch = fp.current_leader_epoch
                 sp.last_fetched_epoch = fp.last_fetched_epoch
@@ -62,8 +97,18 @@ class FetchSession:
                 sp.partition_max_bytes = fp.partition_max_bytes
         for t in forgotten or ():
             for pid in t.partitions:
-                if self.partitions.pop((t.topic, pid), None) is not None:
+                sp = self.partitions.pop((t.topic, pid), None)
+                if sp is not None:
                     self._items = None
+                    self.unquiet(sp)
+
+    def unquiet(self, sp: SessionPartition) -> None:
+        """No longer skipped by this session: its follower's caught-up time stops following the
+        session's fetches."""
+        f = sp.quiet_follower
+        if f is not None and f.quiet_in is self:
+            f.settle()
+        sp.quiet, sp.quiet_partition, sp.quiet_follower = -1, None, None
 
     def items(self) -> list[tuple[str, SessionPartition, int]]:
         """(topic, session partition, undeleted partition count) for each partition held; the

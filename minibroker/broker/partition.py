@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from kafka.errors import NotLeaderForPartitionError
 
@@ -25,6 +25,27 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = -1
+    # The fetch session that skips this partition as quiet (broker/fetch_session.py): the
+    # follower was caught up at each of its fetches since, which are recorded there, not here.
+    quiet_in: Any = None
+
+    def settle(self) -> None:
+        """Write down what the quiet fetches left unrecorded: the last of them found the
+        follower at our log end (a quiet partition is one it had reached)."""
+        s = self.quiet_in
+        if s is None:
+            return
+        self.quiet_in = None
+        t = s.quiet_fetch_ms
+        if t > self.last_fetch_ms:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, t)
+            self.last_fetch_ms = t
+            self.last_fetch_leader_leo = self.log_end_offset
+
+    def caught_up_ms(self) -> int:
+        s = self.quiet_in
+        return self.last_caught_up_ms if s is None else max(self.last_caught_up_ms,
+                                                            s.quiet_fetch_ms)
 
 
 class Partition:
@@ -57,12 +78,15 @@ class Partition:
         self._hw_waiters: list[tuple[int, asyncio.Future]] = []
         self._data_waiters: list[asyncio.Future] = []
         self._data_waiters_sweep = 16
-        # Followers' long polls, by replica id: woken by appends and role changes, not by a HW
-        # move (below). A follower has one fetch parked here at a time, so its next one replaces
-        # the last: this never grows, where a list kept a done future per follower fetch woken by
-        # another partition of its session until a sweep (~60 done() calls per write with
-        # __consumer_offsets' 50 partitions in the sessions).
-        self._replica_waiters: dict[int, asyncio.Future] = {}
+        # Followers' long polls, by replica id: each follower's fetch session registers its
+        # FollowerWaker (broker/fetch_session.py), woken by appends and role changes, not by a
+        # HW move (below). It outlives a fetch: a partition the session finds quiet is not
+        # visited by its next fetches, and still wakes them.
+        self._replica_waiters: dict[int, Any] = {}
+        # Moves with every change a follower's fetch session answers (appends, HW moves, role,
+        # ISR and log start changes through notify_data): a quiet partition is one whose
+        # counter has not moved since the session last found nothing to say of it.
+        self.changes = 0
 
     # ------------------------------------------------------------------ role changes
     @property
@@ -87,6 +111,7 @@ class Partition:
         self.partition_epoch = partition_epoch
         self.isr = tuple(isr)
         self.replicas = tuple(replicas)
+        self.changes += 1
         if new_term:
             self.log.epochs.assign(leader_epoch, self.log.log_end_offset)
             self.leader_epoch_start_offset = self.log.log_end_offset
@@ -131,6 +156,7 @@ class Partition:
                     hw = leo
         if hw > self.high_watermark:
             self.high_watermark = hw
+            self.changes += 1
             if self._hw_waiters:
                 self._complete_hw_waiters()
             self.log.memory.high_watermark_moved()
@@ -180,12 +206,14 @@ class Partition:
         self._hw_waiters = []
 
     # ------------------------------------------------------------------ long-poll fetch
-    def add_data_waiter(self, fut: asyncio.Future, replica_id: int = -1) -> None:
-        """Resolve `fut` (if still pending) on the next append / role change here, and, unless it
-        is a follower's (`replica_id` >= 0), HW move. One future may wait on many partitions (a
-        Fetch's long poll): its task then wakes directly, in the loop pass right after the notify.
-        A follower's replaces its previous one. Consumers' done futures, left by waits that ended
-        elsewhere, are dropped when the list has doubled since the last sweep (amortised O(1))."""
+    def add_data_waiter(self, fut, replica_id: int = -1) -> None:
+        """Resolve `fut` (if still pending) on the next append / role change here or HW move. One
+        future may wait on many partitions (a Fetch's long poll): its task then wakes directly,
+        in the loop pass right after the notify. Consumers' done futures, left by waits that
+        ended elsewhere, are dropped when the list has doubled since the last sweep (amortised
+        O(1)). A follower (`replica_id` >= 0) registers a FollowerWaker instead, woken by appends
+        and role changes only, replacing its last one (a follower fetches a partition in one
+        session)."""
         if replica_id >= 0:
             self._replica_waiters[replica_id] = fut
             return
@@ -197,15 +225,17 @@ class Partition:
 
     def notify_data(self) -> None:
         """An append or a role change: every long poll here, consumers' and followers'."""
+        self.changes += 1
         if self._data_waiters:
             self._wake(self._data_waiters)
             self._data_waiters = []
         if self._replica_waiters:
-            self._wake(self._replica_waiters.values())
-            self._replica_waiters = {}
+            waiters, self._replica_waiters = self._replica_waiters, {}
+            for waker in waiters.values():
+                waker.wake(self)
 
     @staticmethod
-    def _wake(waiters) -> None:
+    def _wake(waiters: list) -> None:
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)
@@ -215,6 +245,8 @@ class Partition:
         f = self.followers.get(replica_id)
         if f is None:
             return
+        if f.quiet_in is not None:
+            f.settle()
         leo = self.log.log_end_offset
         if fetch_offset >= leo:
             f.last_caught_up_ms = now_ms
@@ -245,7 +277,7 @@ class Partition:
             if r == self.node_id:
                 continue
             f = self.followers.get(r)
-            if f is None or now_ms - f.last_caught_up_ms > lag_max_ms:
+            if f is None or now_ms - f.caught_up_ms() > lag_max_ms:
                 out.append(r)
         return out
 

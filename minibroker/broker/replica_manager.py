@@ -26,6 +26,7 @@ from kafka.errors import (FencedLeaderEpochError, InvalidRecordError, InvalidTop
                           StaleControllerEpochError, UnknownLeaderEpochError,
                           UnknownTopicOrPartitionError)
 
+from minibroker.broker.fetch_session import QUIET_REFRESH_MS, FollowerWaker
 from minibroker.broker.fetcher import ReplicaFetcher
 from minibroker.broker.first_fetch import WAKE, FirstFetches
 from minibroker.broker.metadata_cache import MetadataCache
@@ -95,6 +96,21 @@ def _idle(p: Partition, sp, follower: bool, isolation_level: int) -> bool:
         return False
     sent = sp.sent
     return sent[0] == hw and sent[1] == lso and sent[2] == plog.log_start_offset
+
+
+def _mark_quiet(idle, session, replica_id: int) -> None:
+    """A follower's session partitions found idle (Partition, SessionPartition, its `changes`
+    then) become quiet: skipped until their counter moves, their long poll registered with the
+    session's waker, their follower caught up at each of the session's fetches meanwhile. Not
+    one whose follower is out of the ISR: its fetches are what expands the ISR."""
+    waker = session.waker
+    for p, sp, seen in idle:
+        f = p.followers.get(replica_id)
+        if f is None or replica_id not in p.isr:
+            continue
+        sp.quiet, sp.quiet_partition, sp.quiet_follower = seen, p, f
+        f.quiet_in = session
+        p.add_data_waiter(waker, replica_id)
 
 
 def _time_out(futs) -> None:
@@ -378,8 +394,8 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ Fetch: reading the log
     async def fetch_records(self, items, replica_id: int, max_wait_ms: int, min_bytes: int,
-                            max_bytes: int, isolation_level: int, incremental: bool = False
-                            ) -> dict[str, list]:
+                            max_bytes: int, isolation_level: int, incremental: bool = False,
+                            session=None) -> dict[str, list]:
         """Read for a consumer (replica_id -1) or a follower (>= 0; its fetch offsets move the
         high watermark), Kafka's fetchMessages: `items` are (topic, FetchPartition of the request,
         undeleted partition count). Long-polls up to max_wait_ms until min_bytes are readable,
@@ -387,14 +403,30 @@ class ReplicaManager:
         `incremental`: the items are an incremental fetch session's SessionPartitions; one with
         nothing to read and nothing new to say since the session's last answer is only waited
         on, not answered (the handler would drop its answer): a follower's session holds every
-        partition it shares with us, and one write moves one of them."""
+        partition it shares with us, and one write moves one of them.
+        `session`: a follower's fetch session. Its partitions found idle are marked quiet and
+        skipped by its next fetches (no visit, no bookkeeping: see fetch_session.py) until their
+        `changes` counter or log start moves or the follower names them; once a second it visits
+        them all. Their long polls stay registered with the session's FollowerWaker, and the ISR
+        reads their caught-up time from the session (FollowerState.quiet_in)."""
         follower = replica_id >= 0
         now = self.clock.now_ms()
         loop = asyncio.get_running_loop()
+        marks = session if follower else None       # where idle partitions are marked quiet
+        skip = marks is not None and incremental and now < marks.full_visit_ms
+        if marks is not None and not skip:
+            marks.full_visit_ms = now + QUIET_REFRESH_MS
         # Resolve partitions and record follower progress once, before any waiting.
         plan = []
+        quiet = 0           # partitions skipped: waited on through the session's waker
         partitions, node_id = self.partitions, self.node_id
         for topic, fp, undeleted_partition_count in items:
+            if skip and fp.quiet >= 0:
+                qp = fp.quiet_partition
+                if fp.quiet == qp.changes and qp.log.log_start_offset == fp.sent[2]:
+                    quiet += 1      # nothing to say of it, and the follower has it all
+                    continue
+                fp.quiet = -1
             # leader_partition inlined for the common case (a follower's session visits every
             # partition it shares with us on each fetch); it still answers every other one.
             p = partitions.get((topic, fp.partition))
@@ -408,6 +440,8 @@ class ReplicaManager:
             if not err and follower:
                 p.update_follower_fetch(replica_id, fp.fetch_offset, now)
             plan.append((topic, fp, p, err))
+        if marks is not None:
+            marks.quiet_fetch_ms = now      # the skipped partitions' follower was caught up now
         max_wait_ms = max(max_wait_ms, 0)
         min_bytes = min(min_bytes, max_bytes)
         if follower:
@@ -421,10 +455,13 @@ class ReplicaManager:
             errors = False
             remaining = max_bytes
             waiters = []
+            idle = []
             for topic, fp, p, err in plan:
                 if incremental and not err and fp.sent is not None and _idle(p, fp, follower,
                                                                              isolation_level):
                     waiters.append(p)
+                    if marks is not None:
+                        idle.append((p, fp, p.changes))
                     continue
                 out = results.setdefault(topic, [])
                 if err:
@@ -478,16 +515,25 @@ class ReplicaManager:
             timeout = deadline - loop.time()
             # A float remainder below the clock's resolution would re-arm a timer that never moves
             # the (virtual) clock: treat it as elapsed.
-            if total >= min_bytes or errors or timeout <= 1e-6 or not waiters \
+            if total >= min_bytes or errors or timeout <= 1e-6 or not (waiters or quiet) \
                     or not self.running:
                 if total:
                     self._count_bytes_out(follower, sizes)
+                if idle:
+                    _mark_quiet(idle, marks, replica_id)
                 return results
             # One future for every partition waited on: the first append / HW move resolves it and
             # this task resumes in the next loop pass (no asyncio.wait hop); a timer ends the wait.
             fut = loop.create_future()
-            for p in waiters:
-                p.add_data_waiter(fut, replica_id)
+            if follower:
+                waker = marks.waker if marks is not None else FollowerWaker()
+                waker.fut = fut
+                waker.woken = []
+                for p in waiters:
+                    p.add_data_waiter(waker, replica_id)
+            else:
+                for p in waiters:
+                    p.add_data_waiter(fut)
             timer = loop.call_later(timeout, _wake, fut)
             if follower:
                 self.first_fetches.waiting(replica_id, fut)
@@ -498,11 +544,33 @@ class ReplicaManager:
                 if not fut.done():
                     fut.cancel()
                 if follower:
+                    if waker.fut is fut:
+                        waker.fut = None
                     self.first_fetches.done_waiting(replica_id, fut)
             if woken_by is WAKE:
                 if total:
                     self._count_bytes_out(follower, sizes)
+                if idle:
+                    _mark_quiet(idle, marks, replica_id)
                 return results      # we lead a new partition of this follower: let it fetch that too
+            if quiet and waker.woken:
+                quiet -= self._visit_woken(waker.woken, marks, plan, replica_id, now)
+
+    def _visit_woken(self, woken: list, session, plan: list, replica_id: int, now: int) -> int:
+        """A parked follower fetch woken by partitions it skipped as quiet visits them now, as
+        if it had not skipped them (fetch_records' plan). Returns how many."""
+        n = 0
+        for q in woken:
+            sp = session.partitions.get((q.topic, q.partition))
+            if sp is None or sp.quiet < 0:
+                continue            # visited already (or since forgotten)
+            sp.quiet = -1
+            n += 1
+            p, err = self.leader_partition(q.topic, q.partition, sp.current_leader_epoch)
+            if not err:
+                p.update_follower_fetch(replica_id, sp.fetch_offset, now)
+            plan.append((q.topic, sp, p, err))
+        return n
 
     def _count_bytes_out(self, follower: bool, sizes: dict[str, int]) -> None:
         """Kafka's BytesOut (consumers, per topic) and ReplicationBytesOut (followers)."""

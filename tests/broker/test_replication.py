@@ -522,6 +522,7 @@ async def test_a_high_watermark_move_wakes_consumers_but_not_parked_followers():
     """Kafka's DelayedFetch for a follower completes on bytes past its fetch offset, not on a HW
     move: woken, the first follower of an RF 3 acks=all write answered an empty fetch and fetched
     again on every write (3 Fetch answers per write instead of 2: benchmarks/rf3_calls.py)."""
+    from minibroker.broker.fetch_session import FollowerWaker
     from minibroker.broker.partition import Partition
     from minibroker.clock import Clock
     from minibroker.log.config import LogConfig
@@ -536,7 +537,9 @@ async def test_a_high_watermark_move_wakes_consumers_but_not_parked_followers():
     p.update_follower_fetch(2, 1, 0)             # follower 2 has it; 3 has not: HW stays 0
     consumer, follower2 = loop.create_future(), loop.create_future()
     p.add_data_waiter(consumer)
-    p.add_data_waiter(follower2, replica_id=2)   # parked at the log end
+    waker = FollowerWaker()                      # follower 2's fetch session's
+    waker.fut = follower2
+    p.add_data_waiter(waker, replica_id=2)       # parked at the log end
     p.update_follower_fetch(3, 1, 0)             # follower 3's fetch moves the HW
     assert p.high_watermark == 1
     assert consumer.done() and not follower2.done()

@@ -122,7 +122,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
         items, unknown = _unknown_ids(items)
     results = await broker.replica_manager.fetch_records(
         items, replica_id, req.max_wait_ms, req.min_bytes, max_bytes, req.isolation_level,
-        incremental)
+        incremental, session)
     results.update(unknown)
     if session is None:
         return _response(ctx, 0, list(results.items()))
