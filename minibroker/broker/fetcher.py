@@ -25,6 +25,7 @@ from kafka.errors import (FencedLeaderEpochError, FetchSessionIdNotFoundError,
                           OffsetOutOfRangeError, UnknownLeaderEpochError,
                           UnknownTopicOrPartitionError)
 
+from minibroker.broker.fetch_session import QUIET_REFRESH_MS
 from minibroker.broker.metadata_cache import MetadataCache
 from minibroker.config import ClusterConfig
 from minibroker.network.client import KafkaClientConnection
@@ -88,6 +89,13 @@ class ReplicaFetcher:
         self._conn: KafkaClientConnection | None = None
         self._wake = asyncio.Event()
         self.session = FollowerFetchSession()
+        # In an open session, the partitions a request must look at: those the last response
+        # named (their log moved); the others' fetch state is as the session holds it, but for
+        # a log start moved by the log memory cap, which a look at all of them, once a second,
+        # catches. None: look at all.
+        self._dirty: set[tuple[str, int]] | None = None
+        self._sent: dict = {}
+        self._next_look_all = 0.0
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -193,10 +201,16 @@ class ReplicaFetcher:
             session_id, epoch = session.session_id, session.epoch
         full = epoch <= 0
         by_topic: dict[str, list] = {}
-        state = {}
-        held_before, still_held = session.held, 0
         if self._order is None:
             self._order = sorted(self.partitions)
+            self._dirty = None
+        now = asyncio.get_running_loop().time()
+        if not (full or held or self._dirty is None or now >= self._next_look_all):
+            return self._build_moved(session_id, epoch, by_topic)
+        self._next_look_all = now + QUIET_REFRESH_MS / 1000
+        self._dirty = set()
+        state = {}
+        held_before, still_held = session.held, 0
         partitions = self.partitions
         for key in self._order:
             p = partitions[key]
@@ -220,10 +234,36 @@ class ReplicaFetcher:
                 forgotten.setdefault(key[0], []).append(key[1])
         if not held:
             session.held = state
+            self._sent = sent
+        else:
+            self._dirty = None      # the session closed: the next request looks at all again
+        return self._encode(by_topic, session_id, epoch, sorted(forgotten.items())), sent
+
+    def _build_moved(self, session_id: int, epoch: int, by_topic: dict):
+        """_build_request in an open session, looking only at the partitions the last response
+        named: the session's state and the sent entries of the others stand."""
+        held, sent = self.session.held, self._sent
+        max_bytes = self.config.replica_fetch_max_bytes
+        partitions = self.partitions
+        for key in sorted(self._dirty):
+            p = partitions.get(key)
+            if p is None:
+                continue
+            leo = p.log.log_end_offset
+            st = (p.partition, p.leader_epoch, leo, p.log.epochs.latest_epoch,
+                  p.log.log_start_offset, max_bytes)
+            if held.get(key) != st:
+                by_topic.setdefault(p.topic, []).append(st)
+                held[key] = st
+            sent[key] = (p, leo, p.leader_epoch)
+        self._dirty = set()
+        return self._encode(by_topic, session_id, epoch, []), sent
+
+    def _encode(self, by_topic: dict, session_id: int, epoch: int, forgotten: list) -> bytes:
         cfg = self.config
         return encode_follower_fetch(self.node_id, cfg.replica_fetch_wait_max_ms, 1,
                                      cfg.replica_fetch_response_max_bytes, by_topic.items(),
-                                     session_id, epoch, sorted(forgotten.items())), sent
+                                     session_id, epoch, forgotten)
 
     def _handle_response(self, resp: FetchResponseView, sent) -> bool:
         """Apply a fetch response; False when no partition made progress without error (an
@@ -232,9 +272,12 @@ class ReplicaFetcher:
             raise ConnectionError(f"fetch error {resp.error_code}")
         ok = not resp.responses
         kept = frame_records(pd.records for t in resp.responses for pd in t.partitions)
+        dirty = self._dirty
         for t in resp.responses:
             for pd in t.partitions:
                 key = (t.topic, pd.partition_index)
+                if dirty is not None:
+                    dirty.add(key)
                 entry = sent.get(key)
                 p = self.partitions.get(key)
                 if entry is None or p is None or p is not entry[0]:
