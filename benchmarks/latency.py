@@ -32,6 +32,19 @@ _SPIN = ("import os, time\n"
          "while time.monotonic() < end: pass\n")
 
 
+def poll_with_group(bootstrap: str, topic: str) -> None:
+    """Poll partition 0 of `topic` for 2 s with a group.id and assign() (no join), as load.py's
+    consume rows do: the broker creates __consumer_offsets for the group's coordinator."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-group", "log_level": 0,
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    end = time.monotonic() + 2
+    while time.monotonic() < end:
+        c.poll(0.1)
+    c.close()
+
+
 def _cpu_s(proc) -> float:
     """The served broker's CPU seconds so far (every thread), 0 for a broker not started here."""
     if proc is None:
@@ -67,7 +80,7 @@ def main() -> None:
     except ImportError:
         venv = os.path.join(os.environ.get("PERF_DIR", "/tmp/minibroker-perf"), "venv", "bin", "python")
         os.execv(venv, [venv, os.path.abspath(__file__), *sys.argv[1:], "--python", a.python])
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     proc = spinner = None
@@ -94,13 +107,7 @@ def main() -> None:
         except Exception as e:  # the librdkafka mock has no CreateTopics: it auto-creates
             print(f"CreateTopics failed ({e.args[0].str() if e.args else e}); relying on auto-creation")
         if a.group:
-            c = Consumer({"bootstrap.servers": bs, "group.id": f"{topic}-group", "log_level": 3,
-                          "enable.auto.commit": False})
-            c.assign([TopicPartition(topic, 0, 0)])
-            end = time.monotonic() + 2
-            while time.monotonic() < end:
-                c.poll(0.1)
-            c.close()
+            poll_with_group(bs, topic)
         p = Producer({"bootstrap.servers": bs, "acks": a.acks, "linger.ms": 0, "log_level": 3})
         for _ in range(20):
             p.produce(topic, b"warmup")

@@ -57,7 +57,7 @@ def main() -> None:
 def run(a, messages: int) -> tuple[dict, int]:
     """Call counts of a served cluster's process, by function, after `messages` records (and, with
     messages=0, the start-up and warm-up alone); the records acknowledged."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
     out = os.path.join(tempfile.mkdtemp(prefix="mb-rf3-"), "broker.prof")
@@ -75,13 +75,8 @@ def run(a, messages: int) -> tuple[dict, int]:
         for f in admin.create_topics(new).values():
             f.result(30)
         if a.group:
-            c = Consumer({"bootstrap.servers": bs, "group.id": "rf3-calls", "log_level": 0,
-                          "enable.auto.commit": False})
-            c.assign([TopicPartition(topic, 0, 0)])
-            end = time.monotonic() + 2
-            while time.monotonic() < end:
-                c.poll(0.1)
-            c.close()
+            from latency import poll_with_group    # benchmarks/latency.py, beside this script
+            poll_with_group(bs, topic)
         p = Producer({"bootstrap.servers": bs, "acks": "all", "linger.ms": 0, "log_level": 0,
                       "enable.idempotence": False, "max.in.flight": 1})
         for _ in range(20):         # warm-up: metadata, connections, the followers' first fetches
