@@ -35,7 +35,8 @@ class SessionPartition:
     sent: tuple | None = None        # (hw, lso, log start offset) in the last response
     # A follower's partition with nothing to say is quiet: its fetches skip it (broker/
     # replica_manager.py) until the partition's `changes` counter moves from this value (-1: not
-    # quiet), its log start moves, or the follower names it. Its Partition and FollowerState.
+    # quiet), its log start moves, or the follower names it. The Partition and FollowerState it
+    # was marked with.
     quiet: int = -1
     quiet_partition: object = None
     quiet_follower: object = None

@@ -83,9 +83,10 @@ class Partition:
         # HW move (below). It outlives a fetch: a partition the session finds quiet is not
         # visited by its next fetches, and still wakes them.
         self._replica_waiters: dict[int, Any] = {}
-        # Moves with every change a follower's fetch session answers (appends, HW moves, role,
-        # ISR and log start changes through notify_data): a quiet partition is one whose
-        # counter has not moved since the session last found nothing to say of it.
+        # Moves with every change a follower's fetch session answers: appends, HW moves, role and
+        # ISR changes, and all else that calls notify_data (retention, DeleteRecords). A quiet
+        # partition is one whose counter has not moved since the session last found nothing to
+        # say of it. Not counted: a log start moved by the log memory cap (sessions compare it).
         self.changes = 0
 
     # ------------------------------------------------------------------ role changes
