@@ -321,6 +321,27 @@ def test_a_follower_shares_the_bytes_its_leader_holds_and_copies_the_rest():
     assert offsets(follower) == [[0, 1], [2]]
 
 
+def test_a_follower_shares_its_leaders_copy_of_a_small_batch_received_read_only():
+    # A small produce is copied into the leader's own bytearray; a small fetch response arrives as
+    # a read-only view of a receive buffer that is reused.
+    leader, other = new_log(), new_log()
+    leader.append_as_leader(bytearray(client_batch([b"a", b"b"])), 3)
+    leader.append_as_leader(bytearray(client_batch([b"c"])), 3)
+    other.append_as_leader(bytearray(client_batch([b"x", b"y"])), 3)
+    assert type(leader.stored_at(0).data) is bytearray
+    received = memoryview(bytes(b"".join(leader.read(0, 1 << 20).records)))
+    follower = new_log()
+    follower.append_as_follower(received, leader_log=leader)
+    assert [(follower.stored_at(o).data is leader.stored_at(o).data,
+             follower.stored_at(o).view is leader.stored_at(o).view) for o in (0, 2)] == [(True, True)] * 2
+    assert offsets(follower) == [[0, 1], [2]] and follower.held_bytes == leader.held_bytes
+    # Other bytes at those offsets: its own copy, which outlives the receive buffer.
+    f = new_log()
+    f.append_as_follower(received, leader_log=other)
+    assert f.stored_at(0).data is not other.stored_at(0).data
+    assert type(f.stored_at(0).data) is bytearray and offsets(f) == [[0, 1], [2]]
+
+
 def test_a_follower_checks_the_crc_of_what_its_leader_does_not_hold(monkeypatch):
     import minibroker.log.partition_log as partition_log
     leader = new_log()
