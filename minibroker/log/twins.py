@@ -50,11 +50,14 @@ def same_bytes(a: Any, b: Any) -> bool:
 def twin(leader_log: Any, base_offset: int, data: Any) -> Any:
     """The leader's StoredBatch at `base_offset` if it holds exactly `data` (a received batch),
     else None. A small frame's batch is a read-only view of a receive buffer that is reused: the
-    leader's bytearray compares with it itself (one memcmp), and sharing the leader's batch saves
-    the follower a copy and its view, ~480 bytes and two objects each full collection walks."""
+    leader's bytes (a small batch's, StoredBatch) or bytearray compare with it (a memcmp), and
+    sharing the leader's batch saves the follower its own copy and any view of it."""
     b = leader_log.stored_at(base_offset)
     if b is None:
         return None
+    held = b.data
+    if type(held) is bytes:         # a small batch (StoredBatch): a copy of 4 KiB at most
+        return b if len(held) == len(data) and held == bytes(data) else None
     if isinstance(data, memoryview) and data.readonly:
-        return b if type(b.data) is bytearray and b.data == data else None
-    return b if same_bytes(b.data, data) else None
+        return b if type(held) is bytearray and held == data else None
+    return b if same_bytes(held, data) else None

@@ -9,7 +9,8 @@ bytes around the views (the skeleton) and passes the views themselves, keyed by 
 were cut out. The follower's decoder (fast.decode_fetch_response) hands such a record set on as
 the list of views, and its log stores the leader's batches they are (PartitionLog, by identity:
 no copy, no CRC, no compare). Stored batches are never written once stored, so sharing them is
-safe, as twins.py's sharing is.
+safe, as twins.py's sharing is. A small batch, stored as bytes (log/partition_log.py), is copied
+with the encoded bytes, and the follower finds it by its bytes (twins.py).
 """
 from __future__ import annotations
 

@@ -11,7 +11,8 @@ from log_helpers import client_batch, decode, new_log
 
 from minibroker.log.batch import build_batch, build_control_batch, parse_batches
 from minibroker.log.epochs import EpochEntry
-from minibroker.log.partition_log import AppendResult, ReadResult, UnexpectedAppendOffsetError
+from minibroker.log.partition_log import (SMALL_BATCH_BYTES, AppendResult, ReadResult,
+                                          UnexpectedAppendOffsetError)
 
 
 def state(log):
@@ -67,15 +68,19 @@ def test_adopted_batches_are_patched_and_kept_in_place():
     assert offsets(other) == offsets(follower) == [[0, 1], [2]]
 
 
-def test_read_returns_views_of_stored_bytes_without_copy():
+def test_read_returns_the_stored_bytes_without_copy():
+    # A small batch is stored as bytes, its own read-only view (no view and managed buffer to
+    # keep); a larger one as a bytearray behind one read-only view.
     log = new_log()
     log.append_as_leader(client_batch([b"x"]), 0)
-    (view,) = log.read(0, 100).records
-    (stored,) = log._live()
-    assert view.readonly and view.obj is stored.data
-    assert log.read(0, 100).records[0] is view            # the same view object every time
-    stored.data[-1] ^= 1                                    # shares memory with the stored batch
-    assert view[-1] == stored.data[-1]
+    log.append_as_leader(client_batch([b"y" * SMALL_BATCH_BYTES]), 0)
+    small, large = log.read(0, 1 << 20).records
+    stored_small, stored_large = log._live()
+    assert type(stored_small.data) is bytes and small is stored_small.data is stored_small.view
+    assert large.readonly and large.obj is stored_large.data
+    assert log.read(1, 1 << 20).records[0] is large         # the same view object every time
+    stored_large.data[-1] ^= 1                              # shares memory with the stored batch
+    assert large[-1] == stored_large.data[-1]
 
 
 def test_read_semantics():
@@ -321,14 +326,15 @@ def test_a_follower_shares_the_bytes_its_leader_holds_and_copies_the_rest():
     assert offsets(follower) == [[0, 1], [2]]
 
 
-def test_a_follower_shares_its_leaders_copy_of_a_small_batch_received_read_only():
-    # A small produce is copied into the leader's own bytearray; a small fetch response arrives as
-    # a read-only view of a receive buffer that is reused.
+@pytest.mark.parametrize("value_size, kept_as", [(1, bytes), (SMALL_BATCH_BYTES, bytearray)])
+def test_a_follower_shares_its_leaders_copy_of_a_batch_received_read_only(value_size, kept_as):
+    # A produce in a small frame is copied by the leader (kept as bytes up to SMALL_BATCH_BYTES);
+    # a small fetch response arrives as a read-only view of a receive buffer that is reused.
     leader, other = new_log(), new_log()
-    leader.append_as_leader(bytearray(client_batch([b"a", b"b"])), 3)
+    leader.append_as_leader(bytearray(client_batch([b"a" * value_size, b"b"])), 3)
     leader.append_as_leader(bytearray(client_batch([b"c"])), 3)
-    other.append_as_leader(bytearray(client_batch([b"x", b"y"])), 3)
-    assert type(leader.stored_at(0).data) is bytearray
+    other.append_as_leader(bytearray(client_batch([b"x" * value_size, b"y"])), 3)
+    assert type(leader.stored_at(0).data) is kept_as
     received = memoryview(bytes(b"".join(leader.read(0, 1 << 20).records)))
     follower = new_log()
     follower.append_as_follower(received, leader_log=leader)
@@ -339,7 +345,7 @@ def test_a_follower_shares_its_leaders_copy_of_a_small_batch_received_read_only(
     f = new_log()
     f.append_as_follower(received, leader_log=other)
     assert f.stored_at(0).data is not other.stored_at(0).data
-    assert type(f.stored_at(0).data) is bytearray and offsets(f) == [[0, 1], [2]]
+    assert type(f.stored_at(0).data) is kept_as and offsets(f) == [[0, 1], [2]]
 
 
 def test_a_follower_checks_the_crc_of_what_its_leader_does_not_hold(monkeypatch):
