@@ -46,6 +46,7 @@ from minibroker.log.producer_state import (
     CLIENT, REPLICATION, BatchMetadata, PendingProducerAppend, ProducerStateEntry, ProducerStateManager,
 )
 from minibroker.log.transactions import COMMIT, CompletedTxn, TxnIndex, control_type
+from minibroker.log.untracked import untrack_soon, untracked
 
 
 class AppendResult(NamedTuple):
@@ -73,6 +74,8 @@ SMALL_BATCH_BYTES = 4096
 
 
 class StoredBatch:
+    # Untracked by the cycle collector once made (log/untracked.py): it refers to bytes, views and
+    # ints only.
     __slots__ = ("data", "view", "base_offset", "last_offset", "max_timestamp", "leader_epoch", "size",
                  "attributes", "producer_id", "producer_epoch", "base_sequence", "held",
                  "delete_horizon")
@@ -104,6 +107,7 @@ class StoredBatch:
         # from a request or fetch frame, its share of the rest of that buffer (_frame_shares).
         self.held = self.size + BATCH_OVERHEAD + frame_share
         self.delete_horizon = -1        # compaction: when its tombstones may go (log/cleaner.py)
+        untrack_soon(self)
 
     @property
     def timestamp_type(self) -> int:
@@ -182,8 +186,9 @@ class PartitionLog:
         # `_head` were dropped from the front and are compacted away in bulk. A leader only ever
         # appends at the end, so a store is two list appends (a sorted map cost a fifth of a
         # single-record produce).
-        self._bases: list[int] = []
-        self._stored: list[StoredBatch | None] = []
+        # Untracked (log/untracked.py): they hold ints, StoredBatches and None only.
+        self._bases: list[int] = untracked([])
+        self._stored: list[StoredBatch | None] = untracked([])
         self._head = 0
         self.log_start_offset = 0
         self.log_end_offset = 0
@@ -460,7 +465,7 @@ class PartitionLog:
                 batch = new
             kept_batches.append(batch)
             kept_bases.append(batch.base_offset)
-        self._stored, self._bases, self._head = kept_batches, kept_bases, 0
+        self._stored, self._bases, self._head = untracked(kept_batches), untracked(kept_bases), 0
         self.memory.released(freed)
         self.memory.stored(added)
 

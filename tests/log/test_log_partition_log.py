@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import gc
 import struct
+import weakref
 
 import pytest
 from kafka.errors import (
@@ -9,10 +11,11 @@ from kafka.errors import (
 )
 from log_helpers import client_batch, decode, new_log
 
-from minibroker.log.batch import build_batch, build_control_batch, parse_batches
+from minibroker.log.batch import HEADER_SIZE, build_batch, build_control_batch, parse_batches
 from minibroker.log.epochs import EpochEntry
 from minibroker.log.partition_log import (SMALL_BATCH_BYTES, AppendResult, ReadResult,
                                           UnexpectedAppendOffsetError)
+from minibroker.log.untracked import untrack_pending
 
 
 def state(log):
@@ -81,6 +84,30 @@ def test_read_returns_the_stored_bytes_without_copy():
     assert log.read(1, 1 << 20).records[0] is large         # the same view object every time
     stored_large.data[-1] ^= 1                              # shares memory with the stored batch
     assert large[-1] == stored_large.data[-1]
+
+
+def test_stored_batches_are_out_of_the_collectors_sight_and_still_kept():
+    # A full collection must not walk every batch a log holds (nor the lists holding them); the
+    # views they keep stay valid through collections and go with the batch when the log drops it.
+    log, follower = new_log(), new_log()
+    raws = [client_batch([b"x"]), client_batch([b"y" * SMALL_BATCH_BYTES])]
+    for raw in raws:
+        log.append_as_leader(bytearray(raw), 0)
+    follower.append_as_follower(memoryview(b"".join(bytes(r) for r in log.read(0, 1 << 20).records)))
+    untrack_pending()                       # batches are untracked in runs (log/untracked.py)
+    stored = [*log._live(), *follower._live()]
+    assert not any(gc.is_tracked(o) for o in [*stored, log._stored, log._bases, follower._stored])
+    view = weakref.ref(stored[1].view)
+    gc.collect()
+    records = log.read(0, 1 << 20).records
+    assert [len(r) for r in records] == [len(r) for r in raws] and records[1] is view()
+    assert bytes(records[1][HEADER_SIZE:]) == bytes(raws[1][HEADER_SIZE:])
+    del records, stored
+    log.replace_batches({0: None})          # compaction's rebuilt lists are untracked too
+    assert not any(gc.is_tracked(o) for o in [log._stored, log._bases])
+    log.truncate_to(0)
+    gc.collect()
+    assert view() is None
 
 
 def test_read_semantics():
