@@ -331,8 +331,9 @@ class PartitionLog:
                            leader_log: "PartitionLog | None" = None) -> AppendResult:
         """Append batches fetched from the leader, keeping their offsets and leader epochs.
 
-        The batches must continue the log exactly (first base offset == LEO, then contiguous), else
-        UnexpectedAppendOffsetError. `adopt=True` keeps the batches where they are, as in
+        The batches must start at or after the LEO and follow one another, else
+        UnexpectedAppendOffsetError; as in Kafka, a gap is kept (the leader's cleaner drops
+        batches left empty, so a follower that fell behind fetches across it). `adopt=True` keeps the batches where they are, as in
         append_as_leader. As Kafka's Partition.appendRecordsToFollowerOrFutureReplica, an empty
         log whose LEO falls inside the first batch (the leader's log start offset moved inside a batch by
         DeleteRecords) restarts at that batch's base offset. A trailing partial batch is ignored.
@@ -357,10 +358,10 @@ class PartitionLog:
             self.log_start_offset = start
         expected = self.log_end_offset
         for h in headers:
-            if h.base_offset != expected:
+            if h.base_offset < expected:
                 raise UnexpectedAppendOffsetError(
-                    f"{self.topic}-{self.partition}: batch at base offset {h.base_offset} does not continue the log "
-                    f"at offset {expected}")
+                    f"{self.topic}-{self.partition}: batch at base offset {h.base_offset} is below the log's "
+                    f"next offset {expected}")
             expected = h.last_offset + 1
         pending = self.producers.prepare(headers, [h.base_offset for h in headers], origin=REPLICATION,
                                          buf=view)

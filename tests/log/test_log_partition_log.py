@@ -217,6 +217,24 @@ def test_append_as_follower():
         new_log().append_as_follower(bad)
 
 
+def test_a_follower_appends_across_a_gap_its_leaders_cleaner_left():
+    # Kafka's follower append refuses only a batch below its LEO: a compacted leader drops batches
+    # left empty, and a follower that fell behind fetches across the gap (it stalled here before).
+    leader, follower = new_log(), new_log()
+    for value in (b"a", b"b", b"c"):
+        leader.append_as_leader(client_batch([value]), 0)
+    follower.append_as_follower(leader.read(0, 1 << 20).records[0])
+    gap = [leader.read(2, 1 << 20).records[0]]                  # batch 1 gone, as compaction does
+    assert follower.append_as_follower(gap) == AppendResult(2, 2, -1, 0)
+    assert follower.log_end_offset == 3 and [b.base_offset for b in follower._live()] == [0, 2]
+    two = leader.read(0, 1 << 20).records
+    with pytest.raises(UnexpectedAppendOffsetError):             # below the LEO
+        follower.append_as_follower(two[2])
+    unordered = b"".join(bytes(r) for r in (two[2], two[1]))
+    with pytest.raises(UnexpectedAppendOffsetError):             # not in offset order
+        new_log().append_as_follower(unordered)
+
+
 def test_follower_restarts_inside_first_batch_after_delete_records():
     leader, follower = new_log(), new_log()
     leader.append_as_leader(client_batch([b"a"] * 5), 0)
