@@ -46,7 +46,7 @@ from minibroker.log.producer_state import (
     CLIENT, REPLICATION, BatchMetadata, PendingProducerAppend, ProducerStateEntry, ProducerStateManager,
 )
 from minibroker.log.transactions import COMMIT, CompletedTxn, TxnIndex, control_type
-from minibroker.log.untracked import untrack_soon, untracked
+from minibroker.log.untracked import untrack, untrack_soon, untracked
 
 
 class AppendResult(NamedTuple):
@@ -107,7 +107,10 @@ class StoredBatch:
         # from a request or fetch frame, its share of the rest of that buffer (_frame_shares).
         self.held = self.size + BATCH_OVERHEAD + frame_share
         self.delete_horizon = -1        # compaction: when its tombstones may go (log/cleaner.py)
-        untrack_soon(self)
+        if view is data:                # small: in a run (log/untracked.py)
+            untrack_soon(self)
+        else:                           # a run would keep up to 256 large batches alive
+            untrack(self)
 
     @property
     def timestamp_type(self) -> int:
@@ -333,8 +336,8 @@ class PartitionLog:
 
         The batches must start at or after the LEO and follow one another, else
         UnexpectedAppendOffsetError; as in Kafka, a gap is kept (the leader's cleaner drops
-        batches left empty, so a follower that fell behind fetches across it). `adopt=True` keeps the batches where they are, as in
-        append_as_leader. As Kafka's Partition.appendRecordsToFollowerOrFutureReplica, an empty
+        batches left empty, so a follower that fell behind fetches across it). `adopt=True` keeps
+        the batches where they are, as in append_as_leader. As Kafka's Partition.appendRecordsToFollowerOrFutureReplica, an empty
         log whose LEO falls inside the first batch (the leader's log start offset moved inside a batch by
         DeleteRecords) restarts at that batch's base offset. A trailing partial batch is ignored.
         `leader_log`: the leader's log, in this process; a batch it holds byte for byte is stored

@@ -10,9 +10,10 @@ views and ints; the lists to StoredBatches, ints and None. CPython's PyObject_GC
 extensions call for such objects, takes them off the collector's lists; reference counting still
 frees them. The same writes then took full collections of 3 ms (median), 0.3 s in all.
 
-The ctypes call (~0.2 us in a loop, more when cold) is made for batches in runs of 256, off the path
-of most writes; until then a batch is tracked, which is only slower. Where ctypes cannot reach the C
-API (not CPython), everything stays tracked.
+The ctypes call (~0.2 us in a loop, more when cold) is made for small batches in runs of 256, off
+the path of most writes; until then a batch is tracked, which is only slower, and kept alive (at
+most 256 x 4 KiB). A large batch is untracked at once. Where ctypes cannot reach the C API (not
+CPython), everything stays tracked.
 """
 from __future__ import annotations
 
