@@ -90,7 +90,7 @@ def broker_commands(venv_py: str, log_memory_max_bytes: int) -> dict[str, tuple[
     readme = f"exec {shlex.quote(sys.executable)} -m minibroker serve --port 0"
     mb = readme
     if log_memory_max_bytes is not None:
-        # serve's own default is sized from the machine (1 GiB per broker here); this replaces it
+        # serve's own default is sized from the machine (1 GiB in all here); this replaces it
         # for the tuned variants only, never for the README's command.
         mb += f" --override log.memory.max.bytes={log_memory_max_bytes}"
     # auto-create is the fallback for brokers without CreateTopics (load.py tries CreateTopics first).

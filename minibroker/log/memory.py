@@ -64,25 +64,25 @@ def keep_freed_batches_for_reuse(huge_pages: bool = False) -> bool:
 
 
 _DEFAULT_SHARE_OF_MEMORY = 8                     # serve's default cap: 1/8 of physical memory...
-_DEFAULT_MAX_PER_BROKER = 1 << 30                 # ...at most 1 GiB per broker...
-_DEFAULT_MIN_PER_BROKER = 64 << 20                # ...at least 64 MiB
+_DEFAULT_MAX_IN_ALL = 1 << 30                     # ...at most 1 GiB for all the brokers...
+_DEFAULT_MIN_PER_BROKER = 64 << 20                # ...at least 64 MiB each
 
 
 def default_max_bytes(brokers: int) -> int:
     """`minibroker serve`'s log.memory.max.bytes when none is given: an eighth of the machine's
-    physical memory (read once, at start) shared by the process's brokers, at most 1 GiB and at
-    least 64 MiB each; -1 (no cap) where the size cannot be read. Unbounded, every GiB stored
-    costs fresh pages (~0.5-1 s per GB here, more than the rest of a produce); capped, deleted
-    batches' memory is reused (benchmarks/NOTES.md). 1 GiB is what the benchmark's 10 KiB rows
-    were measured with."""
+    physical memory (read once, at start), at most 1 GiB, shared by the process's brokers, at
+    least 64 MiB each; -1 (no cap) where the size cannot be read. The budget is the machine's:
+    three brokers on one machine get what one would, not three times it. Unbounded, every GiB
+    stored costs fresh pages (0.5 to over 2 s per GB on this VM, more than the rest of a
+    produce); capped, deleted batches' memory is reused (benchmarks/NOTES.md)."""
     try:
         physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):
         return -1
     if physical <= 0:
         return -1
-    share = physical // _DEFAULT_SHARE_OF_MEMORY // max(1, brokers)
-    return max(_DEFAULT_MIN_PER_BROKER, min(_DEFAULT_MAX_PER_BROKER, share))
+    share = min(_DEFAULT_MAX_IN_ALL, physical // _DEFAULT_SHARE_OF_MEMORY) // max(1, brokers)
+    return max(_DEFAULT_MIN_PER_BROKER, share)
 
 
 class LogMemory:

@@ -105,7 +105,7 @@ def test_what_is_counted_is_what_is_held():
     assert memory.used == 0
 
 
-def test_serve_default_cap_is_an_eighth_of_memory_per_broker_within_bounds(monkeypatch):
+def test_serve_default_cap_is_an_eighth_of_memory_shared_by_the_brokers_within_bounds(monkeypatch):
     import os
 
     from minibroker.log import memory
@@ -115,10 +115,10 @@ def test_serve_default_cap_is_an_eighth_of_memory_per_broker_within_bounds(monke
         return pages[name]
     monkeypatch.setattr(os, "sysconf", sysconf)
     gib = 1 << 30
-    pages["SC_PHYS_PAGES"] = 24 * gib // 4096          # this machine: 3 GiB for the brokers
-    assert memory.default_max_bytes(1) == gib          # at most 1 GiB each
-    assert memory.default_max_bytes(3) == gib
-    assert memory.default_max_bytes(6) == gib // 2
+    pages["SC_PHYS_PAGES"] = 24 * gib // 4096          # this machine: an eighth is 3 GiB...
+    assert memory.default_max_bytes(1) == gib          # ...but at most 1 GiB in all
+    assert memory.default_max_bytes(3) == gib // 3     # shared: not 1 GiB per broker
+    assert memory.default_max_bytes(6) == gib // 6
     pages["SC_PHYS_PAGES"] = 2 * gib // 4096           # a small machine: 256 MiB shared
     assert memory.default_max_bytes(2) == 128 << 20
     assert memory.default_max_bytes(100) == 64 << 20   # but never below 64 MiB each
