@@ -73,7 +73,7 @@ def default_max_bytes(brokers: int) -> int:
     physical memory (read once, at start), at most 1 GiB, shared by the process's brokers, at
     least 64 MiB each; -1 (no cap) where the size cannot be read. The budget is the machine's:
     three brokers on one machine get what one would, not three times it. Unbounded, every GiB
-    stored costs fresh pages (0.5 to over 2 s per GB on this VM, more than the rest of a
+    stored costs fresh pages (0.5-2.5 s per GB on the benchmarks' VM, more than the rest of a
     produce); capped, deleted batches' memory is reused (benchmarks/NOTES.md)."""
     try:
         physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
