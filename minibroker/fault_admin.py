@@ -1,6 +1,6 @@
 """FaultControl (private API key 1004): the cluster's fault control API over the wire.
 
-`minibroker serve --faults` turns it on; `minibroker faults ...` (faults_cli.py) sends it. Each
+`minibroker serve --faults` turns it on; `minibroker faults ...` (cli/faults.py) sends it. Each
 request is one command, applied to the in-process Cluster exactly as a test would call it
 (Cluster.partition_network, Faults.push_request_errors, ...); the answer carries the active
 controller and every fault armed afterwards (JSON). Off, every request is answered

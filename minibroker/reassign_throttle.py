@@ -1,4 +1,4 @@
-"""kafka-reassign-partitions' --throttle and --cancel, over the wire (used by reassign_cli).
+"""kafka-reassign-partitions' --throttle and --cancel, over the wire (used by cli/reassign.py).
 
 --execute --throttle N (bytes/s), as Kafka's tool: on every broker of the old and new replica
 sets, the dynamic broker configs leader.replication.throttled.rate = follower.replication.

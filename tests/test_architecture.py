@@ -22,28 +22,29 @@ PACKAGE = pathlib.Path(minibroker.__file__).parent
 FUNCTION_LEVEL_ALLOWED = {
     # Command-line start-up: `minibroker --help` and the admin subcommands do not load the broker,
     # and each subcommand loads only what it uses.
-    ("minibroker.cli", "minibroker.cluster"),
-    ("minibroker.cli", "minibroker.log.memory"),
-    ("minibroker.cli", "minibroker.log.config"),
+    ("minibroker.cli.serve", "minibroker.cluster"),
+    ("minibroker.cli.serve", "minibroker.log.memory"),
+    ("minibroker.cli.serve", "minibroker.log.config"),
     ("minibroker.cli", "minibroker"),                   # __version__ (the package imports Cluster)
-    ("minibroker.cli", "minibroker.admin_cli"),
-    ("minibroker.cli", "minibroker.reassign_cli"),
-    ("minibroker.cli", "minibroker.groups_cli"),
-    ("minibroker.cli", "minibroker.configs_cli"),
-    ("minibroker.cli", "minibroker.transactions_cli"),
-    ("minibroker.cli", "minibroker.faults_cli"),
-    ("minibroker.cli", "minibroker.metrics"),           # only with serve --metrics-port
-    ("minibroker.cli", "minibroker.processes"),         # only with serve --processes
-    ("minibroker.cli_common", "minibroker.network.client"),
-    ("minibroker.reassign_cli", "kafka"),
-    ("minibroker.reassign_cli", "minibroker.protocol.errors"),
+    ("minibroker.cli", "minibroker.cli.topics"),
+    ("minibroker.cli", "minibroker.cli.reassign"),
+    ("minibroker.cli", "minibroker.cli.groups"),
+    ("minibroker.cli", "minibroker.cli.configs"),
+    ("minibroker.cli", "minibroker.cli.transactions"),
+    ("minibroker.cli", "minibroker.cli.faults"),
+    ("minibroker.cli", "minibroker.cli.serve"),
+    ("minibroker.cli.serve", "minibroker.metrics"),           # only with serve --metrics-port
+    ("minibroker.cli.serve", "minibroker.processes"),         # only with serve --processes
+    ("minibroker.cli.common", "minibroker.network.client"),
+    ("minibroker.cli.reassign", "kafka"),
+    ("minibroker.cli.reassign", "minibroker.protocol.errors"),
     # The pytest11 plugin loads in every pytest run of a project that installs minibroker: the
     # cluster is imported only when its fixture is used.
     ("minibroker.testing.pytest_plugin", "minibroker.testing.threaded"),
     # Optional dependencies, imported only where installed and wanted.
-    ("minibroker.cli", "uvloop"),
+    ("minibroker.cli.serve", "uvloop"),
     ("minibroker.processes", "uvloop"),                 # a broker process's loop, as serve's
-    ("minibroker.cli", "prometheus_client"),            # the `metrics` extra, for --metrics-port
+    ("minibroker.cli.serve", "prometheus_client"),            # the `metrics` extra, for --metrics-port
     ("minibroker.log.records_check", "zstandard"),      # compression codecs a batch may use
     ("minibroker.log.codecs", "zstandard"),
     ("minibroker.log.codecs", "lz4"),

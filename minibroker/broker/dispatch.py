@@ -20,6 +20,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from minibroker.protocol.nulls import first_null
+from minibroker.security.principal import ANONYMOUS, KafkaPrincipal
 from minibroker.protocol.framing import (
     API_PREFIX, ProtocolViolation, RequestHeader, frame_parts, parse_request_header, response_header)
 
@@ -97,6 +98,10 @@ class RequestContext:
     conn: Any
     frame: memoryview
     control_plane: bool = False
+    # Who sent it (the connection's authenticated principal) and on which listener (its name,
+    # e.g. "PLAINTEXT", "SASL_SSL", "CONTROLLER"): what the authorizer decides on.
+    principal: KafkaPrincipal = ANONYMOUS
+    listener: str = "PLAINTEXT"
 
     @property
     def clock(self):
@@ -175,7 +180,8 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview,
     started = broker.clock.monotonic()
     header = parse_request_header(frame, api_version >= handler.flexible_from)
     client_id = header.client_id
-    ctx = RequestContext(broker, header, api_version, conn, frame, control_plane)
+    ctx = RequestContext(broker, header, api_version, conn, frame, control_plane,
+                         conn.principal, conn.listener)
     faults = broker.faults
     if handler.raw:
         req = frame[header.body_offset:]

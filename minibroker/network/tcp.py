@@ -17,6 +17,7 @@ from typing import Any, Callable, Coroutine
 
 from minibroker.network.sockopts import SocketTuning
 from minibroker.protocol.framing import FrameReader, ProtocolViolation
+from minibroker.security.principal import ANONYMOUS
 
 # handle(conn, frame) -> a coroutine answering one request frame (see the module docstring).
 Handle = Callable[[Any, memoryview], Coroutine[Any, Any, "list | None"]]
@@ -104,6 +105,10 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         self._paused_reading = False
         self._write_paused = False
         self.tuning: SocketTuning | None = None
+        # Set by authentication (SASL, a TLS client certificate); the listener's name is its
+        # server's. Both reach every handler through RequestContext.
+        self.principal = ANONYMOUS
+        self.listener = "PLAINTEXT"
         # A request failed before suspending: the connection closes once the responses queued
         # ahead of it are written; the frames after it are never executed (a client that retries
         # them would otherwise apply them twice).

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from minibroker import cli
+from minibroker.cli import serve as cli
 from test_bad_input import (assert_closed, closing_lines, frame, header,  # noqa: F401
                             setup)
 

@@ -128,10 +128,11 @@ def test_serve_default_cap_is_an_eighth_of_memory_shared_by_the_brokers_within_b
 
 def test_serve_caps_memory_by_default_and_an_override_wins():
     from minibroker import cli
+    from minibroker.cli import serve
     from minibroker.log.memory import default_max_bytes
-    served = cli._config(cli.parser().parse_args(["serve", "--port", "0"]))
+    served = serve._config(cli.parser().parse_args(["serve", "--port", "0"]))
     assert served.log_memory_max_bytes == default_max_bytes(3) != -1
-    unbounded = cli._config(cli.parser().parse_args(
+    unbounded = serve._config(cli.parser().parse_args(
         ["serve", "--port", "0", "--override", "log.memory.max.bytes=-1"]))
     assert unbounded.log_memory_max_bytes == -1
 

@@ -24,7 +24,7 @@ import argparse
 import asyncio
 import json
 
-from minibroker.cli_common import bootstrap_parser, connect_any, fail
+from minibroker.cli.common import bootstrap_parser, connect_any, fail
 from minibroker.fault_admin import BadCommand, api_key_of, error_code_of
 from minibroker.protocol.messages import FaultControlRequest
 

@@ -14,7 +14,7 @@ from kafka.protocol.admin import (CreatePartitionsRequest, CreateTopicsRequest,
                                   DeleteTopicsRequest)
 from kafka.protocol.metadata import MetadataRequest
 
-from minibroker.cli_common import bootstrap_servers, connect_any, fail
+from minibroker.cli.common import bootstrap_servers, connect_any, fail
 
 
 def add_topics_parser(sub) -> None:

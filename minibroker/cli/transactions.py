@@ -18,7 +18,7 @@ from kafka.protocol.admin import (DescribeProducersRequest, DescribeTransactions
                                   ListTransactionsRequest)
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from minibroker.admin_tool import add_admin_tool_parser
+from minibroker.cli.admin_tool import add_admin_tool_parser
 from minibroker.client.admin import Admin
 
 TRANSACTION = 1

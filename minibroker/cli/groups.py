@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 
-from minibroker.admin_tool import add_admin_tool_parser
+from minibroker.cli.admin_tool import add_admin_tool_parser
 from minibroker.client.admin import Admin
 from minibroker.client.records import TopicPartition
 

@@ -20,7 +20,7 @@ import json
 import sys
 
 from minibroker import reassign_throttle as throttle
-from minibroker.admin_tool import add_admin_tool_parser
+from minibroker.cli.admin_tool import add_admin_tool_parser
 from minibroker.client.admin import Admin
 from minibroker.client.records import TopicPartition
 

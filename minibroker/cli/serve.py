@@ -1,20 +1,14 @@
-"""`minibroker COMMAND ...` — a broker cluster and Kafka-tool-like commands (`--help` on each).
-
-    minibroker serve                      # 3 brokers on 127.0.0.1:9092-9094
-    minibroker serve --brokers 1 --port 0 --override num.partitions=3
-    minibroker topics --bootstrap-server 127.0.0.1:9092 --list
-"""
+"""`minibroker serve`: run a cluster until SIGTERM/SIGINT, its flags, and --override's configs."""
 from __future__ import annotations
 
 import argparse
 import asyncio
 import gc
 import ipaddress
-import logging
 import signal
 import sys
 
-from minibroker.cli_common import CommandError, Parser, fail, one_line, os_reason, port
+from minibroker.cli.common import fail, one_line, os_reason, port
 from minibroker.config import ClusterConfig
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -181,12 +175,8 @@ def _config_names() -> str:
     return "broker configs for --override, with their defaults:\n" + "\n".join(lines)
 
 
-def parser() -> Parser:
-    from minibroker import __version__
-    ap = Parser(prog="minibroker", description=__doc__)
-    ap.add_argument("--version", action="version", version=f"minibroker {__version__}")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    s = sub.add_parser("serve", help="run a cluster until SIGTERM/SIGINT", description=__doc__,
+def add_serve_parser(sub, description: str) -> None:
+    s = sub.add_parser("serve", help="run a cluster until SIGTERM/SIGINT", description=description,
                        epilog=_config_names())
     s.add_argument("--brokers", type=int, default=3, help="number of brokers")
     s.add_argument("--host", type=_host, default="127.0.0.1", help="address to listen on")
@@ -218,46 +208,13 @@ def parser() -> Parser:
     s.add_argument("--metrics-port", type=port, default=None,
                    help="serve Prometheus metrics on this port (0 = any free port; needs the "
                         "'metrics' extra, prometheus_client)")
-    # Subcommands: each module adds its own parser (keep one line per command here).
-    from minibroker.admin_cli import add_topics_parser
-    from minibroker.reassign_cli import add_reassign_parser
-    add_topics_parser(sub)
-    add_reassign_parser(sub)
-    from minibroker.groups_cli import add_groups_parser
-    add_groups_parser(sub)
-    from minibroker.configs_cli import add_configs_parser
-    add_configs_parser(sub)
-    from minibroker.transactions_cli import add_transactions_parser
-    add_transactions_parser(sub)
-    from minibroker.faults_cli import add_faults_parser
-    add_faults_parser(sub)
-    return ap
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parser().parse_args(argv)
-    level = getattr(args, "log_level", "WARNING")
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        if args.command == "serve":
-            if args.metrics_port is not None:
-                try:
-                    import prometheus_client  # noqa: F401
-                except ImportError:
-                    fail("--metrics-port needs prometheus_client: "
-                         "pip install 'minibroker[metrics]'")
-            config = _config(args)
-            _run(_serve(args, config))
-        else:
-            args.func(args)
-    except CommandError as e:
-        sys.exit(f"minibroker {args.command}: error: {e}")
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except Exception as e:  # noqa: BLE001 — one line for the user; the traceback at DEBUG
-        logging.getLogger("minibroker.cli").debug("%s failed", args.command, exc_info=True)
-        sys.exit(f"minibroker {args.command}: error: {type(e).__name__}: {one_line(e)}")
-
-
-if __name__ == "__main__":
-    main()
+def run_serve(args) -> None:
+    if args.metrics_port is not None:
+        try:
+            import prometheus_client  # noqa: F401
+        except ImportError:
+            fail("--metrics-port needs prometheus_client: pip install 'minibroker[metrics]'")
+    config = _config(args)
+    _run(_serve(args, config))

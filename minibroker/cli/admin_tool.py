@@ -10,7 +10,7 @@ import argparse
 import asyncio
 from typing import Awaitable, Callable
 
-from minibroker.cli_common import bootstrap_parser, connect_any
+from minibroker.cli.common import bootstrap_parser, connect_any
 from minibroker.client.admin import Admin
 
 Run = Callable[[Admin, argparse.Namespace], Awaitable[None]]

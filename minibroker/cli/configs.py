@@ -17,7 +17,7 @@ import sys
 from kafka.errors import for_code
 from kafka.protocol.admin import DescribeConfigsRequest
 
-from minibroker.admin_tool import add_admin_tool_parser
+from minibroker.cli.admin_tool import add_admin_tool_parser
 from minibroker.client.admin import BROKER, DELETE, SET, TOPIC, Admin
 
 _TYPES = {"topics": TOPIC, "brokers": BROKER}
