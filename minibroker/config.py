@@ -62,6 +62,9 @@ class ClusterConfig:
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15000     # how often the cleaner looks for logs to compact
     log_memory_max_bytes: int = -1          # cap on a broker's log bytes; -1: none (serve: from RAM)
+    # Ours: past log.memory.max.bytes, "spill" the oldest batches to files (still readable), or
+    # "delete" them, as if a retention had been set (log/memory.py).
+    log_memory_overflow: str = "spill"
     replica_high_watermark_checkpoint_interval_ms: int = 5000   # and the other checkpoints
     # KRaft's: a metadata snapshot once this many record bytes were appended after the last one
     # (in memory too: the log before a snapshot is dropped).
@@ -135,6 +138,9 @@ class ClusterConfig:
             elif fname in _AT_LEAST and value < _AT_LEAST[fname]:
                 return (f"Invalid value {value} for configuration {kname}: "
                         f"Value must be at least {_AT_LEAST[fname]}")
+        if self.log_memory_overflow not in ("spill", "delete"):
+            return (f"Invalid value {self.log_memory_overflow} for configuration "
+                    "log.memory.overflow: String must be one of: spill, delete")
         unknown = sorted(set(self.extra) - BROKER_CONFIGS)
         if unknown:
             return f"Unknown broker config {unknown[0]}"
