@@ -376,8 +376,9 @@ class PartitionLog:
         for i, h in enumerate(headers):
             leaders = same[i]
             if leaders is not None:     # and the leader's share of the frame holding them
-                # (a spilled leader batch holds no share: its bytes are in a file)
-                data, share = leaders.data, max(0, leaders.held - leaders.size - BATCH_OVERHEAD)
+                data, share = leaders.data, leaders.held - leaders.size - BATCH_OVERHEAD
+                if share < 0:           # a spilled leader batch: its bytes are in a file
+                    share = 0
             else:
                 data = view[h.offset_in_buf:h.offset_in_buf + h.size]
                 share = shares[i] if shares else 0
