@@ -65,6 +65,8 @@ class ClusterConfig:
     # Ours: past log.memory.max.bytes, "spill" the oldest batches to files (still readable), or
     # "delete" them, as if a retention had been set (log/memory.py).
     log_memory_overflow: str = "spill"
+    # KIP-578's max.partitions (ours: the KIP was not adopted): partitions in the whole cluster.
+    max_partitions: int = 2147483647
     replica_high_watermark_checkpoint_interval_ms: int = 5000   # and the other checkpoints
     # KRaft's: a metadata snapshot once this many record bytes were appended after the last one
     # (in memory too: the log before a snapshot is dropped).

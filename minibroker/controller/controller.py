@@ -19,7 +19,7 @@ import asyncio
 import logging
 from typing import Any, Callable
 
-from kafka.errors import RequestTimedOutError
+from kafka.errors import PolicyViolationError, RequestTimedOutError
 
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
@@ -247,6 +247,12 @@ class Controller:
         async with self._lock:
             res = partition_count.change_partition_count(self.image, name, count, assignments,
                                                          self.ids)
+            limit, t = self.config.max_partitions, self.image.topics.get(name)
+            if res.records and t is not None and count > t.undeleted_partition_count:
+                total, adding = topics.total_partitions(self.image), count - len(t.partitions)
+                if total + adding > limit:
+                    return ItemResult(PolicyViolationError.errno,
+                                      topics.partition_limit_reason(adding, total, limit))
             if validate_only or not res.records:
                 return res.response
             try:
