@@ -8,7 +8,8 @@ from minibroker.log.config import BROKER_CONFIGS
 
 
 # Kafka's ConfigDef lower bounds (atLeast) for the broker configs that have one.
-_AT_LEAST = {"num_partitions": 1, "default_replication_factor": 1, "min_insync_replicas": 1,
+_AT_LEAST = {"max_connections": 0, "max_connections_per_ip": 0, "max_partitions": 0,
+             "num_partitions": 1, "default_replication_factor": 1, "min_insync_replicas": 1,
              "socket_request_max_bytes": 1, "offsets_topic_num_partitions": 1,
              "offsets_topic_replication_factor": 1, "transaction_state_log_num_partitions": 1,
              "transaction_state_log_replication_factor": 1, "transaction_state_log_min_isr": 1,
@@ -52,6 +53,8 @@ class ClusterConfig:
     min_insync_replicas: int = 1
     socket_request_max_bytes: int = 104857600
     connections_max_idle_ms: int = 600000   # <= 0: never closed for idleness
+    max_connections: int = 2147483647       # the client listener's; then accepting waits
+    max_connections_per_ip: int = 2147483647
     message_max_bytes: int = 1048588
     replica_lag_time_max_ms: int = 30000
     replica_fetch_wait_max_ms: int = 500

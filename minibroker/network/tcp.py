@@ -15,6 +15,7 @@ import collections
 import logging
 from typing import Any, Callable, Coroutine
 
+from minibroker.network.accept import INT32_MAX, Listener, listen
 from minibroker.network.sockopts import SocketTuning
 from minibroker.protocol.framing import FrameReader, ProtocolViolation
 from minibroker.security.principal import ANONYMOUS
@@ -339,9 +340,13 @@ class AcceptErrorLimiter:
 
 
 async def start_listener(handle: Handle, host: str, port: int, *, max_request_bytes: int,
-                         connections: dict, name: str = "server") -> asyncio.base_events.Server:
-    loop = asyncio.get_running_loop()
-    AcceptErrorLimiter.install(loop)
-    return await loop.create_server(
+                         connections: dict, name: str = "server",
+                         max_connections: int = INT32_MAX,
+                         max_connections_per_ip: int = INT32_MAX) -> Listener:
+    """An accept loop of our own (network/accept.py: max.connections, max.connections.per.ip
+    and a back-off when accept fails), with asyncio.Server's close / wait_closed / sockets."""
+    AcceptErrorLimiter.install(asyncio.get_running_loop())
+    return await listen(
         lambda: KafkaServerConnection(handle, max_request_bytes, connections, name), host, port,
-        reuse_address=True, backlog=1024)
+        connections=connections, name=name, max_connections=max_connections,
+        max_connections_per_ip=max_connections_per_ip)
