@@ -55,6 +55,7 @@ class ClusterConfig:
     connections_max_idle_ms: int = 600000   # <= 0: never closed for idleness
     max_connections: int = 2147483647       # the client listener's; then accepting waits
     max_connections_per_ip: int = 2147483647
+    queued_max_request_bytes: int = -1      # a pool for requests being read; -1: none (Kafka's)
     message_max_bytes: int = 1048588
     replica_lag_time_max_ms: int = 30000
     replica_fetch_wait_max_ms: int = 500

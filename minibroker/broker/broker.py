@@ -32,6 +32,7 @@ from minibroker.coordinator.txn.coordinator import TRANSACTION_STATE_TOPIC, Tran
 from minibroker.ids import IdSource
 from minibroker.log.config import broker_defaults
 from minibroker.network.accept import Listener
+from minibroker.network.request_pool import RequestMemoryPool
 from minibroker.network.tcp import close_idle_connections, start_listener
 
 log = logging.getLogger("minibroker.broker")
@@ -91,6 +92,8 @@ class Broker:
         # LeaderAndIsr, StopReplica and UpdateMetadata arrive here only; Metadata never lists it.
         self.control_handle = handler_for(self, control_plane=True)
         self.control_port = 0
+        queued = self.config.queued_max_request_bytes
+        self.request_pool = RequestMemoryPool(queued) if queued > 0 else None
         self._server: Listener | None = None
         self._control_server: Listener | None = None
         self._idle_reaper: asyncio.Task | None = None
@@ -108,7 +111,8 @@ class Broker:
                 self.handle, self.host, self.port, connections=self.connections,
                 max_request_bytes=self.config.socket_request_max_bytes,
                 name=f"broker {self.node_id}", max_connections=self.config.max_connections,
-                max_connections_per_ip=self.config.max_connections_per_ip)
+                max_connections_per_ip=self.config.max_connections_per_ip,
+                pool=self.request_pool)
             self.port = self._server.sockets[0].getsockname()[1]
             self._control_server = await start_listener(
                 self.control_handle, self.host, self.control_port, connections=self.connections,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -121,3 +122,60 @@ def test_out_of_file_descriptors_the_broker_backs_off_instead_of_spinning():
         p.terminate()
         p.wait(30)
     assert "cannot accept connections" in p.stderr.read()
+
+
+FRAME = 10_000_000
+
+
+@pytest.mark.real_time
+@pytest.mark.timeout(180)
+async def test_200_clients_sending_half_of_a_10mb_request_hold_at_most_the_request_pool():
+    """queued.max.request.bytes: a large request's buffer is taken only with room in the pool;
+    the others wait, holding their small shared buffer. Measured: what the readers hold."""
+    from minibroker.protocol.framing import FrameReader
+    pool_bytes = 30_000_000
+    per_connection = FrameReader.CHUNK + 2 * FrameReader.MIN_READ
+    async with Cluster(brokers=1, queued_max_request_bytes=pool_bytes,
+                       socket_request_max_bytes=FRAME + 100) as c:
+        b = c.brokers[1]
+        half = memoryview(struct.pack(">i", FRAME) + bytes(FRAME // 2))
+        socks, sent = [], []
+        for _ in range(200):
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect((b.host, b.port))
+            except BlockingIOError:
+                pass
+            socks.append(s)
+            sent.append(0)
+        await asyncio.sleep(0.5)
+        ours = [x for x in b.connections if x.local is not None and x.local[1] == b.port]
+        assert len(ours) == 200
+        peak = 0
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and min(sent) < len(half):
+            for i, s in enumerate(socks):
+                if sent[i] < len(half):
+                    try:
+                        sent[i] += s.send(half[sent[i]:sent[i] + (1 << 20)])
+                    except (BlockingIOError, InterruptedError):
+                        pass
+            await asyncio.sleep(0.01)
+            peak = max(peak, sum(x.reader.held_bytes for x in ours))
+        held = sum(x.reader.held_bytes for x in ours)
+        print(f"readers hold {held / 1e6:.1f} MB (peak {peak / 1e6:.1f} MB); pool "
+              f"{pool_bytes / 1e6:.0f} MB reserved {b.request_pool.reserved / 1e6:.1f} MB; "
+              f"{sum(1 for x in ours if x.reader.waiting)} connections waiting for room")
+        assert peak <= pool_bytes + FRAME + 200 * per_connection
+        assert b.request_pool.reserved <= pool_bytes + FRAME
+        assert sum(1 for x in ours if x._waiting_for_pool) >= 150
+        # Closing the connections gives every reservation back, and a request fits again.
+        for s in socks:
+            s.close()
+        for _ in range(100):
+            if b.request_pool.reserved == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert b.request_pool.reserved == 0
+        assert await _answers(b.host, b.port)
