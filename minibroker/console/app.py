@@ -39,7 +39,11 @@ def render(request: Request, template: str, status: int = 200, **ctx) -> HTMLRes
     t = _env.get_template(template)
     ctx.setdefault("error", None)
     ctx.setdefault("message", request.query_params.get("msg"))
-    ctx["live_url"] = str(request.url.path) + (f"?{request.url.query}" if request.url.query else "")
+    path = request.url.path
+    if request.method == "POST":        # a form's answer: refresh from the page it was on
+        for action in ("/partitions", "/delete", "/reset"):
+            path = path.removesuffix(action)
+    ctx.setdefault("live_url", path + (f"?{request.url.query}" if request.url.query else ""))
     ctx.setdefault("nav", template.split(".")[0])
     if request.headers.get(FRAGMENT) and "live" in t.blocks:
         return HTMLResponse("".join(t.blocks["live"](t.new_context(ctx))), status)
@@ -77,7 +81,7 @@ class Pages:
         try:
             data = await load()
         except ConsoleError as e:
-            return render(request, template, 404, data=None, error=str(e), **ctx)
+            return render(request, template, e.status, data=None, error=str(e), **ctx)
         except (Errors.KafkaError, OSError, asyncio.TimeoutError) as e:
             log.debug("page %s failed", request.url.path, exc_info=True)
             return render(request, template, 502, data=None, error=problem(e), **ctx)

@@ -17,7 +17,7 @@ from kafka.protocol.admin import (DescribeProducersRequest, DescribeTransactions
 from minibroker.client.admin import Admin
 from minibroker.client.records import TopicPartition
 from minibroker.clock import Clock
-from minibroker.console.kafka_view import ConsoleError, _int
+from minibroker.console.kafka_view import ConsoleError, Missing, _int
 
 log = logging.getLogger("minibroker.console")
 
@@ -54,7 +54,7 @@ class GroupView:
         if d["state"] in ("Dead", "") and not d["members"]:
             offsets = await self.admin.list_group_offsets(group_id)
             if not offsets:
-                raise ConsoleError(f"no group {group_id!r} in the cluster")
+                raise Missing(f"no group {group_id!r} in the cluster")
         lag = await self.lag(group_id)
         members = [dict(m, assignment=sorted((t, sorted(ps)) for t, ps in m["assignment"].items()))
                    for m in d["members"]]

@@ -28,7 +28,13 @@ SEARCH_SCAN = 20000           # records read at most when searching by key
 
 
 class ConsoleError(Exception):
-    """A problem to show on the page as one line (a bad form value, a missing topic)."""
+    """A problem to show on the page as one line (a bad form value: HTTP 400)."""
+    status = 400
+
+
+class Missing(ConsoleError):
+    """No such topic or group: HTTP 404."""
+    status = 404
 
 
 def decode(data: bytes | None, fmt: str) -> str:
@@ -162,7 +168,7 @@ class KafkaView:
         await self.admin.metadata.refresh([name])
         t = self.admin.metadata.topic(name)
         if t is None or t.error_code:
-            raise ConsoleError(f"no topic {name!r} in the cluster")
+            raise Missing(f"no topic {name!r} in the cluster")
         return t
 
     async def topic(self, name: str) -> dict:
