@@ -64,6 +64,9 @@ def problem(e: BaseException) -> str:
     """A cluster error as one line: the Kafka error's name and what it says."""
     if isinstance(e, ConsoleError):
         return str(e)
+    if isinstance(e, (Errors.NodeNotReadyError, Errors.KafkaConnectionError, OSError)):
+        text = " ".join(str(e).split()).removeprefix(f"{type(e).__name__}: ")
+        return f"cannot reach the cluster: {text or type(e).__name__}"
     if isinstance(e, Errors.KafkaError):
         text = " ".join(str(e).split())
         return f"the cluster answered {type(e).__name__}" + (f": {text}" if text else "")
