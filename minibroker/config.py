@@ -10,7 +10,8 @@ from minibroker.protocol.schemas import SCHEMAS_DIR
 
 
 # Kafka's ConfigDef lower bounds (atLeast) for the broker configs that have one.
-_AT_LEAST = {"max_connections": 0, "max_connections_per_ip": 0, "max_partitions": 0,
+_AT_LEAST = {"leader_imbalance_check_interval_seconds": 1,
+             "leader_imbalance_per_broker_percentage": 0, "max_connections": 0, "max_connections_per_ip": 0, "max_partitions": 0,
              "num_partitions": 1, "default_replication_factor": 1, "min_insync_replicas": 1,
              "socket_request_max_bytes": 1, "offsets_topic_num_partitions": 1,
              "offsets_topic_replication_factor": 1, "transaction_state_log_num_partitions": 1,
@@ -67,6 +68,10 @@ class ClusterConfig:
     queued_max_request_bytes: int = -1      # a pool for requests being read; -1: none (Kafka's)
     message_max_bytes: int = 1048588
     replica_lag_time_max_ms: int = 30000
+    # Preferred-leader rebalancing (controller/elections.py), Kafka's names and defaults.
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_max_bytes: int = 1048576
     replica_fetch_response_max_bytes: int = 10485760

@@ -88,6 +88,10 @@ class Controller:
             await self.commit(resumed, propagate=False)
         await self.propagator.full_sync(self.image)
         self.spawn(removal_loop(self, self.config.partition_deletion_check_interval_ms))
+        if self.config.auto_leader_rebalance_enable:
+            self.spawn(elections.rebalance_loop(
+                self, self.config.leader_imbalance_check_interval_seconds,
+                self.config.leader_imbalance_per_broker_percentage))
 
     async def stop(self) -> None:
         self.running = False
@@ -205,6 +209,16 @@ class Controller:
         async with self._lock:
             return await self._write(elections.elect_leaders(self.image, election_type,
                                                              partitions))
+
+    async def rebalance_leaders(self, per_broker_percentage: int) -> list[tuple[str, int]]:
+        """One auto leader rebalance round (elections.rebalance_loop): the partitions moved."""
+        async with self._lock:
+            wanted = elections.imbalanced_partitions(self.image, per_broker_percentage)
+            if not wanted:
+                return []
+            results = await self._write(elections.elect_leaders(self.image,
+                                                                elections.PREFERRED, wanted))
+            return [(t, p) for t, p, code, _ in results if code == 0]
 
     def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
         t = self.image.topics.get(topic)
