@@ -189,16 +189,60 @@ def test_the_network_layer_knows_no_broker():
              "minibroker.cluster"))}, module
 
 
-@pytest.mark.parametrize("handler", ["k00_produce", "k01_fetch", "k02_list_offsets",
-                                     "k23_offset_for_leader_epoch"])
-def test_produce_fetch_and_offset_handlers_never_touch_the_partition_log(handler):
-    """They go through the ReplicaManager; nothing they import reaches PartitionLog itself."""
+HANDLER_MODULES = sorted(p.stem for p in (PACKAGE / "broker/handlers").glob("k*.py"))
+
+
+@pytest.mark.parametrize("handler", HANDLER_MODULES)
+def test_no_handler_touches_the_partition_log(handler):
+    """Handlers go through the ReplicaManager: nothing they import reaches the log package (its
+    topic config definitions aside), and no `.log.` attribute appears in their code."""
     module = f"minibroker.broker.handlers.{handler}"
     names = [name for name, _ in _imports(module)]
-    assert not [n for n in names if n.startswith("minibroker.log.partition_log")
-                or n.endswith("PartitionLog")]
+    assert [n for n in names if n.startswith("minibroker.log.")
+            and not n.startswith("minibroker.log.config")] == []
     assert "PartitionLog" not in MODULES[module].read_text()
     assert ".log." not in re.sub(r'""".*?"""', "", MODULES[module].read_text(), flags=re.S)
+
+
+def _handler_functions() -> list[tuple[str, ast.AsyncFunctionDef]]:
+    out = []
+    for handler in HANDLER_MODULES:
+        tree = ast.parse(MODULES[f"minibroker.broker.handlers.{handler}"].read_text())
+        out += [(handler, f) for f in tree.body if isinstance(f, ast.AsyncFunctionDef)
+                and any("handles" in ast.unparse(d) for d in f.decorator_list)]
+    return out
+
+
+def test_every_handler_signature_is_typed_without_any():
+    """(ctx: RequestContext, req: <its request class>) -> <its response>: what a handler takes
+    and gives is in its signature."""
+    found = _handler_functions()
+    assert len(found) == len(HANDLER_MODULES)
+    untyped = []
+    for handler, fn in found:
+        annotations = [a.annotation for a in fn.args.args] + [fn.returns]
+        first = fn.args.args[0]
+        if (first.arg, ast.unparse(first.annotation)) != ("ctx", "RequestContext") \
+                or any(a is None or "Any" in ast.unparse(a) for a in annotations):
+            untyped.append(handler)
+    assert untyped == []
+
+
+def test_the_request_context_holds_no_any():
+    """RequestContext and the Services it holds: each field and property typed, none Any."""
+    classes = {c.name: c for c in ast.parse(MODULES["minibroker.broker.context"].read_text()).body
+               if isinstance(c, ast.ClassDef)}
+    for name in ("RequestContext", "Services"):
+        assert "Any" not in ast.unparse(classes[name]), name
+        assert [f.name for f in classes[name].body if isinstance(f, ast.FunctionDef)
+                and f.returns is None] == [], name
+
+
+def test_no_coordinator_module_imports_the_broker():
+    """The coordinators read the metadata cache (minibroker.metadata), below both."""
+    graph = _graph()
+    assert {(m, t) for m in MODULES if m.startswith("minibroker.coordinator")
+            for t in graph[m] if t.startswith("minibroker.broker")} == set()
 
 
 def test_handlers_are_all_listed_in_key_order():

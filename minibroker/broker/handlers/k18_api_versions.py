@@ -19,7 +19,7 @@ _cache: dict[tuple[int, int, bool], bytes] = {}
 
 
 @handles(ApiKey.ApiVersions, ApiVersionsRequest, versions=(0, 4))
-async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest):
+async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> RawResponse:
     key = (ctx.api_version, len(HANDLERS), ctx.control_plane)
     body = _cache.get(key)
     if body is None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from kafka.protocol.api_key import ApiKey
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.broker.handlers.k11_join_group import client_host
 from minibroker.protocol.messages import (ConsumerGroupHeartbeatRequest,
                                           ConsumerGroupHeartbeatResponse)
@@ -20,6 +21,6 @@ from minibroker.protocol.messages import (ConsumerGroupHeartbeatRequest,
 @handles(ApiKey.ConsumerGroupHeartbeat, ConsumerGroupHeartbeatRequest, versions=(0, 1))
 async def handle_consumer_group_heartbeat(ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
                                           ) -> ConsumerGroupHeartbeatResponse:
-    waiter = ctx.broker.groups.consumer.heartbeat(req, ctx.api_version,
+    waiter = ctx.groups.consumer.heartbeat(req, ctx.api_version,
                                                   ctx.header.client_id or "", client_host(ctx))
     return await waiter

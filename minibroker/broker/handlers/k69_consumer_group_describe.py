@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from kafka.protocol.api_key import ApiKey
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.protocol.messages import (ConsumerGroupDescribeRequest,
                                           ConsumerGroupDescribeResponse)
 
@@ -16,5 +17,5 @@ from minibroker.protocol.messages import (ConsumerGroupDescribeRequest,
 @handles(ApiKey.ConsumerGroupDescribe, ConsumerGroupDescribeRequest, versions=(0, 1))
 async def handle_consumer_group_describe(ctx: RequestContext, req: ConsumerGroupDescribeRequest
                                          ) -> ConsumerGroupDescribeResponse:
-    groups = ctx.broker.groups.consumer.describe(list(req.group_ids))
+    groups = ctx.groups.consumer.describe(list(req.group_ids))
     return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=groups)
