@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 import weakref
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -277,6 +277,23 @@ class Services:
     fetch_sessions: FetchSessions
     log_defaults: LogConfig
     pending_metadata: PendingMetadata
+    # The APIs this broker serves and advertises: every registered one, or those of the Kafka
+    # release it emulates (broker/releases.py); KIP-848's groups are off before Kafka 4.0.
+    handlers: dict[int, Handler]
+    consumer_group_protocol: bool
+
+
+@dataclass(slots=True)
+class Handler:
+    """A registered handler (dispatch's @handles): what dispatch and ApiVersions read."""
+    api_key: int
+    request_class: Any
+    versions: tuple[int, int]
+    fn: Callable[..., Awaitable[Any]]
+    name: str
+    raw: bool = False       # the handler gets the request body (a memoryview) and decodes it itself
+    flexible_from: int = 1 << 15    # the first flexible version (request header v2)
+    advertised: bool = True         # listed by ApiVersions (an emulated release hides our keys)
 
 
 class Connection(Protocol):
