@@ -1,5 +1,6 @@
-"""The package's shape, read from its source (ast): no import circle, no import hidden in a function
-to dodge one, the hot-path handlers kept off the log, and the handler registry complete.
+"""The package's shape, read from its source (ast): the layers (one table, imports only point down),
+no import circle, no import hidden in a function to dodge one, handlers typed and kept off the
+log, and the handler registry complete.
 
 Every import counts, wherever it is: module level, inside a function, and under
 `if TYPE_CHECKING:` (a circle only typing needs is still a circle a reader must untangle).
@@ -167,6 +168,60 @@ def _function_level_imports() -> list[tuple[str, str]]:
             if in_function and (module, target) not in FUNCTION_LEVEL_ALLOWED:
                 found.append((module, target))
     return sorted(set(found))
+
+
+# The layers, lowest first. A package (or root module) imports only from layers below its own,
+# never from its own layer's other packages nor from above: the table is the whole picture.
+LAYERS: list[set[str]] = [
+    {"protocol", "security", "clock", "ids", "partitioning"},   # wire formats, time, randomness
+    {"log", "network"},             # record batches and partition logs; frames over transports
+    {"config"},                     # every default, with Kafka's names (topic ones from log/)
+    {"metadata"},                   # what a broker knows of the cluster (UpdateMetadata's cache)
+    {"coordinator", "controller"},  # groups/offsets/transactions; the metadata image and its log
+    {"broker"},                     # dispatch, handlers, the replica manager
+    {"fault_admin", "sessions"},    # FaultControl's runner; the controller's session timeouts
+    {"cluster", "processes"},       # brokers + controller in one process, or one per process
+    {"metrics"},
+    {"client"},                     # the reference client (its streams example runs a Cluster)
+    {"testing", "spark", "console", "reassign_throttle"},
+    {"cli"},
+    {"__main__", "minibroker"},     # `python -m minibroker`; the public surface
+]
+
+
+def _layer_of(module: str) -> str:
+    parts = module.split(".")
+    return "minibroker" if len(parts) == 1 else parts[1]
+
+
+def _upward_or_sideways_imports(graph: dict[str, set[str]] | None = None
+                                ) -> list[tuple[str, str]]:
+    level = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+    bad = []
+    for module, targets in (_graph() if graph is None else graph).items():
+        a = _layer_of(module)
+        for target in targets:
+            b = _layer_of(target)
+            if a != b and level[b] >= level[a]:
+                bad.append((module, target))
+    return sorted(bad)
+
+
+def test_every_package_has_a_layer():
+    assert {_layer_of(m) for m in MODULES} == set().union(*LAYERS)
+
+
+def test_no_import_points_up_or_sideways_across_the_layers():
+    assert _upward_or_sideways_imports() == []
+
+
+def test_the_layer_check_sees_an_upward_and_a_sideways_import():
+    graph = {"minibroker.log.batch": {"minibroker.broker.dispatch", "minibroker.protocol.varint"},
+             "minibroker.controller.topics": {"minibroker.coordinator.offsets"},
+             "minibroker.broker.dispatch": {"minibroker.broker.context", "minibroker.log.batch"}}
+    assert _upward_or_sideways_imports(graph) == [
+        ("minibroker.controller.topics", "minibroker.coordinator.offsets"),
+        ("minibroker.log.batch", "minibroker.broker.dispatch")]
 
 
 def test_the_cycle_finder_finds_a_cycle():

@@ -29,7 +29,6 @@ from minibroker.security.principal import ANONYMOUS, KafkaPrincipal
 if TYPE_CHECKING:
     from minibroker.clock import Clock
     from minibroker.config import ClusterConfig
-    from minibroker.controller.result import ItemResult
     from minibroker.coordinator.group.classic_coordinator import ClassicGroupCoordinator
     from minibroker.coordinator.group.consumer_coordinator import ConsumerGroupCoordinator
     from minibroker.coordinator.offset_manager import OffsetMetadataManager
@@ -43,6 +42,25 @@ if TYPE_CHECKING:
     from minibroker.protocol.framing import RequestHeader
     from minibroker.protocol.fast import ProduceTopic
     from minibroker.protocol.produce_response import PartitionResult
+
+
+class ItemResult(Protocol):
+    """One topic's answer from the controller (its controller/result.py ItemResult)."""
+
+    @property
+    def error_code(self) -> int: ...
+
+    @property
+    def message(self) -> str | None: ...
+
+    @property
+    def topic_id(self) -> uuid.UUID | None: ...
+
+    @property
+    def partitions(self) -> int: ...
+
+    @property
+    def replication_factor(self) -> int: ...
 
 
 class ReplicaManagerService(Protocol):

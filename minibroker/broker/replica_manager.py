@@ -34,7 +34,7 @@ from minibroker.metadata.cache import MetadataCache
 from minibroker.broker.partition import Partition
 from minibroker.broker.stats import BrokerStats
 from minibroker.broker.throttle import ReplicationThrottle
-from minibroker.broker.topic_names import INTERNAL_TOPICS
+from minibroker.protocol.topic_names import INTERNAL_TOPICS
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
 from minibroker.log import cleaner

@@ -17,6 +17,7 @@ from minibroker.broker.fetch_session import FetchSessionCache
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.stats import BrokerStats
 from minibroker.broker.txn_channel import TxnChannel
+from minibroker.controller.result import ItemResult
 from minibroker.coordinator.runtime import GroupCoordinatorRuntime
 from minibroker.coordinator.txn.coordinator import TransactionCoordinator
 
@@ -62,6 +63,7 @@ IMPLEMENTATIONS = [
     (context.FaultHooks, Faults, {"armed", "latency_ms", "update_metadata_delay_ms"}),
     (context.RequestStats, BrokerStats, set()),
     (context.FetchSessions, FetchSessionCache, set()),
+    (context.ItemResult, ItemResult, set()),
     (context.LocalBroker, Broker, {"node_id", "host", "port", "rack", "broker_epoch", "running",
                                    "dynamic_configs", "fault_admin"}),
 ]

@@ -32,7 +32,7 @@ from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import RawResponse, handles
 from minibroker.broker.metadata_wait import topic_has_leaders, wait_for_metadata
 from minibroker.protocol.framing import frame_parts, response_header
-from minibroker.broker.topic_names import invalid_reason
+from minibroker.protocol.topic_names import invalid_reason
 from minibroker.protocol.messages import MetadataResponseKip253 as MetadataResponse
 from minibroker.protocol.varint import uvarint_bytes as _uvarint
 

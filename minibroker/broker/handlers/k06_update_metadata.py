@@ -23,7 +23,7 @@ from minibroker.broker.control_requests import check_control_request
 from minibroker.broker.context import RequestContext, Services
 from minibroker.broker.dispatch import handles
 from minibroker.metadata.cache import BrokerInfo, PartitionInfo, TopicInfo
-from minibroker.broker.topic_names import INTERNAL_TOPICS
+from minibroker.protocol.topic_names import INTERNAL_TOPICS
 from minibroker.protocol.messages import UpdateMetadataRequest, UpdateMetadataResponse
 
 LEADER_DURING_DELETE = -2

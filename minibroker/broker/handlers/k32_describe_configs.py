@@ -24,7 +24,7 @@ from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 from minibroker.broker.context import RequestContext, Services
 from minibroker.broker.dispatch import handles
 from minibroker.broker.throttle import RATE_CONFIGS
-from minibroker.broker.topic_names import invalid_reason
+from minibroker.protocol.topic_names import invalid_reason
 from minibroker.config import ClusterConfig
 from minibroker.log import config as log_config
 

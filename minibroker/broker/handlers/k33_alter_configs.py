@@ -18,7 +18,7 @@ from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
-from minibroker.broker.topic_names import invalid_reason
+from minibroker.protocol.topic_names import invalid_reason
 
 _Result = AlterConfigsResponse.AlterConfigsResourceResponse
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
