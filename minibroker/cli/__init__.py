@@ -6,10 +6,11 @@
 """
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 
-from minibroker.cli.common import CommandError, Parser, one_line
+from minibroker.cli.common import CommandError, Parser, user_message
 
 
 def parser() -> Parser:
@@ -35,8 +36,33 @@ def parser() -> Parser:
     return ap
 
 
+def _parse(argv: list[str] | None):
+    """parse_args, except that an unknown flag of a subcommand is reported by that subcommand
+    (its usage, not `minibroker --help`'s)."""
+    ap = parser()
+    argv = sys.argv[1:] if argv is None else argv
+    sub = subparser(ap, argv[0]) if argv else None
+    if sub is not None:
+        unknown = [a for a in argv[1:] if a.startswith("--") and a != "--" and
+                   sub._parse_optional(a) is not None and sub._parse_optional(a)[0] is None]
+        if unknown:         # before argparse's own checks, which would speak of other flags
+            sub.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args, extra = ap.parse_known_args(argv)
+    if extra:
+        sub = subparser(ap, args.command)
+        (sub or ap).error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def subparser(ap, command: str | None):
+    for action in ap._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices.get(command)
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
-    args = parser().parse_args(argv)
+    args = _parse(argv)
     level = getattr(args, "log_level", "WARNING")
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -51,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except Exception as e:  # noqa: BLE001 — one line for the user; the traceback at DEBUG
         logging.getLogger("minibroker.cli").debug("%s failed", args.command, exc_info=True)
-        sys.exit(f"minibroker {args.command}: error: {type(e).__name__}: {one_line(e)}")
+        sys.exit(f"minibroker {args.command}: error: {user_message(e)}")
 
 
 if __name__ == "__main__":

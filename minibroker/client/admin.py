@@ -25,7 +25,7 @@ from kafka.protocol.admin import (CreatePartitionsRequest, CreateTopicsRequest,
                                   DescribeGroupsRequest, IncrementalAlterConfigsRequest,
                                   ListGroupsRequest)
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
-from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from minibroker.client.connection_pool import ConnectionPool
 from minibroker.client.lifecycle import PooledClient
@@ -37,6 +37,7 @@ from minibroker.protocol.errors import for_code
 from minibroker.protocol.messages import (AssignPartitionsRequest, AssignPartitionsResponse,
                                           ConsumerGroupDescribeRequest,
                                           ConsumerGroupDescribeResponse,
+                                          MetadataResponseKip253,
                                           PartitionAssignmentStatusRequest,
                                           PartitionAssignmentStatusResponse)
 
@@ -50,6 +51,8 @@ class NewTopic:
     num_partitions: int = -1
     replication_factor: int = -1
     configs: dict[str, str] = field(default_factory=dict)
+    # Manual placement, {partition: [broker, ...]} (then both counts above stay -1).
+    assignments: dict[int, list[int]] = field(default_factory=dict)
 
 
 def _check(results: dict, raise_on_error: bool) -> dict:
@@ -107,7 +110,8 @@ class Admin(PooledClient):
         items = [t if isinstance(t, NewTopic) else NewTopic(*t) for t in topics]
         req = CreateTopicsRequest(topics=[T(
             name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
-            assignments=[], configs=[T.CreatableTopicConfig(name=k, value=v)
+            assignments=[T.CreatableReplicaAssignment(partition_index=p, broker_ids=list(b))
+                         for p, b in sorted(t.assignments.items())], configs=[T.CreatableTopicConfig(name=k, value=v)
                                      for k, v in sorted(t.configs.items())]) for t in items],
             timeout_ms=self.timeout_ms, validate_only=validate_only)
         resp = await self._to_controller(req)
@@ -130,12 +134,17 @@ class Admin(PooledClient):
                        for r in resp.responses}, raise_on_error)
 
     async def create_partitions(self, counts: dict[str, int], validate_only: bool = False,
-                                raise_on_error: bool = True) -> dict:
-        """Set each topic's partition count; lower than now = KIP-253 deletion. The response's
-        throttle_time_ms (KIP-599: how long to wait before mutating again) is kept in
-        `last_throttle_time_ms`."""
-        req = CreatePartitionsRequest(topics=[CreatePartitionsRequest.CreatePartitionsTopic(
-            name=t, count=n, assignments=None) for t, n in counts.items()],
+                                raise_on_error: bool = True,
+                                assignments: dict[str, list[list[int]]] | None = None) -> dict:
+        """Set each topic's partition count; lower than now = KIP-253 deletion. `assignments`:
+        the new partitions' replicas, per topic. The response's throttle_time_ms (KIP-599: how
+        long to wait before mutating again) is kept in `last_throttle_time_ms`."""
+        P = CreatePartitionsRequest.CreatePartitionsTopic
+        placed = assignments or {}
+        req = CreatePartitionsRequest(topics=[P(
+            name=t, count=n, assignments=[P.CreatePartitionsAssignment(broker_ids=list(b))
+                                          for b in placed[t]] if t in placed else None)
+            for t, n in counts.items()],
             timeout_ms=self.timeout_ms, validate_only=validate_only)
         resp = await self._to_controller(req)
         self.last_throttle_time_ms = resp.throttle_time_ms
@@ -195,6 +204,48 @@ class Admin(PooledClient):
             if r.error_code:
                 raise _err(r.error_code, f"describe configs {r.resource_name}", r.error_message)
             out[(r.resource_type, r.resource_name)] = {c.name: c.value for c in r.configs}
+        return out
+
+    async def describe_config_entries(self, resources: Iterable[tuple[int, str]],
+                                      synonyms: bool = False) -> dict[tuple[int, str], list]:
+        """{(type, name): DescribeConfigs entries (name, value, config_source, is_sensitive,
+        synonyms ...)}; a broker's own configs are asked of that broker, as Kafka's Admin does."""
+        R = DescribeConfigsRequest.DescribeConfigsResource
+        out = {}
+        for rt, name in resources:
+            req = DescribeConfigsRequest(resources=[R(resource_type=rt, resource_name=name,
+                                                      configuration_keys=None)],
+                                         include_synonyms=synonyms, include_documentation=False)
+            if rt == BROKER and name.isdigit():
+                if not self.metadata.brokers:
+                    await self.metadata.fetch_all()
+                resp = await self.pool.request(int(name), req, lo=1)
+            else:
+                resp = await self._to_controller(req, lo=1)
+            r = resp.results[0]
+            if r.error_code:
+                raise _err(r.error_code, f"describe configs {name or '<default>'}",
+                           r.error_message)
+            out[(rt, name)] = list(r.configs)
+        return out
+
+    async def partition_counts_by_broker(self, topic: str) -> dict[int, tuple[int, int]]:
+        """{broker: (partitions it lists, KIP-253 undeleted count or -1)} for `topic`, asking
+        every broker for its own metadata (each learns the controller's changes on its own)."""
+        if not self.metadata.brokers:
+            await self.metadata.fetch_all()
+        req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                              allow_auto_topic_creation=False,
+                              include_cluster_authorized_operations=False,
+                              include_topic_authorized_operations=False)
+        out = {}
+        for node in sorted(self.metadata.brokers):
+            conn = await self.pool.get(node)
+            version = self.pool.version(conn, MetadataRequest, hi=12)
+            resp = await conn.request(req, version, timeout=self.pool.request_timeout,
+                                      response_class=MetadataResponseKip253)
+            t = resp.topics[0]
+            out[node] = (len(t.partitions), getattr(t, "undeleted_partition_count", -1))
         return out
 
     async def alter_configs(self, changes: dict[tuple[int, str], dict[str, tuple[int, str | None] | str | None]],
