@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from minibroker.cli.common import CommandError, Parser, user_message
@@ -41,17 +42,30 @@ def _parse(argv: list[str] | None):
     (its usage, not `minibroker --help`'s)."""
     ap = parser()
     argv = sys.argv[1:] if argv is None else argv
-    sub = subparser(ap, argv[0]) if argv else None
-    if sub is not None:
-        unknown = [a for a in argv[1:] if a.startswith("--") and a != "--" and
-                   sub._parse_optional(a) is not None and sub._parse_optional(a)[0] is None]
-        if unknown:         # before argparse's own checks, which would speak of other flags
-            sub.error(f"unrecognized arguments: {' '.join(unknown)}")
+    _unknown_flags(ap, argv)
     args, extra = ap.parse_known_args(argv)
     if extra:
         sub = subparser(ap, args.command)
         (sub or ap).error(f"unrecognized arguments: {' '.join(extra)}")
     return args
+
+
+def _unknown_flags(ap: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An unknown --flag is reported by the (sub)command it was given to, before argparse's own
+    checks (which would speak of a missing required flag instead)."""
+    current, unknown = ap, []
+    for arg in argv:
+        nested = subparser(current, arg)
+        if nested is not None:
+            if unknown:
+                break
+            current = nested
+        elif arg.startswith("--") and arg != "--":
+            found = current._parse_optional(arg)
+            if found is not None and found[0] is None:
+                unknown.append(arg)
+    if unknown and current is not ap:
+        current.error(f"unrecognized arguments: {' '.join(unknown)}")
 
 
 def subparser(ap, command: str | None):
@@ -75,6 +89,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"minibroker {args.command}: error: {e}")
     except KeyboardInterrupt:
         sys.exit(130)
+    except BrokenPipeError:         # `... | head`: the reader left; no message, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     except Exception as e:  # noqa: BLE001 — one line for the user; the traceback at DEBUG
         logging.getLogger("minibroker.cli").debug("%s failed", args.command, exc_info=True)
         sys.exit(f"minibroker {args.command}: error: {user_message(e)}")
