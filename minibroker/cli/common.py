@@ -214,3 +214,17 @@ def user_message(e: BaseException) -> str:
     if isinstance(e, ConnectionError):
         return f"the connection closed: {one_line(e)}"
     return one_line(e)
+
+
+class _Refused(argparse.Action):
+    """A Kafka flag that cannot apply here: giving it is one line saying why."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise argparse.ArgumentError(self, self.help)
+
+
+def refuse(p: argparse.ArgumentParser, flag: str, why: str, takes_value: bool = True) -> None:
+    """Register Kafka's `flag` on `p` as refused, `why` being the one-line reason (also shown in
+    --help and in docs/cli.md)."""
+    p.add_argument(flag, action=_Refused, nargs=None if takes_value else 0, help=why,
+                   default=argparse.SUPPRESS)
