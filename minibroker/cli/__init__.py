@@ -36,6 +36,8 @@ def parser() -> Parser:
     add_faults_parser(sub)
     from minibroker.cli.console import add_console_parser
     add_console_parser(sub)
+    from minibroker.cli.kafka_home import add_kafka_home_parser
+    add_kafka_home_parser(sub)
     return ap
 
 

@@ -74,6 +74,8 @@ def bootstrap_parser(sub, name: str, doc: str, help: str) -> argparse.ArgumentPa
     p = sub.add_parser(name, description=doc, help=help)
     p.add_argument("--bootstrap-server", required=True, type=bootstrap_servers,
                    metavar="HOST:PORT[,HOST:PORT...]", help="brokers to talk to")
+    refuse(p, "--zookeeper", "minibroker, like Kafka 4, has no ZooKeeper: use "
+           "--bootstrap-server HOST:PORT")
     return p
 
 

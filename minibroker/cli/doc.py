@@ -54,7 +54,8 @@ def table() -> str:
                 state = "supported"
             out.append(f"| `{flag}` | {state} |")
         for flag in sorted(set(ours) - set(kafka)):
-            out.append(f"| `{flag}` | minibroker only |")
+            if not isinstance(ours[flag], _Refused):
+                out.append(f"| `{flag}` | minibroker only |")
     return "\n".join(out) + "\n"
 
 
