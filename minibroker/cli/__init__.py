@@ -36,6 +36,10 @@ def parser() -> Parser:
     add_faults_parser(sub)
     from minibroker.cli.console import add_console_parser
     add_console_parser(sub)
+    from minibroker.cli.offsets_tools import add_offsets_tools_parsers
+    add_offsets_tools_parsers(sub)
+    from minibroker.cli.leader_election import add_leader_election_parser
+    add_leader_election_parser(sub)
     from minibroker.cli.kafka_home import add_kafka_home_parser
     add_kafka_home_parser(sub)
     return ap

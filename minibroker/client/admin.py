@@ -22,7 +22,8 @@ import kafka.errors as Errors
 from kafka.protocol.admin import (CreatePartitionsRequest, CreateTopicsRequest,
                                   DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
                                   DescribeClusterRequest, DescribeConfigsRequest,
-                                  DescribeGroupsRequest, IncrementalAlterConfigsRequest,
+                                  DescribeGroupsRequest, ElectLeadersRequest,
+                                  IncrementalAlterConfigsRequest,
                                   ListGroupsRequest)
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
@@ -298,6 +299,24 @@ class Admin(PooledClient):
                 if isinstance(v, Exception):
                     raise v
         return out
+
+    async def elect_leaders(self, election_type: int, partitions: Iterable[TopicPartition] | None
+                            ) -> dict[TopicPartition, Exception | None]:
+        """ElectLeaders (KIP-183/460): 0 preferred, 1 unclean; None = every partition that needs
+        one. {tp: None (elected) or the error, ElectionNotNeededError included}."""
+        by_topic: dict[str, list[int]] = collections.defaultdict(list)
+        for tp in partitions or []:
+            by_topic[tp.topic].append(tp.partition)
+        req = ElectLeadersRequest(election_type=election_type, timeout_ms=self.timeout_ms,
+                                  topic_partitions=None if partitions is None else [
+                                      ElectLeadersRequest.TopicPartitions(topic=t, partitions=ps)
+                                      for t, ps in sorted(by_topic.items())])
+        resp = await self._to_controller(req, lo=1)
+        if getattr(resp, "error_code", 0):
+            raise _err(resp.error_code, "elect leaders")
+        return {TopicPartition(r.topic, p.partition_id):
+                _err(p.error_code, f"elect leader {r.topic}-{p.partition_id}", p.error_message)
+                for r in resp.replica_election_results for p in r.partition_result}
 
     # ------------------------------------------------------------------ groups
     async def _coordinator(self, group: str) -> int:
