@@ -83,7 +83,7 @@ BAD = [  # (argv, what the one line must say)
       "--timeout-ms", "300"], "did not answer ApiVersions in 300 ms"),
     (["topics", "--bootstrap-server", "nohost", "--list"], "invalid server 'nohost'"),
     (["consumer-groups", *T], "one of the arguments --list --describe"),
-    (["consumer-groups", *T, "--describe"], "--group is required"),
+    (["consumer-groups", *T, "--describe"], "--group or --all-groups is required"),
     (["consumer-groups", *T, "--describe", "--group", "nope"],
      "Consumer group 'nope' does not exist."),
     (["consumer-groups", *T, "--reset-offsets", "--group", "g", "--topic", "t1"],

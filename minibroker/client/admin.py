@@ -25,7 +25,8 @@ from kafka.protocol.admin import (CreatePartitionsRequest, CreateTopicsRequest,
                                   DescribeGroupsRequest, ElectLeadersRequest,
                                   IncrementalAlterConfigsRequest,
                                   ListGroupsRequest)
-from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
+from kafka.protocol.consumer import (OffsetCommitRequest, OffsetDeleteRequest,
+                                     OffsetFetchRequest)
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from minibroker.client.connection_pool import ConnectionPool
@@ -452,6 +453,22 @@ class Admin(PooledClient):
             for p in t.partitions:
                 if p.error_code:
                     raise _err(p.error_code, f"commit offset of {t.name}-{p.partition_index}")
+
+    async def delete_group_offsets(self, group: str, partitions: Iterable[TopicPartition]
+                                   ) -> tuple[Exception | None, dict]:
+        """OffsetDelete (KIP-496): (the group-level error or None, {tp: error or None})."""
+        by_topic: dict[str, list[int]] = collections.defaultdict(list)
+        for tp in partitions:
+            by_topic[tp.topic].append(tp.partition)
+        O = OffsetDeleteRequest.OffsetDeleteRequestTopic
+        node = await self._coordinator(group)
+        resp = await self.pool.request(node, OffsetDeleteRequest(group_id=group, topics=[
+            O(name=t, partitions=[O.OffsetDeleteRequestPartition(partition_index=p)
+                                  for p in sorted(ps)]) for t, ps in sorted(by_topic.items())]))
+        return (_err(resp.error_code, f"delete offsets of group {group}"),
+                {TopicPartition(t.name, p.partition_index): _err(
+                    p.error_code, f"delete offset {t.name}-{p.partition_index}")
+                 for t in resp.topics for p in t.partitions})
 
     async def delete_groups(self, groups: Iterable[str], raise_on_error: bool = True) -> dict:
         out = {}
