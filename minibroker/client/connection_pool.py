@@ -60,8 +60,10 @@ def parse_bootstrap(servers: str | list[str]) -> list[tuple[str, int]]:
 
 class ConnectionPool:
     def __init__(self, bootstrap_servers: str | list[str], client_id: str,
-                 request_timeout_ms: int = 30000, reconnect_backoff_ms: int = 50) -> None:
+                 request_timeout_ms: int = 30000, reconnect_backoff_ms: int = 50,
+                 ssl_context: Any = None) -> None:
         self.client_id = client_id
+        self.ssl_context = ssl_context      # security.protocol=SSL: every connection uses TLS
         self.request_timeout = request_timeout_ms / 1000
         self.reconnect_backoff = reconnect_backoff_ms / 1000
         self.bootstrap = parse_bootstrap(bootstrap_servers)
@@ -138,7 +140,8 @@ class ConnectionPool:
         try:
             host, port = self._address(node)
             conn = await KafkaClientConnection.connect(host, port, self.client_id,
-                                                      timeout=self.request_timeout)
+                                                      timeout=self.request_timeout,
+                                                      ssl=self.ssl_context)
             conn.api_versions = await self._api_versions(conn)
             if self.closed:
                 conn.close()
