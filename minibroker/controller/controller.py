@@ -284,9 +284,10 @@ class Controller:
             return res.response if validate_only else await self._write(res)
 
     async def alter_broker_configs(self, resource_name: str, changes: dict,
-                                   validate_only: bool) -> ItemResult:
+                                   validate_only: bool, replace: bool = False) -> ItemResult:
         async with self._lock:
-            res = broker_configs.alter_broker_configs(self.image, resource_name, changes)
+            res = broker_configs.alter_broker_configs(self.image, resource_name, changes,
+                                                      replace)
             return res.response if validate_only else await self._write(res)
 
     # ------------------------------------------------------------------ reassignment (KIP-179)
