@@ -32,6 +32,8 @@ from minibroker.coordinator.txn.coordinator import TRANSACTION_STATE_TOPIC, Tran
 from minibroker.ids import IdSource
 from minibroker.log.config import broker_defaults
 from minibroker.network.tcp import close_idle_connections, start_listener
+from minibroker.security.acl import binding_of
+from minibroker.security.authorizer import authorizer_from_config
 
 log = logging.getLogger("minibroker.broker")
 
@@ -61,6 +63,10 @@ class Broker:
         # controller's UpdateMetadata last said; the throttle rates among them drive `throttle`.
         self.dynamic_configs: dict[str, dict[str, str]] = {}
         self.throttle = ReplicationThrottle(node_id, clock.monotonic)
+        # KIP-11: None (everything allowed) unless authorizer.class.name is set; its ACLs are
+        # what the controller's last UpdateMetadata carried.
+        self.authorizer = authorizer_from_config(config.authorizer_class_name, config.super_users,
+                                                 config.allow_everyone_if_no_acl_found)
         # Topic configs not set on a topic default to the broker's log.* configs (Kafka's synonyms).
         self.log_defaults = broker_defaults(config.describe())
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
@@ -184,6 +190,11 @@ class Broker:
         self.dynamic_configs = by_resource
         self.throttle.configure({**by_resource.get("", {}),
                                  **by_resource.get(str(self.node_id), {})})
+
+    def apply_acls(self, entries) -> None:
+        """UpdateMetadata's Acls (every ACL); None: unchanged."""
+        if entries is not None and self.authorizer is not None:
+            self.authorizer.set_acls(binding_of(e) for e in entries)
 
     async def next_producer_id(self) -> int:
         """From a block of ids the controller allocated to this broker (ProducerIdsRecord)."""

@@ -111,6 +111,21 @@ class RequestContext:
     def body(self) -> memoryview:
         return self.frame[self.header.body_offset:]
 
+    @property
+    def client_host(self) -> str:
+        """The client's address, as ACL hosts name it (an in-memory pipe's is "memory")."""
+        peer = self.conn.peer
+        return str(peer[0]) if peer else ""
+
+    def authorize(self, operation: int, resource_type: int, name: str) -> bool:
+        """Whether the principal may do `operation` on the resource (KIP-11); always, without
+        an authorizer (authorizer.class.name empty, Kafka's default): one attribute test."""
+        authorizer = self.broker.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize(self.principal, self.client_host, operation, resource_type,
+                                    name)
+
 
 def decode_exact(cls: Any, data: memoryview, version: int) -> Any:
     """Decode `data` as `cls` at `version`. A decode that fails or runs past the frame (a

@@ -98,6 +98,14 @@ class AclBinding:
     operation: AclOperation
     permission_type: AclPermissionType
 
+    def __post_init__(self) -> None:
+        # Built from wire codes or a snapshot's ints: keep Kafka's names printable.
+        for name, cls in (("resource_type", ResourceType), ("pattern_type", PatternType),
+                          ("operation", AclOperation), ("permission_type", AclPermissionType)):
+            v = getattr(self, name)
+            if type(v) is not cls:
+                object.__setattr__(self, name, enum_value(cls, v))
+
     def pattern_str(self) -> str:
         return (f"ResourcePattern(resourceType={self.resource_type.name}, "
                 f"name={self.resource_name}, patternType={self.pattern_type.name})")
@@ -174,3 +182,19 @@ class AclBindingFilter:
                 and (self.host is None or self.host == acl.host)
                 and self.operation in (AclOperation.ANY, acl.operation)
                 and self.permission_type in (AclPermissionType.ANY, acl.permission_type))
+
+
+def binding_of(r) -> AclBinding:
+    """An AccessControlEntryRecord (or UpdateMetadata's AclEntry, CreateAcls' creation) as an
+    AclBinding."""
+    return AclBinding(r.resource_type, r.resource_name, r.pattern_type, r.principal, r.host,
+                      r.operation, r.permission_type)
+
+
+def filter_of(resource_type: int, name: str | None, pattern_type: int, principal: str | None,
+              host: str | None, operation: int, permission_type: int) -> AclBindingFilter:
+    """A DescribeAcls / DeleteAcls filter from its wire fields (unknown codes become UNKNOWN)."""
+    return AclBindingFilter(enum_value(ResourceType, resource_type), name,
+                            enum_value(PatternType, pattern_type), principal, host,
+                            enum_value(AclOperation, operation),
+                            enum_value(AclPermissionType, permission_type))

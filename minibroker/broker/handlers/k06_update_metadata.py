@@ -107,4 +107,5 @@ def _apply(broker, req: UpdateMetadataRequest, topics: list[TopicInfo | str]) ->
             cache.put_topic(t)
             names.append(t.name)
     broker.apply_dynamic_configs(req.broker_configs or ())
+    broker.apply_acls(req.acls)
     broker.replica_manager.on_metadata_update(names)
