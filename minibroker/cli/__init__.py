@@ -32,6 +32,7 @@ def parser() -> Parser:
     add_transactions_parser(sub)
     from minibroker.cli.faults import add_faults_parser
     add_faults_parser(sub)
+    from minibroker.cli.acls import add_acls_parser; add_acls_parser(sub)  # noqa: E702
     return ap
 
 
