@@ -32,6 +32,7 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli", "minibroker.cli.configs"),
     ("minibroker.cli", "minibroker.cli.transactions"),
     ("minibroker.cli", "minibroker.cli.faults"),
+    ("minibroker.cli", "minibroker.cli.acls"),
     ("minibroker.cli", "minibroker.cli.serve"),
     ("minibroker.cli.serve", "minibroker.metrics"),           # only with serve --metrics-port
     ("minibroker.cli.serve", "minibroker.processes"),         # only with serve --processes
