@@ -96,6 +96,10 @@ class Broker:
         # LeaderAndIsr, StopReplica and UpdateMetadata arrive here only; Metadata never lists it.
         self.control_handle = handler_for(self, control_plane=True)
         self.control_port = 0
+        # A control-plane TCP listener only when the controller and other brokers come over
+        # sockets (inter-broker sockets, or a broker process of serve --processes); in one
+        # process they use in-memory pipes and no port exists for anyone else to find.
+        self.control_plane_sockets = config.minibroker_inter_broker_sockets
         self._server: asyncio.base_events.Server | None = None
         self._control_server: asyncio.base_events.Server | None = None
         self._idle_reaper: asyncio.Task | None = None
@@ -114,11 +118,13 @@ class Broker:
                 max_request_bytes=self.config.socket_request_max_bytes,
                 name=f"broker {self.node_id}")
             self.port = self._server.sockets[0].getsockname()[1]
-            self._control_server = await start_listener(
-                self.control_handle, self.host, self.control_port, connections=self.connections,
-                max_request_bytes=self.config.socket_request_max_bytes,
-                name=f"broker {self.node_id} control plane")
-            self.control_port = self._control_server.sockets[0].getsockname()[1]
+            if self.control_plane_sockets:
+                self._control_server = await start_listener(
+                    self.control_handle, self.host, self.control_port,
+                    connections=self.connections,
+                    max_request_bytes=self.config.socket_request_max_bytes,
+                    name=f"broker {self.node_id} control plane")
+                self.control_port = self._control_server.sockets[0].getsockname()[1]
             if not self.config.minibroker_inter_broker_sockets:
                 self._listen_in_memory()
             if self.config.connections_max_idle_ms > 0:
@@ -135,10 +141,16 @@ class Broker:
         """Other brokers and the controller in this process reach our listeners through memory
         pipes (NetworkPartitions.connect): the same frames and handlers, no socket."""
         net, max_bytes = self.faults.network, self.config.socket_request_max_bytes
-        net.add_listener(self.host, self.port, self.handle, max_bytes, self.connections,
-                         f"broker {self.node_id}")
-        net.add_listener(self.host, self.control_port, self.control_handle, max_bytes,
-                         self.connections, f"broker {self.node_id} control plane")
+        if self._control_server is None:
+            # No control port: the pipes to the client port (only in-process brokers and the
+            # controller open them) are the control plane too.
+            net.add_listener(self.host, self.port, self.control_handle, max_bytes,
+                             self.connections, f"broker {self.node_id} (in-process peers)")
+        else:
+            net.add_listener(self.host, self.port, self.handle, max_bytes, self.connections,
+                             f"broker {self.node_id}")
+            net.add_listener(self.host, self.control_port, self.control_handle, max_bytes,
+                             self.connections, f"broker {self.node_id} control plane")
         net.local_logs[self.node_id] = self._log_of
 
     def _log_of(self, topic: str, partition: int):
@@ -152,7 +164,8 @@ class Broker:
             self._idle_reaper.cancel()
             self._idle_reaper = None
         self.faults.network.remove_listener(self.host, self.port)
-        self.faults.network.remove_listener(self.host, self.control_port)
+        if self.control_port:
+            self.faults.network.remove_listener(self.host, self.control_port)
         self.faults.network.local_logs.pop(self.node_id, None)
         if self._server is not None:
             self._server.close()

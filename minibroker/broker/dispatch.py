@@ -19,6 +19,7 @@ from kafka.errors import KafkaError, UnsupportedVersionError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsResponse
 
+from minibroker.broker.authorization import check_request
 from minibroker.protocol.nulls import first_null
 from minibroker.security.principal import ANONYMOUS, KafkaPrincipal
 from minibroker.protocol.framing import (
@@ -206,6 +207,10 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview,
     else:
         req = decode_exact(cls, frame[header.body_offset:], api_version)
         resp = await faults.intercept(api_key, req, ctx) if faults.armed else None
+    complete = None
+    if resp is None and broker.authorizer is not None and not handler.raw:
+        # KIP-11: a denied request is answered here; denied items leave the request
+        resp, complete = check_request(ctx, api_key, req)
     if resp is None:
         coro = handler.fn(ctx, req)
         # Only the handler refers to the frame now: one that waits may let it go (ctx.frame =
@@ -225,6 +230,8 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview,
                 raise
             raise ProtocolViolation(f"{handler.name} v{api_version}: null {where}, which is not "
                                     "nullable") from None
+        if complete is not None:
+            resp = complete(resp)
     if resp is not None and type(resp) is not RawResponse:
         resp = encode_response(resp, api_version, corr)
     if faults.armed and faults.latency_ms:

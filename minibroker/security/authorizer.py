@@ -1,6 +1,7 @@
 """The authorizer: Kafka's StandardAuthorizer semantics (KIP-11) over the ACLs a broker learned.
 
-- super.users (`User:a;User:b`) may do anything.
+- super.users (`User:a;User:b`) may do anything, and so may the in-process inter-broker
+  principal (security.principal.INTER_BROKER).
 - The ACLs that apply to a resource: LITERAL with its exact name, LITERAL `*`, and PREFIXED whose
   name starts the resource's. Of those, an entry matches when its principal is the caller's or
   `User:*`, its host is `*` or the caller's address, and its operation is ALL or the one asked;
@@ -19,7 +20,7 @@ from minibroker.security.acl import (IMPLIES_DESCRIBE, IMPLIES_DESCRIBE_CONFIGS,
                                      SUPPORTED_OPERATIONS, WILDCARD, WILDCARD_PRINCIPAL,
                                      AclBinding, AclBindingFilter, AclOperation,
                                      AclPermissionType, PatternType, ResourceType)
-from minibroker.security.principal import KafkaPrincipal
+from minibroker.security.principal import INTER_BROKER, KafkaPrincipal
 
 # authorizer.class.name values that turn the authorizer on (Kafka's two built-in ones).
 AUTHORIZER_CLASS_NAMES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -124,7 +125,7 @@ class StandardAuthorizer:
     def _decide(self, principal: KafkaPrincipal, host: str, op: AclOperation,
                 resource_type: ResourceType, name: str) -> bool:
         me = str(principal)
-        if me in self.super_users:
+        if me in self.super_users or principal == INTER_BROKER:
             return True
         ix = self._index.get(resource_type)
         applying = ix.applying_to(name) if ix is not None else []
