@@ -9,8 +9,9 @@ default, so the hot path pays one attribute test). Two kinds of rule:
   the denied items are taken out of the request before the handler sees it and answered with
   their error, merged into the handler's response (as Kafka's "unauthorized" maps).
 
-What a handler must decide itself (Produce, Metadata's hiding and auto-creation, ListGroups and
-ListTransactions filtering, authorized_operations) calls `ctx.authorize` in the handler.
+What a handler must decide itself (Produce, a consumer's Fetch, Metadata's hiding and
+auto-creation, ListGroups and ListTransactions filtering, authorized_operations) calls
+`ctx.authorize` in the handler.
 Our private APIs: ConsumerGroupPosition (1000) READ on its group; PartitionLeaderEpochsForPartitions
 (1001) DESCRIBE on each topic; AssignPartitions (1002) ALTER and PartitionAssignmentStatus (1003)
 DESCRIBE on the cluster, as AlterPartitionReassignments / ListPartitionReassignments; FaultControl
@@ -193,7 +194,6 @@ def _attr(name: str, from_version: int = 0, before: str | None = None):
 
 
 ITEM_RULES: dict[int, ItemRule] = {
-    1: (lambda ctx, req: None if replica_id(ctx, req) >= 0 else "topics", _topics(Op.READ)),
     2: (_attr("topics"), _topics(Op.DESCRIBE)),
     8: (_attr("topics"), _topics(Op.READ)),
     9: (_attr("groups", 8, "topics"),
@@ -227,7 +227,7 @@ def check_request(ctx, api_key: int, req: Any) -> tuple[Any, Callable[[Any], Any
     if rule is not None:
         code = rule(ctx, req)
         if code:
-            return error_response(req, ctx.api_version, code), None
+            return _every_error(error_response(req, ctx.api_version, code), code), None
     if api_key == 24 and ctx.api_version < 4:
         return deny_topics_in_txn(ctx, req), None
     item_rule = ITEM_RULES.get(api_key)
@@ -248,6 +248,21 @@ def check_request(ctx, api_key: int, req: Any) -> tuple[Any, Callable[[Any], Any
         answers.append(_named(error_response(req, version, code), denied))
     setattr(req, attr, [i for i, c in zip(items, codes) if not c])
     return None, lambda resp: _merge(resp, answers)
+
+
+def _every_error(resp: Any, code: int) -> Any:
+    """`code` in every *error_code field (error_response fills those named error_code only)."""
+    if isinstance(resp, list):
+        for x in resp:
+            _every_error(x, code)
+    elif hasattr(resp, "_struct"):
+        for f in resp._struct._fields:
+            v = getattr(resp, f.name, None)
+            if f.name.endswith("error_code") and isinstance(v, int):
+                setattr(resp, f.name, code)
+            elif isinstance(v, list) or hasattr(v, "_struct"):
+                _every_error(v, code)
+    return resp
 
 
 def _named(resp: Any, denied: list) -> Any:
@@ -284,7 +299,8 @@ def deny_topics_in_txn(ctx, req) -> Any | None:
     denied = {t.name for t in topics if not ctx.authorize(Op.WRITE, RT.TOPIC, t.name)}
     if not denied:
         return None
-    resp = error_response(req, ctx.api_version, OperationNotAttemptedError.errno)
+    resp = _every_error(error_response(req, ctx.api_version, OperationNotAttemptedError.errno),
+                        OperationNotAttemptedError.errno)
     for t in resp.results_by_topic_v3_and_below or ():
         if t.name in denied:
             for p in t.results_by_partition:
