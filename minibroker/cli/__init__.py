@@ -33,6 +33,8 @@ def parser() -> Parser:
     from minibroker.cli.faults import add_faults_parser
     add_faults_parser(sub)
     from minibroker.cli.acls import add_acls_parser; add_acls_parser(sub)  # noqa: E702
+    from minibroker.cli.console import add_console_parser
+    add_console_parser(sub)
     return ap
 
 
