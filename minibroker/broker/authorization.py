@@ -223,6 +223,44 @@ ITEM_RULES: dict[int, ItemRule] = {
 def check_request(ctx, api_key: int, req: Any) -> tuple[Any, Callable[[Any], Any] | None]:
     """(a denial response or None, a function completing the handler's response or None).
     May take denied items out of `req`."""
+    denied, complete = _check_request(ctx, api_key, req)
+    if denied is None and api_key == 9:
+        wanted = _offset_fetch_wanted(ctx, req)
+        after = complete
+        complete = lambda resp: _visible_offsets(ctx, wanted, after(resp) if after else resp)
+    return denied, complete
+
+
+def _offset_fetch_wanted(ctx, req) -> dict:
+    """OffsetFetch: group -> whether it asked for all its topics (None) or named them."""
+    if ctx.api_version < 8:
+        return {req.group_id: req.topics is None}
+    return {g.group_id: g.topics is None for g in req.groups or ()}
+
+
+def _visible_offsets(ctx, wanted: dict, resp: Any) -> Any:
+    """Kafka's OffsetFetch: topics the principal may not DESCRIBE are left out of an all-topics
+    answer; named ones answer TOPIC_AUTHORIZATION_FAILED (the v8+ per-group topics here, v0-7's
+    by the item rule)."""
+    groups = resp.groups if ctx.api_version >= 8 else [resp]
+    for g in groups or ():
+        if g.error_code:
+            continue
+        all_topics = wanted.get(getattr(g, "group_id", None), ctx.api_version < 8 and
+                                next(iter(wanted.values()), False))
+        kept = []
+        for t in g.topics or ():
+            if ctx.authorize(Op.DESCRIBE, RT.TOPIC, t.name):
+                kept.append(t)
+            elif not all_topics:
+                for p in t.partitions:
+                    p.committed_offset, p.error_code = -1, TOPIC_DENIED
+                kept.append(t)
+        g.topics = kept
+    return resp
+
+
+def _check_request(ctx, api_key: int, req: Any) -> tuple[Any, Callable[[Any], Any] | None]:
     rule = REQUEST_RULES.get(api_key)
     if rule is not None:
         code = rule(ctx, req)

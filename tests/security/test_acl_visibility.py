@@ -10,7 +10,7 @@ import pytest
 from kafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
 from kafka.protocol.admin import (DescribeClusterRequest, DescribeGroupsRequest,
                                   DescribeTopicPartitionsRequest, ListGroupsRequest)
-from kafka.protocol.consumer import JoinGroupRequest
+from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from minibroker.cluster import Cluster
@@ -57,6 +57,14 @@ async def test_metadata_list_groups_and_operations_follow_the_acls():
                 if r.error_code == 0:
                     break
                 await asyncio.sleep(0.05)
+            if g == "g-seen":                       # offsets first: no rebalance under way
+                C = OffsetCommitRequest.OffsetCommitRequestTopic
+                r = await admin.request(OffsetCommitRequest(
+                    group_id="g-seen", generation_id_or_member_epoch=-1, member_id="",
+                    retention_time_ms=-1, topics=[C(name=n, partitions=[C.OffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=0, committed_metadata="")])
+                        for n in ("hidden", "shown")]), 5)
+                assert [p.error_code for t in r.topics for p in t.partitions] == [0, 0]
             await admin.request(JoinGroupRequest(
                 group_id=g, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
                 group_instance_id=None, protocol_type="consumer", protocols=[
@@ -79,6 +87,13 @@ async def test_metadata_list_groups_and_operations_follow_the_acls():
         assert [g.group_id for g in lg.groups] == ["g-seen"]
         lg = await admin.request(ListGroupsRequest(states_filter=[]), 4)
         assert sorted(g.group_id for g in lg.groups) == ["g-other", "g-seen"]
+        for v in (7, 8):                            # all topics: the hidden one is left out
+            of = await alice.request(OffsetFetchRequest(
+                group_id="g-seen", topics=None, require_stable=False, groups=[
+                    OffsetFetchRequest.OffsetFetchRequestGroup(group_id="g-seen", topics=None)]),
+                v)
+            topics = of.topics if v < 8 else of.groups[0].topics
+            assert [t.name for t in topics] == ["shown"], v
         dg = await alice.request(DescribeGroupsRequest(groups=["g-seen"],
                                                        include_authorized_operations=True), 5)
         assert dg.groups[0].authorized_operations == {int(Op.DESCRIBE)}

@@ -10,6 +10,7 @@ failed authentication gets) once listeners authenticate.
 """
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -180,6 +181,11 @@ CASES = [
     Case(9, 8, lambda c: OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
         group_id=G, topics=None)], require_stable=False), [group(Op.DESCRIBE)],
         GroupDenied.errno, name="9-v8"),
+    Case(9, 8, lambda c: OffsetFetchRequest(groups=[OffsetFetchRequest.OffsetFetchRequestGroup(
+        group_id=G, topics=[OffsetFetchRequest.OffsetFetchRequestGroup.OffsetFetchRequestTopics(
+            name=T, partition_indexes=[0])])], require_stable=False),
+        [group(Op.DESCRIBE), topic(Op.DESCRIBE)], GroupDenied.errno, half=[group(Op.DESCRIBE)],
+        half_code=TopicDenied.errno, name="9-v8-topics"),
     Case(10, 3, lambda c: FindCoordinatorRequest(key=G, key_type=0), [group(Op.DESCRIBE)],
          GroupDenied.errno),
     Case(10, 4, lambda c: FindCoordinatorRequest(key_type=1, coordinator_keys=[X]),
@@ -380,6 +386,12 @@ async def test_authorization(case: Case):
         await c.create_topic(T, 1, 1)
         admin = connect(c, "User:admin", False)
         await admin.request(produce_request(T, 0, batch([b"a", b"b"], 0)), 9)
+        for key, key_type in ((G, 0), (X, 1)):     # the coordinators' topics exist
+            for _ in range(100):
+                r = await admin.request(FindCoordinatorRequest(key=key, key_type=key_type), 3)
+                if r.error_code == 0:
+                    break
+                await asyncio.sleep(0.02)
         grants = [allow("User:granted", op, rt, name) for op, rt, name in case.needs] + \
                  [allow("User:half", op, rt, name) for op, rt, name in case.half]
         if grants:
@@ -388,7 +400,7 @@ async def test_authorization(case: Case):
             for _ in range(100):
                 if len(c.brokers[1].authorizer.acls) == len(grants):
                     break
-                await __import__("asyncio").sleep(0.01)
+                await asyncio.sleep(0.01)
         callers = [("User:nobody", case.code)]
         if case.half:
             callers.append(("User:half", case.half_code))
