@@ -15,7 +15,8 @@ from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from minibroker.cluster import Cluster
 from minibroker.network import memory
-from minibroker.protocol.messages import LeaderAndIsrRequest
+from minibroker.protocol.messages import (ConsumerGroupDescribeRequest,
+                                          ConsumerGroupHeartbeatRequest, LeaderAndIsrRequest)
 from minibroker.security.acl import AclOperation as Op, ResourceType as RT
 from minibroker.security.principal import KafkaPrincipal
 from tests.security.acl_helpers import STANDARD, allow, connect_as
@@ -103,6 +104,15 @@ async def test_metadata_list_groups_and_operations_follow_the_acls():
         bob = connect_as(b, "User:bob")             # no DESCRIBE on the cluster: none shown
         md = await bob.request(_meta(), 8)
         assert (md.topics, md.authorized_operations) == ([], set())
+        hb = await admin.request(ConsumerGroupHeartbeatRequest(
+            group_id="g848", member_id="m848-0000000000000", member_epoch=0, instance_id=None,
+            rack_id=None, rebalance_timeout_ms=10000, subscribed_topic_names=["shown"],
+            subscribed_topic_regex=None, server_assignor=None, topic_partitions=[]), 0)
+        assert hb.error_code == 0
+        cgd = await admin.request(ConsumerGroupDescribeRequest(
+            group_ids=["g848"], include_authorized_operations=True), 0)
+        assert cgd.groups[0].authorized_operations == sum(
+            1 << op for op in (Op.READ, Op.DESCRIBE, Op.DELETE))
         dtp = await alice.request(DescribeTopicPartitionsRequest(
             topics=[], response_partition_limit=100, cursor=None), 0)
         assert [t.name for t in dtp.topics] == ["shown"]
