@@ -224,11 +224,23 @@ def check_request(ctx, api_key: int, req: Any) -> tuple[Any, Callable[[Any], Any
     """(a denial response or None, a function completing the handler's response or None).
     May take denied items out of `req`."""
     denied, complete = _check_request(ctx, api_key, req)
+    if denied is None and api_key == 19 and ctx.api_version >= 5:
+        after = complete
+        complete = lambda resp: _created_configs(ctx, after(resp) if after else resp)
     if denied is None and api_key == 9:
         wanted = _offset_fetch_wanted(ctx, req)
         after = complete
         complete = lambda resp: _visible_offsets(ctx, wanted, after(resp) if after else resp)
     return denied, complete
+
+
+def _created_configs(ctx, resp: Any) -> Any:
+    """CreateTopics v5+: a created topic's configs are shown only with DESCRIBE_CONFIGS on it
+    (else TopicConfigErrorCode TOPIC_AUTHORIZATION_FAILED and none), as Kafka's handler."""
+    for t in resp.topics or ():
+        if not t.error_code and not ctx.authorize(Op.DESCRIBE_CONFIGS, RT.TOPIC, t.name):
+            t.topic_config_error_code, t.configs = TOPIC_DENIED, None
+    return resp
 
 
 def _offset_fetch_wanted(ctx, req) -> dict:
