@@ -98,7 +98,7 @@ def replica_id(ctx, req) -> int:
 
 
 def _from_replica(code: int) -> RequestRule:
-    """Fetch and OffsetForLeaderEpoch from a follower (replica id >= 0): CLUSTER_ACTION."""
+    """Fetch from a follower (replica id >= 0): CLUSTER_ACTION."""
     def check(ctx, req) -> int:
         if replica_id(ctx, req) >= 0 and \
                 not ctx.authorize(Op.CLUSTER_ACTION, RT.CLUSTER, CLUSTER_NAME):
@@ -128,7 +128,7 @@ REQUEST_RULES: dict[int, RequestRule] = {
     4: _cluster(Op.CLUSTER_ACTION), 5: _cluster(Op.CLUSTER_ACTION), 6: _cluster(Op.CLUSTER_ACTION),
     8: _group(Op.READ), 9: _offset_fetch, 10: _find_coordinator,
     11: _group(Op.READ), 12: _group(Op.READ), 13: _group(Op.READ), 14: _group(Op.READ),
-    22: _init_producer_id, 23: _from_replica(CLUSTER_DENIED), 24: _add_partitions_txn,
+    22: _init_producer_id, 24: _add_partitions_txn,
     25: _txn_then_group, 26: _end_txn, 27: _cluster(Op.CLUSTER_ACTION), 28: _txn_then_group,
     35: _cluster(Op.DESCRIBE), 43: _cluster(Op.ALTER), 45: _cluster(Op.ALTER),
     46: _cluster(Op.DESCRIBE), 47: _group(Op.DELETE), 68: _heartbeat_848,
@@ -204,8 +204,9 @@ ITEM_RULES: dict[int, ItemRule] = {
     19: (_attr("topics"), _create_topic),
     20: (_attr("topics", 6, "topic_names"), _topics(Op.DELETE)),
     21: (_attr("topics"), _topics(Op.DELETE)),
-    23: (lambda ctx, req: None if replica_id(ctx, req) >= 0 else "topics",
-         _topics(Op.DESCRIBE)),
+    # KIP-320: consumers use it too; CLUSTER_ACTION (a follower) or DESCRIBE on each topic.
+    23: (lambda ctx, req: None if ctx.authorize(Op.CLUSTER_ACTION, RT.CLUSTER, CLUSTER_NAME)
+         else "topics", _topics(Op.DESCRIBE)),
     28: (_attr("topics"), _topics(Op.READ)),
     32: (_attr("resources"), _configs(Op.DESCRIBE_CONFIGS)),
     33: (_attr("resources"), _configs(Op.ALTER_CONFIGS)),
@@ -277,7 +278,10 @@ def _check_request(ctx, api_key: int, req: Any) -> tuple[Any, Callable[[Any], An
     if rule is not None:
         code = rule(ctx, req)
         if code:
-            return _every_error(error_response(req, ctx.api_version, code), code), None
+            resp = _every_error(error_response(req, ctx.api_version, code), code)
+            if api_key == 35:
+                resp.results = []               # DescribeLogDirs: no directory, the error
+            return resp, None
     if api_key == 24 and ctx.api_version < 4:
         return deny_topics_in_txn(ctx, req), None
     item_rule = ITEM_RULES.get(api_key)

@@ -233,6 +233,11 @@ CASES = [
             OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
                 partition=0, current_leader_epoch=-1, leader_epoch=0)])]),
         [topic(Op.DESCRIBE)], TopicDenied.errno),
+    Case(23, 4, lambda c: OffsetForLeaderEpochRequest(replica_id=1, topics=[
+        OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=T, partitions=[
+            OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                partition=0, current_leader_epoch=-1, leader_epoch=0)])]),
+        [cluster(Op.CLUSTER_ACTION)], TopicDenied.errno, name="23-follower"),
     Case(24, 3, lambda c: _add_partitions(), [txn(Op.WRITE), topic(Op.WRITE)], TxnDenied.errno,
          half=[txn(Op.WRITE)], half_code=TopicDenied.errno),
     Case(25, 3, lambda c: AddOffsetsToTxnRequest(transactional_id=X, producer_id=0,
