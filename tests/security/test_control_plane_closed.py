@@ -8,9 +8,14 @@ import asyncio
 import os
 
 import pytest
+from kafka.errors import ClusterAuthorizationFailedError
 
 from minibroker.cluster import Cluster
+from minibroker.network import memory
+from minibroker.protocol.messages import StopReplicaRequest
+from minibroker.security.principal import KafkaPrincipal
 from tests.broker.test_control_plane import attacks, raw
+from tests.security.acl_helpers import STANDARD
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -52,3 +57,24 @@ async def test_one_process_has_no_control_plane_port_to_find(caplog):
                 writer.close()
         assert {i: c.brokers[i].replica_manager.log_range("t", 0) for i in c.brokers} == before
         await c.create_topic("after", 1, 3)         # nothing wedged
+
+
+async def test_over_sockets_the_brokers_principal_needs_cluster_action():
+    """With inter-broker sockets there is a control-plane port, and with an authorizer its
+    requests need CLUSTER_ACTION: over PLAINTEXT the brokers are User:ANONYMOUS, which must then
+    be a super user (as in Kafka); a principal without it is refused."""
+    async with Cluster(brokers=2, minibroker_inter_broker_sockets=True,
+                       authorizer_class_name=STANDARD, super_users="User:ANONYMOUS") as c:
+        await c.create_topic("t", 1, 2)
+        b = c.brokers[1]
+        assert b.control_port > 0
+        stranger = memory.connect(b.control_handle, connections={})
+        memory.server_of(stranger).principal = KafkaPrincipal("User", "mallory")
+        st = StopReplicaRequest.StopReplicaTopicState
+        r = await stranger.request(StopReplicaRequest(
+            controller_id=1, is_k_raft_controller=False, controller_epoch=c.controller_epoch,
+            broker_epoch=b.broker_epoch, topic_states=[st(topic_name="t", partition_states=[
+                st.StopReplicaPartitionState(partition_index=0, leader_epoch=-1,
+                                             delete_partition=True)])]), 4)
+        assert r.error_code == ClusterAuthorizationFailedError.errno
+        assert b.replica_manager.get("t", 0) is not None
