@@ -127,6 +127,8 @@ class StandardAuthorizer:
         me = str(principal)
         if me in self.super_users or principal == INTER_BROKER:
             return True
+        if not isinstance(name, str):
+            return False                    # a malformed request's null name matches nothing
         ix = self._index.get(resource_type)
         applying = ix.applying_to(name) if ix is not None else []
         if not applying:
