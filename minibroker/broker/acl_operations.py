@@ -43,7 +43,7 @@ def authorized(ctx, resource_type: int, name: str, asked: bool) -> frozenset[int
     without an authorizer; else those its ACLs allow."""
     if not asked:
         return OMITTED
-    authz = ctx.broker.authorizer
+    authz = ctx.authorizer
     if authz is None:
         return _ALL[resource_type]
     return authz.authorized_operations(ctx.principal, ctx.client_host, resource_type, name)

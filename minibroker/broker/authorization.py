@@ -65,7 +65,7 @@ def _init_producer_id(ctx, req) -> int:
     if ctx.authorize(Op.IDEMPOTENT_WRITE, RT.CLUSTER, CLUSTER_NAME):
         return 0
     # KIP-679: WRITE on any topic is enough for an idempotent producer.
-    a = ctx.broker.authorizer
+    a = ctx.authorizer
     return 0 if a.authorize_by_resource_type(ctx.principal, ctx.client_host, Op.WRITE, RT.TOPIC) \
         else CLUSTER_DENIED
 
@@ -144,7 +144,7 @@ def _topic_name(ctx, item) -> str | None:
         name = item
     if not name:
         topic_id = getattr(item, "topic_id", None)
-        info = ctx.broker.metadata.topics_by_id.get(topic_id) if topic_id else None
+        info = ctx.metadata.topics_by_id.get(topic_id) if topic_id else None
         name = info.name if info is not None else None
     return name
 

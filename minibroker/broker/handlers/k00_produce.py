@@ -20,7 +20,8 @@ from kafka.errors import (InvalidRequiredAcksError, NotLeaderForPartitionError,
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceRequest
 
-from minibroker.broker.dispatch import RawResponse, RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import RawResponse, handles
 from minibroker.broker.leader_hints import LeaderHints
 from minibroker.broker.txn_verify import verify_transactional
 from minibroker.protocol.fast import ProduceTopic, decode_produce
@@ -43,13 +44,13 @@ def _leader_hints(ctx: RequestContext, results: dict[str, list]) -> list:
     for topic, parts in results.items():
         for part in parts:
             if part.error_code == NotLeaderForPartitionError.errno:
-                hints = hints or LeaderHints(ctx.broker.metadata)
+                hints = hints or LeaderHints(ctx.metadata)
                 part.current_leader = hints.current_leader(topic, part.index)
     return hints.node_endpoints() if hints is not None else []
 
 
 @handles(ApiKey.Produce, ProduceRequest, versions=(3, 12), raw=True)
-async def handle_produce(ctx: RequestContext, body: memoryview):
+async def handle_produce(ctx: RequestContext, body: memoryview) -> RawResponse | None:
     req = decode_produce(body, ctx.api_version)
     acks = req.acks
     if acks not in (0, 1, -1):
@@ -58,9 +59,9 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
             not ctx.authorize(Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id):
         results = _refused(req.topics, TransactionalIdAuthorizationFailedError.errno)
     else:
-        rm = ctx.broker.replica_manager
+        rm = ctx.replica_manager
         topics, refused = req.topics, {}
-        if ctx.broker.authorizer is not None:          # KIP-11: WRITE on each topic
+        if ctx.authorizer is not None:          # KIP-11: WRITE on each topic
             denied = [td for td in topics if not ctx.authorize(Op.WRITE, RT.TOPIC, td.name)]
             if denied:
                 refused = {(td.name, pd.index): TopicAuthorizationFailedError.errno
@@ -68,7 +69,7 @@ async def handle_produce(ctx: RequestContext, body: memoryview):
                 names = {td.name for td in denied}
                 topics = [td for td in topics if td.name not in names]
         if req.transactional_id is not None and topics:
-            unverified = await verify_transactional(ctx.broker, req.transactional_id, topics)
+            unverified = await verify_transactional(ctx.services, req.transactional_id, topics)
             if unverified:
                 refused.update(unverified)
                 topics = [ProduceTopic(td.name, [pd for pd in td.partitions

@@ -32,10 +32,11 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBufferPool
 
 from minibroker.broker import acl_operations
-from minibroker.broker.dispatch import RawResponse, RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import RawResponse, handles
 from minibroker.broker.metadata_wait import topic_has_leaders, wait_for_metadata
 from minibroker.protocol.framing import frame_parts, response_header
-from minibroker.broker.topic_names import invalid_reason
+from minibroker.protocol.topic_names import invalid_reason
 from minibroker.protocol.messages import MetadataResponseKip253 as MetadataResponse
 from minibroker.protocol.varint import uvarint_bytes as _uvarint
 from minibroker.security.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as RT
@@ -107,12 +108,12 @@ _MAX_CACHED_RESPONSES = 1024
 
 
 @handles(ApiKey.Metadata, MetadataRequest, versions=(0, 13))
-async def handle_metadata(ctx: RequestContext, req: MetadataRequest):
-    cache = ctx.broker.metadata
+async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> RawResponse:
+    cache = ctx.metadata
     version = ctx.api_version
     wanted = None if req.topics is None else tuple(
         (t.name, t.topic_id if version >= 10 else None) for t in req.topics)
-    auto = ctx.broker.config.auto_create_topics_enable and (
+    auto = ctx.config.auto_create_topics_enable and (
         version < 4 or bool(req.allow_auto_topic_creation))
     ops = (version >= 8 and bool(req.include_topic_authorized_operations),
            8 <= version <= 10 and bool(req.include_cluster_authorized_operations))
@@ -121,12 +122,12 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest):
         return (version, wanted, auto, ops, cache.generation, cache.controller_id, cache.cluster_id,
                 cache.max_partition_epoch)
     # Answers depend on the principal once ACLs are on: built each time then.
-    shared = ctx.broker.authorizer is None
+    shared = ctx.authorizer is None
     body = cache.responses.get(key()) if shared else None
     if body is None:
         body, to_create = _metadata(ctx, req)
         if to_create:
-            creating, names = ctx.broker.controller.auto_create_topics(to_create), to_create
+            creating, names = ctx.controller.auto_create_topics(to_create), to_create
             if await wait_for_metadata(ctx, lambda: creating.done() or all(
                     topic_has_leaders(ctx, n, 1) for n in names), _AUTO_CREATE_WAIT_MS):
                 # topics the controller turned down stay LEADER_NOT_AVAILABLE, uncached
@@ -141,7 +142,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest):
 def _metadata(ctx: RequestContext, req: MetadataRequest) -> tuple[bytes, list[str]]:
     """The encoded response body, and the requested topics to auto-create (LEADER_NOT_AVAILABLE
     in the body)."""
-    cache = ctx.broker.metadata
+    cache = ctx.metadata
     to_create = []
     version = ctx.api_version
     topic_ops = acl_operations.topic_operations(
@@ -149,13 +150,13 @@ def _metadata(ctx: RequestContext, req: MetadataRequest) -> tuple[bytes, list[st
     cluster_ops = acl_operations.cluster_operations(
         8 <= version <= 10 and bool(req.include_cluster_authorized_operations))
     topics = []
-    authz = ctx.broker.authorizer
+    authz = ctx.authorizer
     if authz is not None:
         return _authorized_metadata(ctx, req, authz)
     if req.topics is None or (version == 0 and not req.topics):
         topics = [_cached_entry(cache, cache.topics[n], version, topic_ops) for n in sorted(cache.topics)]
     else:
-        auto = ctx.broker.config.auto_create_topics_enable and (
+        auto = ctx.config.auto_create_topics_enable and (
             version < 4 or req.allow_auto_topic_creation)
         for t in req.topics:
             name = t.name
@@ -195,7 +196,7 @@ def _authorized_metadata(ctx: RequestContext, req: MetadataRequest, authz
     DESCRIBE is left out of an all-topics answer and answers TOPIC_AUTHORIZATION_FAILED when
     named; a missing topic is auto-created only with CREATE on the cluster or on the topic (else
     TOPIC_AUTHORIZATION_FAILED); authorized_operations come from the ACLs."""
-    cache, version = ctx.broker.metadata, ctx.api_version
+    cache, version = ctx.metadata, ctx.api_version
     who, host = ctx.principal, ctx.client_host
     want_ops = version >= 8 and bool(req.include_topic_authorized_operations)
 
@@ -207,7 +208,7 @@ def _authorized_metadata(ctx: RequestContext, req: MetadataRequest, authz
         topics = [entry(cache.topics[n]) for n in sorted(cache.topics)
                   if ctx.authorize(Op.DESCRIBE, RT.TOPIC, n)]
     else:
-        auto = ctx.broker.config.auto_create_topics_enable and (
+        auto = ctx.config.auto_create_topics_enable and (
             version < 4 or req.allow_auto_topic_creation)
         for t in req.topics:
             name = t.name

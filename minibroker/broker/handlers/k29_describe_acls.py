@@ -14,7 +14,8 @@ from kafka.errors import (ClusterAuthorizationFailedError, InvalidRequestError,
 from kafka.protocol.admin import DescribeAclsRequest, DescribeAclsResponse
 from kafka.protocol.api_key import ApiKey
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.security.acl import (CLUSTER_NAME, AclBindingFilter, AclOperation,
                                      ResourceType, filter_of)
 
@@ -23,13 +24,14 @@ _Acl = _Resource.AclDescription
 
 
 @handles(ApiKey.DescribeAcls, DescribeAclsRequest, versions=(1, 3))
-async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest):
+async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest
+                               ) -> DescribeAclsResponse:
     def error(code: int, message: str) -> DescribeAclsResponse:
         return DescribeAclsResponse(throttle_time_ms=0, error_code=code, error_message=message,
                                     resources=[])
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
         return error(ClusterAuthorizationFailedError.errno, None)
-    authorizer = ctx.broker.authorizer
+    authorizer = ctx.authorizer
     if authorizer is None:
         return error(SecurityDisabledError.errno, "No Authorizer is configured on the broker")
     f: AclBindingFilter = filter_of(req.resource_type_filter, req.resource_name_filter,

@@ -13,7 +13,8 @@ from kafka.errors import ClusterAuthorizationFailedError, SecurityDisabledError
 from kafka.protocol.admin import DeleteAclsRequest, DeleteAclsResponse
 from kafka.protocol.api_key import ApiKey
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.security.acl import CLUSTER_NAME, AclOperation, ResourceType, filter_of
 
 _Filter = DeleteAclsResponse.DeleteAclsFilterResult
@@ -21,19 +22,19 @@ _Match = _Filter.DeleteAclsMatchingAcl
 
 
 @handles(ApiKey.DeleteAcls, DeleteAclsRequest, versions=(1, 3))
-async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest):
+async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
     def all_fail(code: int, message: str | None) -> DeleteAclsResponse:
         return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
             _Filter(error_code=code, error_message=message, matching_acls=[])
             for _ in req.filters])
     if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         return all_fail(ClusterAuthorizationFailedError.errno, None)
-    if ctx.broker.authorizer is None:
+    if ctx.authorizer is None:
         return all_fail(SecurityDisabledError.errno, "No Authorizer is configured.")
     filters = [filter_of(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
                          f.principal_filter, f.host_filter, f.operation, f.permission_type)
                for f in req.filters]
-    results = await ctx.broker.controller.delete_acls(filters) if filters else []
+    results = await ctx.controller.delete_acls(filters) if filters else []
     return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
         _Filter(error_code=code, error_message=message, matching_acls=[
             _Match(error_code=c, error_message=m, resource_type=int(a.resource_type),
