@@ -14,7 +14,7 @@ name=t, patternType=LITERAL)`:" then one tab-indented "(principal=User:alice, ho
 operation=READ, permissionType=ALLOW)" per ACL. Without --force, --remove asks "(y/n)" first.
 --producer: WRITE, DESCRIBE, CREATE on the topics (WRITE, DESCRIBE on --transactional-id; with
 --idempotent, IDEMPOTENT_WRITE on the cluster); --consumer: READ, DESCRIBE on the topics, READ on
-the groups. --command-config: a properties file for the admin client; the PLAINTEXT settings only.
+the groups. --command-config and --timeout-ms as every admin tool (minibroker.cli.common).
 """
 from __future__ import annotations
 
@@ -155,22 +155,6 @@ def check(args: argparse.Namespace) -> None:
              "--transactional-id option should be specified.")
     if args.resource_pattern_type.upper() not in _PATTERNS:
         fail(f"--resource-pattern-type must be one of {', '.join(_PATTERNS)}")
-    if args.command_config:
-        _check_command_config(args.command_config)
-
-
-def _check_command_config(path: str) -> None:
-    try:
-        with open(path) as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        fail(f"--command-config {path}: {e.strerror}")
-    props = dict(line.split("=", 1) for line in lines
-                 if "=" in line and not line.lstrip().startswith(("#", "!")))
-    proto = props.get("security.protocol", "PLAINTEXT").strip().upper()
-    if proto != "PLAINTEXT":
-        fail(f"--command-config {path}: security.protocol={proto} is not supported by "
-             "minibroker's admin client yet (PLAINTEXT only)")
 
 
 async def _list(admin: Admin, args) -> None:
@@ -242,8 +226,6 @@ async def _main(admin: Admin, args) -> None:
 def add_acls_parser(sub) -> None:
     p = add_admin_tool_parser(sub, "acls", __doc__, "add, remove and list ACLs (kafka-acls.sh)",
                               _main, check=check)
-    p.add_argument("--command-config", metavar="FILE",
-                   help="a properties file of admin client configs")
     for flag, help_ in (("--add", "add ACLs"), ("--remove", "remove ACLs"),
                         ("--list", "list ACLs (of the resources given, else all)"),
                         ("--cluster", "the cluster resource"),
