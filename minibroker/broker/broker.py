@@ -37,6 +37,7 @@ from minibroker.network.accept import Listener
 from minibroker.network.request_pool import RequestMemoryPool
 from minibroker.network.tcp import close_idle_connections, start_listener
 from minibroker.security.authorizer import authorizer_from_config
+from minibroker.security.principal import ANONYMOUS
 
 log = logging.getLogger("minibroker.broker")
 
@@ -156,6 +157,13 @@ class Broker:
         self.txn.start()
         if listen:
             log.info("broker %d listening on %s:%d", self.node_id, self.host, self.port)
+            if self.authorizer is not None and self.control_plane_sockets and \
+                    str(ANONYMOUS) not in self.authorizer.super_users:
+                # Over PLAINTEXT sockets the brokers and the controller are User:ANONYMOUS
+                log.warning("broker %d: the authorizer is on and brokers reach each other over "
+                            "sockets as %s, which is not in super.users: replication and the "
+                            "controller's requests need CLUSTER_ACTION (docs/acls.md)",
+                            self.node_id, ANONYMOUS)
 
     def _listen_in_memory(self) -> None:
         """Other brokers and the controller in this process reach our listeners through memory
