@@ -9,6 +9,7 @@
 Both run as librdkafka's do without authentication (PLAINTEXT, every client User:ANONYMOUS),
 against a cluster with `authorizer.class.name` set and `allow.everyone.if.no.acl.found=true`,
 the ACLs set with `minibroker acls` where the tests call kafka-acls.sh.
+- kafka-python raising TopicAuthorizationFailedError and GroupAuthorizationFailedError;
 - create/describe/delete ACL round trips with confluent-kafka's AdminClient and kafka-python's
   KafkaAdminClient.
 """
@@ -158,3 +159,33 @@ def test_kafka_python_admin_acl_round_trip(acl_cluster):
         assert acls == []
     finally:
         admin.close()
+
+
+def test_kafka_python_sees_kafkas_authorization_errors(acl_cluster):
+    """kafka-python raises its own classes for the codes: a denied topic on send, a denied
+    group on the consumer's join."""
+    kafka = pytest.importorskip("kafka")
+    errors = pytest.importorskip("kafka.errors")
+    tc = acl_cluster
+    tc.create_topic("kp-denied", 1, 1)
+    tc.create_topic("kp-open", 1, 1)
+    kafka_acls(tc.bootstrap, "--add", "--deny-principal", "User:*", "--operation", "Write",
+               "--topic", "kp-denied")
+    kafka_acls(tc.bootstrap, "--add", "--deny-principal", "User:*", "--operation", "Read",
+               "--group", "kp-group")
+    time.sleep(1)
+    p = kafka.KafkaProducer(bootstrap_servers=tc.bootstrap, retries=0)
+    try:
+        with pytest.raises(errors.TopicAuthorizationFailedError):
+            p.send("kp-denied", b"x").get(timeout=30)
+        assert p.send("kp-open", b"x").get(timeout=30).offset == 0
+    finally:
+        p.close()
+    c = kafka.KafkaConsumer("kp-open", bootstrap_servers=tc.bootstrap, group_id="kp-group",
+                            auto_offset_reset="earliest", consumer_timeout_ms=10000)
+    try:
+        with pytest.raises(errors.GroupAuthorizationFailedError):
+            for _ in c:
+                break
+    finally:
+        c.close()
