@@ -167,7 +167,14 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
     complete = None
     if resp is None and services.authorizer is not None and not handler.raw:
         # KIP-11: a denied request is answered here; denied items leave the request
-        resp, complete = check_request(ctx, api_key, req)
+        try:
+            resp, complete = check_request(ctx, api_key, req)
+        except Exception:
+            where = first_null(cls._struct, req, api_version)     # malformed, as below
+            if where is None:
+                raise
+            raise ProtocolViolation(f"{handler.name} v{api_version}: null {where}, which is not "
+                                    "nullable") from None
     if resp is None:
         coro = handler.fn(ctx, req)
         # Only the handler refers to the frame now: one that waits may let it go (ctx.frame =

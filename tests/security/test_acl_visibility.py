@@ -10,7 +10,8 @@ import pytest
 from kafka.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
 from kafka.protocol.admin import (DescribeClusterRequest, DescribeGroupsRequest,
                                   DescribeTopicPartitionsRequest, ListGroupsRequest)
-from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest
+from kafka.protocol.consumer import (JoinGroupRequest, ListOffsetsRequest, OffsetCommitRequest,
+                                     OffsetFetchRequest)
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from minibroker.cluster import Cluster
@@ -132,3 +133,23 @@ async def test_inter_broker_apis_demand_cluster_action_and_a_far_epoch_wedges_no
         assert b.replica_manager.check_controller_epoch(c.controller_epoch) == 0
         await c.create_topic("after", 1, 2)    # the controller still reaches the broker
         assert b.replica_manager.get("after", 0) is not None
+
+
+async def test_a_null_name_under_the_authorizer_is_an_answer_or_a_clean_close(caplog):
+    """Malformed input (a null topic or group name where none is allowed) reaching the
+    authorization checks: Kafka's error, or the connection closed with one log line; never a
+    traceback."""
+    async with Cluster(brokers=1, authorizer_class_name=STANDARD) as c:
+        b = c.brokers[1]
+        P = ListOffsetsRequest.ListOffsetsTopic
+        conn = connect_as(b, "User:alice")
+        r = await conn.request(ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[P(
+            name=None, partitions=[P.ListOffsetsPartition(partition_index=0, timestamp=-1)])]),
+            7)
+        # no topic has a null name: unknown, as for a topic id this broker does not know
+        assert [p.error_code for t in r.topics for p in t.partitions] == [3]
+        r = await conn.request(JoinGroupRequest(
+            group_id=None, session_timeout_ms=10000, rebalance_timeout_ms=10000, member_id="",
+            group_instance_id=None, protocol_type="consumer", protocols=[]), 3)
+        assert r.error_code == 30                   # GROUP_AUTHORIZATION_FAILED
+        assert not any(r.exc_info for r in caplog.records)
