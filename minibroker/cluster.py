@@ -133,6 +133,13 @@ class ControllerChannel:
     async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None):
         return await self._forward(lambda c: c.elect_leaders(election_type, partitions))
 
+    # ACLs (CreateAcls, DeleteAcls; KIP-11).
+    async def create_acls(self, bindings: list) -> list:
+        return await self._forward(lambda c: c.create_acls(bindings))
+
+    async def delete_acls(self, filters: list) -> list:
+        return await self._forward(lambda c: c.delete_acls(filters))
+
     # Reassignments (KIP-455 and the private AssignPartitions / PartitionAssignmentStatus APIs).
     async def assign_partitions(self, assignments: list[tuple[str, int, list[int]]]):
         return await self._forward(lambda c: c.assign_partitions(assignments))

@@ -7,6 +7,7 @@ from typing import Any
 
 from minibroker.log.config import BROKER_CONFIGS
 from minibroker.protocol.schemas import SCHEMAS_DIR
+from minibroker.security.authorizer import AUTHORIZER_CLASS_NAMES
 
 
 # Kafka's ConfigDef lower bounds (atLeast) for the broker configs that have one.
@@ -126,6 +127,11 @@ class ClusterConfig:
     # loopback TCP as brokers in different processes do; false (the default), over an in-memory
     # pipe carrying the same frames (network/memory.py), without the kernel's copies.
     minibroker_inter_broker_sockets: bool = False
+    # Authorization (KIP-11): the authorizer is on when authorizer.class.name names one of Kafka's
+    # (minibroker.security.authorizer.AUTHORIZER_CLASS_NAMES); empty, as Kafka's default: off.
+    authorizer_class_name: str = ""
+    super_users: str = ""                   # "User:a;User:b": allowed everything
+    allow_everyone_if_no_acl_found: bool = False
     # Our extension: emulate this Kafka release's ApiVersions ("2.8"; None: every API we serve;
     # minibroker/broker/releases.py, schemas/releases/).
     kafka_version: str | None = None
@@ -161,6 +167,10 @@ class ClusterConfig:
             elif fname in _AT_LEAST and value < _AT_LEAST[fname]:
                 return (f"Invalid value {value} for configuration {kname}: "
                         f"Value must be at least {_AT_LEAST[fname]}")
+        if self.authorizer_class_name and \
+                self.authorizer_class_name not in AUTHORIZER_CLASS_NAMES:
+            return (f"Invalid value {self.authorizer_class_name} for configuration "
+                    f"authorizer.class.name: Class {self.authorizer_class_name} cannot be found")
         if self.log_memory_overflow not in ("spill", "delete"):
             return (f"Invalid value {self.log_memory_overflow} for configuration "
                     "log.memory.overflow: String must be one of: spill, delete")

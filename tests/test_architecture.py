@@ -33,6 +33,7 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli", "minibroker.cli.configs"),
     ("minibroker.cli", "minibroker.cli.transactions"),
     ("minibroker.cli", "minibroker.cli.faults"),
+    ("minibroker.cli", "minibroker.cli.acls"),
     ("minibroker.cli", "minibroker.cli.serve"),
     ("minibroker.cli", "minibroker.cli.console"),
     ("minibroker.cli", "minibroker.cli.kafka_home"),

@@ -1,5 +1,5 @@
 """Admin client: topics, partitions (growing and KIP-253 shrinking), KIP-179 reassignment,
-configs, offsets, records, groups.
+configs, offsets, records, groups, ACLs (client/admin_acls.py).
 
     admin = Admin("127.0.0.1:9092")
     await admin.create_topics([NewTopic("t", 3, 3, {"retention.ms": "60000"})])
@@ -29,6 +29,7 @@ from kafka.protocol.consumer import (OffsetCommitRequest, OffsetDeleteRequest,
                                      OffsetFetchRequest)
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
+from minibroker.client.admin_acls import AclAdmin
 from minibroker.client.connection_pool import ConnectionPool
 from minibroker.client.lifecycle import PooledClient
 from minibroker.client.list_offsets import EARLIEST, LATEST, list_offsets
@@ -71,7 +72,7 @@ def _err(code: int, what: str, message: str | None = None) -> Exception | None:
     return Errors.for_code(code)(f"{what}: {message}" if message else what)
 
 
-class Admin(PooledClient):
+class Admin(AclAdmin, PooledClient):
     def __init__(self, bootstrap_servers: str | list[str], *, client_id: str = "minibroker-admin",
                  request_timeout_ms: int = 30000, ssl_context: Any = None) -> None:
         self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms,
