@@ -20,6 +20,7 @@ import logging
 import os
 from typing import Any
 
+from minibroker.broker import trace
 from minibroker.broker.broker import Broker
 from minibroker.broker.faults import Faults
 from minibroker.clock import SEEDED_WALL_BASE_MS, Clock
@@ -214,6 +215,7 @@ class Cluster:
         for b in self.brokers.values():
             if b.running:
                 await b.stop()
+        trace.close_tracer(self.config.trace)
 
     async def __aenter__(self) -> "Cluster":
         return await self.start()

@@ -239,4 +239,6 @@ def handler_for(broker: Any, control_plane: bool = False
     Python frame per request)."""
     if control_plane:
         return functools.partial(dispatch, broker, control_plane=True)
+    if broker.tracer is not None:   # serve --trace: each request and response (broker/trace.py)
+        return functools.partial(broker.tracer.dispatch, dispatch, broker)
     return functools.partial(dispatch, broker)

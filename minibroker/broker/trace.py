@@ -1,0 +1,257 @@
+"""Protocol trace (`serve --trace FILE`, `Cluster(trace=FILE)`): one JSON line per request and
+per response a client listener handles, for client authors to see exactly what their client sent
+and was answered.
+
+A request line: time (the cluster clock, ms), broker, connection id (per tracer, in the order
+connections first spoke), the client's client_id and software name/version (ApiVersions v3+,
+KIP-511, remembered per connection), API key, name, version, correlation id and the decoded
+fields. Record sets are summarised per batch (base offset, record count, producer id and epoch,
+base sequence, codec, transactional/control, size), never their bytes; other byte fields show as
+hex up to 64 bytes, else their size. A response line: the same ids, the decoded fields, every
+non-zero error code by name, throttle_time_ms and the latency. A connection closed for bad input
+gets a "closed" line with the reason.
+
+Off by default and free then: dispatch.handler_for wraps dispatch only when a broker has a
+tracer. Produce requests are summarised from their raw bytes (protocol.fast, no copy of the
+records) before the handler runs (it may patch the batch headers in place and keep the frame).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import struct
+import sys
+import uuid
+import weakref
+from typing import Any, Callable, TextIO
+
+from kafka.errors import for_code
+from kafka.protocol.api_message import ResponseClassRegistry
+
+from minibroker.broker.dispatch import HANDLERS, decode_exact
+from minibroker.protocol.fast import decode_produce
+from minibroker.protocol.framing import API_PREFIX, ProtocolViolation, parse_request_header
+from minibroker.network.client import decode_response
+
+# base offset, length, partition leader epoch, magic, crc, attributes, last offset delta,
+# first timestamp, max timestamp, producer id, producer epoch, base sequence, record count
+_BATCH = struct.Struct(">qiibIhiqqqhii")
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+_HEX_UP_TO = 64
+
+
+def batches(records: Any) -> list[dict]:
+    """Summaries of the record batches in a record set (magic 2; older formats by size only)."""
+    buf = memoryview(records).cast("B") if not isinstance(records, memoryview) else records
+    out, pos, end = [], 0, len(buf)
+    while pos + 17 <= end:
+        base_offset, length, _epoch, magic = struct.unpack_from(">qiib", buf, pos)
+        size = 12 + length
+        if magic != 2 or pos + _BATCH.size > end:
+            out.append({"base_offset": base_offset, "magic": magic, "size": size})
+        else:
+            (_, _, _, _, _, attrs, _delta, _, _, pid, pepoch, seq, count) = \
+                _BATCH.unpack_from(buf, pos)
+            out.append({"base_offset": base_offset, "count": count, "producer_id": pid,
+                        "producer_epoch": pepoch, "base_sequence": seq,
+                        "codec": CODECS[attrs & 7] if attrs & 7 < 5 else attrs & 7,
+                        "transactional": bool(attrs & 0x10), "control": bool(attrs & 0x20),
+                        "size": size})
+        pos += size
+    if pos < end:
+        out.append({"partial": end - pos})      # a fetch may end in a partial batch
+    return out
+
+
+def jsonable(value: Any, key: str = "") -> Any:
+    if isinstance(value, dict):
+        return {k: jsonable(v, k) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v, key) for v in value]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        if key == "records":
+            return batches(value)
+        n = len(value) if not isinstance(value, memoryview) else value.nbytes
+        return bytes(value).hex() if n <= _HEX_UP_TO else {"bytes": n}
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if hasattr(value, "to_dict"):
+        return jsonable(value.to_dict(json=False), key)
+    return repr(value)
+
+
+def error_codes(value: Any, out: set[int]) -> set[int]:
+    """Every non-zero error code in a decoded response (any field named *error_code)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k.endswith("error_code") and isinstance(v, int) and v:
+                out.add(v)
+            elif isinstance(v, (dict, list)):
+                error_codes(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            error_codes(v, out)
+    return out
+
+
+def error_name(code: int) -> str:
+    try:
+        return for_code(code).message           # Kafka's name: NOT_LEADER_OR_FOLLOWER
+    except Exception:  # noqa: BLE001 — our own codes (protocol/errors.py) and unknown ones
+        return str(code)
+
+
+@functools.cache
+def response_class(request_class: Any) -> Any:
+    """XRequest → XResponse (the module's, else kafka-python's registry by api key)."""
+    mod = sys.modules[request_class.__module__]
+    cls = getattr(mod, request_class.__name__.replace("Request", "Response", 1), None)
+    if cls is None:
+        cls = ResponseClassRegistry._response_class_registry[request_class.API_KEY]
+    return cls[None] if getattr(cls, "_class_version", None) is not None else cls
+
+
+def produce_fields(body: memoryview, version: int) -> dict:
+    view = decode_produce(body, version)
+    return {"transactional_id": view.transactional_id, "acks": view.acks,
+            "timeout_ms": view.timeout_ms,
+            "topic_data": [{"name": t.name, "partition_data": [
+                {"index": p.index, "records": None if p.records is None else batches(p.records)}
+                for p in t.partitions]} for t in view.topics]}
+
+
+class _Conn:
+    __slots__ = ("id", "software_name", "software_version")
+
+    def __init__(self, conn_id: int) -> None:
+        self.id = conn_id
+        self.software_name = self.software_version = None
+
+
+class Tracer:
+    """Writes the trace lines of every broker given it (one per path in a process: `open_tracer`).
+    `sink`: a text stream, or any callable taking one line (the pytest plugin's in-memory list)."""
+
+    def __init__(self, sink: TextIO | Callable[[str], None]) -> None:
+        self.stream = sink if hasattr(sink, "write") else None
+        self._write = self._to(sink) if self.stream is not None else sink
+        self._conns: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._next_conn = 0
+        self.violations_of: Callable[[Any, int], list] | None = None     # strict mode's, if on
+
+    @staticmethod
+    def _to(stream: TextIO) -> Callable[[str], None]:
+        def write(line: str) -> None:
+            stream.write(line + "\n")
+            stream.flush()
+        return write
+
+    def conn_state(self, conn: Any) -> _Conn:
+        state = self._conns.get(conn)
+        if state is None:
+            self._next_conn += 1
+            state = self._conns[conn] = _Conn(self._next_conn)
+        return state
+
+    def emit(self, record: dict) -> None:
+        self._write(json.dumps(record, separators=(",", ":"), default=repr))
+
+    async def dispatch(self, dispatch: Callable, broker: Any, conn: Any, frame: memoryview):
+        """dispatch(broker, conn, frame), with its request and response traced."""
+        started = broker.clock.monotonic()
+        line = self.request_line(broker, conn, frame)
+        self.emit(line)
+        key, version = line.get("api_key"), line.get("version")
+        coro = dispatch(broker, conn, frame)
+        del frame       # the handler may let the frame go while it waits (dispatch.py)
+        try:
+            parts = await coro
+        except ProtocolViolation as e:
+            self.emit(self._ids(line, "closed", broker.clock.now_ms()) | {"reason": str(e)})
+            raise
+        out = self._ids(line, "response", broker.clock.now_ms())
+        out["latency_ms"] = round((broker.clock.monotonic() - started) * 1000, 3)
+        if parts is None:
+            out["no_response"] = True
+        else:
+            out.update(self.response_fields(key, version, parts))
+        self.emit(out)
+        return parts
+
+    @staticmethod
+    def _ids(line: dict, kind: str, now_ms: int) -> dict:
+        return {"time": now_ms, "dir": kind} | {
+            k: line[k] for k in ("broker", "conn", "client_id", "software", "api_key", "api",
+                                 "version", "corr") if k in line}
+
+    def request_line(self, broker: Any, conn: Any, frame: memoryview) -> dict:
+        state = self.conn_state(conn)
+        line: dict = {"time": broker.clock.now_ms(), "dir": "request", "broker": broker.node_id,
+                      "conn": state.id}
+        if len(frame) < 8:
+            return line
+        key, version, corr = API_PREFIX.unpack_from(frame, 0)
+        handler = broker.handlers.get(key)
+        line.update(api_key=key, api=handler.name if handler else str(key), version=version,
+                    corr=corr)
+        if handler is None or not handler.versions[0] <= version <= handler.versions[1]:
+            return line
+        try:
+            header = parse_request_header(frame, version >= handler.flexible_from)
+            line["client_id"] = header.client_id
+            body = frame[header.body_offset:]
+            if key == 0:
+                line["fields"] = produce_fields(body, version)
+            else:
+                req = decode_exact(handler.request_class, body, version)
+                line["fields"] = jsonable(req.to_dict(json=False))
+                if key == 18 and version >= 3:
+                    state.software_name = req.client_software_name
+                    state.software_version = req.client_software_version
+        except (ProtocolViolation, ValueError, struct.error) as e:
+            line["undecodable"] = str(e)
+        if state.software_name is not None:
+            line["software"] = f"{state.software_name}/{state.software_version}"
+        return line
+
+    def response_fields(self, key: int, version: int, parts: list) -> dict:
+        handler = HANDLERS.get(key)
+        if handler is None:
+            return {}
+        data = memoryview(b"".join(bytes(p) for p in parts))[4:]    # after the size prefix
+        try:
+            resp = decode_response(response_class(handler.request_class), data, version)
+        except Exception as e:  # noqa: BLE001 — a trace never breaks serving
+            return {"undecodable": repr(e)}
+        fields = jsonable(resp.to_dict(json=False))
+        out: dict = {"fields": fields}
+        codes = error_codes(fields, set())
+        if codes:
+            out["errors"] = {error_name(c): c for c in sorted(codes)}
+        if isinstance(fields, dict) and fields.get("throttle_time_ms"):
+            out["throttle_ms"] = fields["throttle_time_ms"]
+        return out
+
+
+_open: dict[str, Tracer] = {}
+
+
+def open_tracer(target: str | None) -> Tracer | None:
+    """The process's tracer writing to `target` (a path, truncated when first opened, or "-" for
+    stderr); None for None."""
+    if target is None:
+        return None
+    tracer = _open.get(target)
+    if tracer is None:
+        stream = sys.stderr if target == "-" else open(target, "w", encoding="utf-8")  # noqa: SIM115
+        tracer = _open[target] = Tracer(stream)
+    return tracer
+
+
+def close_tracer(target: str | None) -> None:
+    """Close the process's tracer for `target` (Cluster.stop); the next open starts it afresh."""
+    tracer = _open.pop(target, None) if target is not None else None
+    if tracer is not None and tracer.stream is not None and tracer.stream is not sys.stderr:
+        tracer.stream.close()
