@@ -92,3 +92,26 @@ def test_loading_the_plugin_raises_no_deprecation_warning():
                         "import minibroker.testing.pytest_plugin, minibroker.cli"],
                        capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stderr) == (0, ""), r.stderr[-2000:]
+
+
+def test_a_failing_test_report_carries_its_trace(pytester):
+    pytester.makepyfile(test_traced="""
+        from kafka import KafkaProducer
+
+        def test_passes(minibroker_cluster):
+            minibroker_cluster.create_topic("ok", 1, 1)
+
+        def test_fails(minibroker_cluster):
+            p = KafkaProducer(bootstrap_servers=minibroker_cluster.bootstrap, client_id="failing")
+            p.send("ok", b"x").get(10)
+            p.close()
+            assert False, "the client's bug"
+    """)
+    result = pytester.runpytest_subprocess("--minibroker-brokers", "1", "--minibroker-trace",
+                                           "-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    assert "minibroker trace" in out
+    section = out[out.index("minibroker trace"):]
+    assert "→ Produce v" in section and "failing" in section
+    assert "(kafka-python/" in section or "ApiVersions" in section

@@ -73,7 +73,7 @@ def _config(args) -> ClusterConfig:
     try:
         return ClusterConfig(brokers=args.brokers, host=args.host, port=args.port, racks=racks,
                              seed=args.seed, data_dir=args.data_dir,
-                             kafka_version=args.kafka_version, **overrides)
+                             kafka_version=args.kafka_version, trace=args.trace, **overrides)
     except ValueError as e:
         fail(one_line(e))
 
@@ -201,6 +201,9 @@ def add_serve_parser(sub, description: str) -> None:
                    choices=emulated_releases(),
                    help="emulate this Kafka release: ApiVersions advertises what its brokers "
                         "did (2.1 to 4.1; docs/client-authors.md)")
+    s.add_argument("--trace", default=None, metavar="FILE",
+                   help="write a JSON line per client request and response to FILE (- for "
+                        "stderr); `minibroker trace FILE` prints it as a timeline")
     s.add_argument("--log-level", default="WARNING", type=str.upper, choices=LOG_LEVELS,
                    help="logging level on stderr")
     s.add_argument("--processes", action="store_true",
