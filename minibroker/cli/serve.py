@@ -131,21 +131,34 @@ async def _serve(args, config: ClusterConfig) -> None:
             await cluster.stop()
             fail(f"cannot serve metrics on {config.host} port {args.metrics_port}: "
                  f"{os_reason(e)}")
+    bootstrap = cluster.bootstrap if children is None else children.bootstrap(cluster.bootstrap)
+    console = None
+    if args.console_port is not None:
+        from minibroker.console.server import ConsoleServer
+        try:
+            console = await ConsoleServer(bootstrap, config.host, args.console_port).start()
+        except OSError as e:
+            await cluster.stop()
+            fail(f"cannot serve the console on {config.host} port {args.console_port}: "
+                 f"{os_reason(e)}")
     # Everything allocated so far (modules, kafka-python's schemas: ~45,000 objects) lives as long
     # as the process: out of the collector's sight, a full collection scans only what the brokers
     # hold, and no longer stalls every broker for 10-35 ms once produced batches trigger one.
     gc.collect()
     gc.freeze()
-    bootstrap = cluster.bootstrap if children is None else children.bootstrap(cluster.bootstrap)
     print(f"BOOTSTRAP {bootstrap}", flush=True)
     if metrics is not None:
         print(f"METRICS http://{config.host}:{metrics.port}/metrics", flush=True)
+    if console is not None:
+        print(f"CONSOLE {console.url}", flush=True)
     cap = config.log_memory_max_bytes
     print(f"minibroker: {config.brokers} brokers, cluster id {cluster.cluster_id}, "
           f"log.memory.max.bytes={cap} per broker"
           f"{f', data in {config.data_dir}' if config.data_dir else ''}; Ctrl-C to stop",
           file=sys.stderr, flush=True)
     await stop.wait()
+    if console is not None:
+        await console.stop()
     if metrics is not None:
         await metrics.stop()
     if children is not None:
@@ -220,6 +233,9 @@ def add_serve_parser(sub, description: str) -> None:
     s.add_argument("--metrics-port", type=port, default=None,
                    help="serve Prometheus metrics on this port (0 = any free port; needs the "
                         "'metrics' extra, prometheus_client)")
+    s.add_argument("--console-port", type=port, default=None,
+                   help="serve the web console on this port (0 = any free port; needs the "
+                        "'console' extra)")
 
 
 def run_serve(args) -> None:
@@ -228,5 +244,8 @@ def run_serve(args) -> None:
             import prometheus_client  # noqa: F401
         except ImportError:
             fail("--metrics-port needs prometheus_client: pip install 'minibroker[metrics]'")
+    if args.console_port is not None:
+        from minibroker.cli.console import require_console_extra
+        require_console_extra()
     config = _config(args)
     _run(_serve(args, config))
