@@ -15,7 +15,7 @@ from typing import Any
 
 import minibroker.broker.handlers  # noqa: F401 — registers every handler with dispatch
 from minibroker.broker.controller_quota import ControllerMutationQuota
-from minibroker.broker import releases, trace
+from minibroker.broker import releases
 from minibroker.broker.dispatch import HANDLERS, handler_for
 from minibroker.broker.faults import Faults
 from minibroker.broker.coordinator_log import ReplicaManagerPartitionWriter
@@ -91,8 +91,9 @@ class Broker:
                          else releases.dispatch_table(config.kafka_version))
         # KIP-848's consumer groups (keys 68/69): on by default from Kafka 4.0 only.
         self.consumer_group_protocol = releases.consumer_group_protocol(config.kafka_version)
-        # serve --trace: every client request and response as a JSON line (broker/trace.py).
-        self.tracer = trace.open_tracer(config.trace)
+        # serve --trace / --strict: what observes every client exchange (broker/trace.py), set
+        # by Cluster through trace.attach; None: requests go straight to dispatch.
+        self.tracer = None
         # What a listener calls per request frame: network/ knows no broker, only this.
         self.handle = handler_for(self)
         # The control-plane listener (KIP-291's control.plane.listener.name): the controller's

@@ -28,7 +28,7 @@ from typing import Any, Callable, TextIO
 from kafka.errors import for_code
 from kafka.protocol.api_message import ResponseClassRegistry
 
-from minibroker.broker.dispatch import HANDLERS, decode_exact
+from minibroker.broker.dispatch import HANDLERS, decode_exact, handler_for
 from minibroker.protocol.fast import decode_produce
 from minibroker.protocol.framing import API_PREFIX, ProtocolViolation, parse_request_header
 from minibroker.network.client import decode_response
@@ -123,23 +123,30 @@ def produce_fields(body: memoryview, version: int) -> dict:
 
 
 class _Conn:
-    __slots__ = ("id", "software_name", "software_version")
+    """What the tracer (and strict mode) remember of one client connection."""
+    __slots__ = ("id", "software_name", "software_version", "negotiated", "in_flight",
+                 "throttled_until", "member_id_required", "__weakref__")
 
     def __init__(self, conn_id: int) -> None:
         self.id = conn_id
         self.software_name = self.software_version = None
+        self.negotiated: dict[int, tuple[int, int]] | None = None   # its ApiVersions answer
+        self.in_flight: set[int] = set()                             # correlation ids
+        self.throttled_until = 0.0                                   # monotonic s (KIP-219)
+        self.member_id_required: dict[str, str] = {}                 # group → member id given
 
 
 class Tracer:
-    """Writes the trace lines of every broker given it (one per path in a process: `open_tracer`).
-    `sink`: a text stream, or any callable taking one line (the pytest plugin's in-memory list)."""
+    """Observes every request and response of the brokers given it (`attach`): writes the trace
+    lines to `sink` (a text stream, a callable taking one line, or None: no trace) and hands
+    each exchange to strict mode's checks (`strict`, minibroker.broker.strict), if on."""
 
-    def __init__(self, sink: TextIO | Callable[[str], None]) -> None:
+    def __init__(self, sink: TextIO | Callable[[str], None] | None, strict: Any = None) -> None:
         self.stream = sink if hasattr(sink, "write") else None
         self._write = self._to(sink) if self.stream is not None else sink
+        self.strict = strict
         self._conns: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._next_conn = 0
-        self.violations_of: Callable[[Any, int], list] | None = None     # strict mode's, if on
 
     @staticmethod
     def _to(stream: TextIO) -> Callable[[str], None]:
@@ -147,6 +154,10 @@ class Tracer:
             stream.write(line + "\n")
             stream.flush()
         return write
+
+    def close(self) -> None:
+        if self.stream is not None and self.stream is not sys.stderr:
+            self.stream.close()
 
     def conn_state(self, conn: Any) -> _Conn:
         state = self._conns.get(conn)
@@ -156,12 +167,17 @@ class Tracer:
         return state
 
     def emit(self, record: dict) -> None:
-        self._write(json.dumps(record, separators=(",", ":"), default=repr))
+        if self._write is not None:
+            self._write(json.dumps(record, separators=(",", ":"), default=repr))
 
     async def dispatch(self, dispatch: Callable, broker: Any, conn: Any, frame: memoryview):
-        """dispatch(broker, conn, frame), with its request and response traced."""
+        """dispatch(broker, conn, frame), with its request and response traced and checked."""
         started = broker.clock.monotonic()
-        line = self.request_line(broker, conn, frame)
+        state = self.conn_state(conn)
+        line, req = self.request_line(broker, state, frame)
+        strict = self.strict
+        if strict is not None:
+            strict.on_request(broker, state, line, req, frame)
         self.emit(line)
         key, version = line.get("api_key"), line.get("version")
         coro = dispatch(broker, conn, frame)
@@ -169,14 +185,18 @@ class Tracer:
         try:
             parts = await coro
         except ProtocolViolation as e:
+            state.in_flight.discard(line.get("corr"))
             self.emit(self._ids(line, "closed", broker.clock.now_ms()) | {"reason": str(e)})
             raise
         out = self._ids(line, "response", broker.clock.now_ms())
         out["latency_ms"] = round((broker.clock.monotonic() - started) * 1000, 3)
+        resp = None
         if parts is None:
             out["no_response"] = True
         else:
-            out.update(self.response_fields(key, version, parts))
+            resp = self.response_fields(key, version, parts, out)
+        if strict is not None:
+            strict.on_response(broker, state, line, req, out, resp)
         self.emit(out)
         return parts
 
@@ -186,24 +206,25 @@ class Tracer:
             k: line[k] for k in ("broker", "conn", "client_id", "software", "api_key", "api",
                                  "version", "corr") if k in line}
 
-    def request_line(self, broker: Any, conn: Any, frame: memoryview) -> dict:
-        state = self.conn_state(conn)
+    def request_line(self, broker: Any, state: _Conn, frame: memoryview) -> tuple[dict, Any]:
+        """The request's trace line, and the decoded request (Produce: its summary) or None."""
+        req = None
         line: dict = {"time": broker.clock.now_ms(), "dir": "request", "broker": broker.node_id,
                       "conn": state.id}
         if len(frame) < 8:
-            return line
+            return line, req
         key, version, corr = API_PREFIX.unpack_from(frame, 0)
         handler = broker.handlers.get(key)
         line.update(api_key=key, api=handler.name if handler else str(key), version=version,
                     corr=corr)
         if handler is None or not handler.versions[0] <= version <= handler.versions[1]:
-            return line
+            return line, req
         try:
             header = parse_request_header(frame, version >= handler.flexible_from)
             line["client_id"] = header.client_id
             body = frame[header.body_offset:]
             if key == 0:
-                line["fields"] = produce_fields(body, version)
+                req = line["fields"] = produce_fields(body, version)
             else:
                 req = decode_exact(handler.request_class, body, version)
                 line["fields"] = jsonable(req.to_dict(json=False))
@@ -214,44 +235,38 @@ class Tracer:
             line["undecodable"] = str(e)
         if state.software_name is not None:
             line["software"] = f"{state.software_name}/{state.software_version}"
-        return line
+        return line, req
 
-    def response_fields(self, key: int, version: int, parts: list) -> dict:
+    def response_fields(self, key: int, version: int, parts: list, out: dict) -> Any:
+        """Adds the response's fields, error names and throttle to `out`; returns it decoded."""
         handler = HANDLERS.get(key)
         if handler is None:
-            return {}
+            return None
         data = memoryview(b"".join(bytes(p) for p in parts))[4:]    # after the size prefix
         try:
             resp = decode_response(response_class(handler.request_class), data, version)
         except Exception as e:  # noqa: BLE001 — a trace never breaks serving
-            return {"undecodable": repr(e)}
+            out["undecodable"] = repr(e)
+            return None
         fields = jsonable(resp.to_dict(json=False))
-        out: dict = {"fields": fields}
+        out["fields"] = fields
         codes = error_codes(fields, set())
         if codes:
             out["errors"] = {error_name(c): c for c in sorted(codes)}
         if isinstance(fields, dict) and fields.get("throttle_time_ms"):
             out["throttle_ms"] = fields["throttle_time_ms"]
-        return out
+        return resp
 
 
-_open: dict[str, Tracer] = {}
-
-
-def open_tracer(target: str | None) -> Tracer | None:
-    """The process's tracer writing to `target` (a path, truncated when first opened, or "-" for
-    stderr); None for None."""
-    if target is None:
+def attach(brokers: Any, config: Any, strict: Any = None) -> Tracer | None:
+    """One Tracer for these brokers (a cluster's) when config.trace names a file ("-": stderr,
+    else truncated) or strict mode is on; each broker's listener then goes through it."""
+    if config.trace is None and strict is None:
         return None
-    tracer = _open.get(target)
-    if tracer is None:
-        stream = sys.stderr if target == "-" else open(target, "w", encoding="utf-8")  # noqa: SIM115
-        tracer = _open[target] = Tracer(stream)
+    sink = None if config.trace is None else (
+        sys.stderr if config.trace == "-" else open(config.trace, "w", encoding="utf-8"))  # noqa: SIM115
+    tracer = Tracer(sink, strict)
+    for b in brokers:
+        b.tracer = tracer
+        b.handle = handler_for(b)
     return tracer
-
-
-def close_tracer(target: str | None) -> None:
-    """Close the process's tracer for `target` (Cluster.stop); the next open starts it afresh."""
-    tracer = _open.pop(target, None) if target is not None else None
-    if tracer is not None and tracer.stream is not None and tracer.stream is not sys.stderr:
-        tracer.stream.close()

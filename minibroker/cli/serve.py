@@ -73,7 +73,8 @@ def _config(args) -> ClusterConfig:
     try:
         return ClusterConfig(brokers=args.brokers, host=args.host, port=args.port, racks=racks,
                              seed=args.seed, data_dir=args.data_dir,
-                             kafka_version=args.kafka_version, trace=args.trace, **overrides)
+                             kafka_version=args.kafka_version, trace=args.trace,
+                             strict=args.strict, **overrides)
     except ValueError as e:
         fail(one_line(e))
 
@@ -217,6 +218,9 @@ def add_serve_parser(sub, description: str) -> None:
     s.add_argument("--trace", default=None, metavar="FILE",
                    help="write a JSON line per client request and response to FILE (- for "
                         "stderr); `minibroker trace FILE` prints it as a timeline")
+    s.add_argument("--strict", action="store_true",
+                   help="record each protocol rule a client breaks (serving is unchanged): a "
+                        "WARNING line each, and in the --trace lines")
     s.add_argument("--log-level", default="WARNING", type=str.upper, choices=LOG_LEVELS,
                    help="logging level on stderr")
     s.add_argument("--processes", action="store_true",
