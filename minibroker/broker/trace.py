@@ -217,11 +217,14 @@ class Tracer:
         handler = broker.handlers.get(key)
         line.update(api_key=key, api=handler.name if handler else str(key), version=version,
                     corr=corr)
-        if handler is None or not handler.versions[0] <= version <= handler.versions[1]:
+        if handler is None:
             return line, req
         try:
+            # The client id reads the same in header v1 and v2 (v2 appends tagged fields).
+            line["client_id"] = parse_request_header(frame, False).client_id
+            if not handler.versions[0] <= version <= handler.versions[1]:
+                return line, req            # closed by dispatch; the header named the client
             header = parse_request_header(frame, version >= handler.flexible_from)
-            line["client_id"] = header.client_id
             body = frame[header.body_offset:]
             if key == 0:
                 req = line["fields"] = produce_fields(body, version)

@@ -15,7 +15,9 @@ group.initial.rebalance.delay.ms=0 (Kafka's 3000 would delay every first group j
 Options: --minibroker-brokers N (default 3), --minibroker-kafka-version X.Y (emulate a Kafka
 release's ApiVersions, 2.1 to 4.1), --minibroker-trace (the fixtures' clusters keep a protocol
 trace; a failing test's report gets a "minibroker trace" section with the requests and responses
-seen while it ran, as a timeline — Playwright's trace-on-failure).
+seen while it ran, as a timeline — Playwright's trace-on-failure), --minibroker-strict (strict
+mode: a test during which a client broke a protocol rule fails, naming the rule; the list is
+`minibroker_cluster.violations`).
 """
 from __future__ import annotations
 
@@ -46,6 +48,8 @@ def pytest_addoption(parser) -> None:
     group.addoption("--minibroker-trace", action="store_true",
                     help="trace the fixtures' clusters; a failing test's report shows the "
                          "requests and responses seen while it ran")
+    group.addoption("--minibroker-strict", action="store_true",
+                    help="strict mode: a test during which a client breaks a protocol rule fails")
 
 
 def pytest_configure(config) -> None:
@@ -55,6 +59,7 @@ def pytest_configure(config) -> None:
 
 # Trace files of the fixtures' running clusters (--minibroker-trace).
 _TRACES: list[str] = []
+_STRICT: list = []          # the fixtures' running ThreadedClusters in strict mode
 _TRACE_START = pytest.StashKey[dict]()
 
 
@@ -65,9 +70,13 @@ def _cluster(request):
         fd, trace = tempfile.mkstemp(prefix="minibroker-trace-", suffix=".jsonl")
         os.close(fd)
         _TRACES.append(trace)
-    return ThreadedCluster(brokers=request.config.getoption("--minibroker-brokers"),
-                           kafka_version=request.config.getoption("--minibroker-kafka-version"),
-                           trace=trace, **FIXTURE_CONFIG)
+    strict = request.config.getoption("--minibroker-strict")
+    cluster = ThreadedCluster(brokers=request.config.getoption("--minibroker-brokers"),
+                              kafka_version=request.config.getoption("--minibroker-kafka-version"),
+                              trace=trace, strict=strict, **FIXTURE_CONFIG)
+    if strict:
+        _STRICT.append(cluster)
+    return cluster
 
 
 def _size(path: str) -> int:
@@ -82,6 +91,18 @@ def pytest_runtest_setup(item):
     # Where each trace stood before the test (a cluster its fixtures start begins at 0).
     item.stash[_TRACE_START] = {p: _size(p) for p in _TRACES}
     yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    before = {id(c): len(c.violations) for c in _STRICT if c.cluster is not None}
+    outcome = yield
+    new = [v for c in _STRICT if c.cluster is not None for v in c.violations[before.get(id(c), 0):]]
+    if new and outcome.excinfo is None:
+        outcome.force_exception(AssertionError(
+            f"minibroker strict mode: {len(new)} protocol violation(s): " + "; ".join(
+                f"{v['rule']} by {v.get('client_id')!r} ({v.get('api')} v{v.get('version')}): "
+                f"{v['detail']} [{v['reference']}]" for v in new)))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -118,6 +139,8 @@ def minibroker_fresh_cluster(request):
 
 
 def _forget_trace(cluster) -> None:
+    if cluster in _STRICT:
+        _STRICT.remove(cluster)
     path = cluster._kw.get("trace")
     if path in _TRACES:
         _TRACES.remove(path)

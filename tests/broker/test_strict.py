@@ -100,8 +100,7 @@ async def test_version_not_negotiated():
         writer.close()
         assert rules(c) == ["version-not-negotiated"]
         v = c.violations[0]
-        assert (v["api"], v["version"], v["corr"], v["client_id"] if "client_id" in v else None) \
-            == ("Metadata", 99, 2, None)
+        assert (v["api"], v["version"], v["corr"], v["client_id"]) == ("Metadata", 99, 2, "raw")
         assert "KIP-35" in v["reference"]
     finally:
         await c.stop()
