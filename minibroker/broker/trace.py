@@ -17,6 +17,7 @@ records) before the handler runs (it may patch the batch headers in place and ke
 """
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import struct
@@ -38,6 +39,7 @@ from minibroker.network.client import decode_response
 _BATCH = struct.Struct(">qiibIhiqqqhii")
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _HEX_UP_TO = 64
+_ENCODE = json.JSONEncoder(separators=(",", ":"), check_circular=False, default=repr).encode
 
 
 def batches(records: Any) -> list[dict]:
@@ -63,11 +65,7 @@ def batches(records: Any) -> list[dict]:
     return out
 
 
-def jsonable(value: Any, key: str = "") -> Any:
-    if isinstance(value, dict):
-        return {k: jsonable(v, k) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v, key) for v in value]
+def _scalar(value: Any, key: str) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         if key == "records":
             return batches(value)
@@ -75,24 +73,49 @@ def jsonable(value: Any, key: str = "") -> Any:
         return bytes(value).hex() if n <= _HEX_UP_TO else {"bytes": n}
     if isinstance(value, uuid.UUID):
         return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_scalar(v, key) for v in value]
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
-    if hasattr(value, "to_dict"):
-        return jsonable(value.to_dict(json=False), key)
     return repr(value)
 
 
-def error_codes(value: Any, out: set[int]) -> set[int]:
-    """Every non-zero error code in a decoded response (any field named *error_code)."""
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if k.endswith("error_code") and isinstance(v, int) and v:
-                out.add(v)
-            elif isinstance(v, (dict, list)):
-                error_codes(v, out)
-    elif isinstance(value, list):
-        for v in value:
-            error_codes(v, out)
+_PLANS: dict[tuple, list] = {}
+_PLAIN = frozenset({int, str, bool, float})
+
+
+def _plan(struct: Any, version: int) -> list[tuple[str, int, bool]]:
+    """(field name, 0 plain / 1 struct / 2 struct array, is an error code) of the fields of
+    `struct` present at `version`: worked out once per message version."""
+    key = (id(struct), version)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = [
+            (f.name, 1 if f.is_struct() else 2 if f.is_struct_array() else 0,
+             f.name.endswith("error_code"))
+            for f in struct._fields if f.for_version_q(version)]
+    return plan
+
+
+def fields(obj: Any, version: int, errors: set[int]) -> dict:
+    """A decoded message as JSON-ready dicts (record sets summarised, bytes shortened), adding
+    each non-zero error code met to `errors`."""
+    out = {}
+    for name, kind, is_error in _plan(obj._struct, version):
+        v = getattr(obj, name)
+        if v is None:
+            out[name] = None
+        elif kind == 0:
+            if type(v) in _PLAIN:
+                if is_error and v:
+                    errors.add(v)
+                out[name] = v
+            else:
+                out[name] = _scalar(v, name)
+        elif kind == 1:
+            out[name] = fields(v, version, errors)
+        else:
+            out[name] = [fields(x, version, errors) for x in v]
     return out
 
 
@@ -148,11 +171,23 @@ class Tracer:
         self._conns: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._next_conn = 0
 
-    @staticmethod
-    def _to(stream: TextIO) -> Callable[[str], None]:
+    def _to(self, stream: TextIO) -> Callable[[str], None]:
+        """Lines are flushed once per event-loop turn (not per line: a write call each)."""
+        self._flush_armed = False
+
+        def flush() -> None:
+            self._flush_armed = False
+            if not stream.closed:
+                stream.flush()
+
         def write(line: str) -> None:
             stream.write(line + "\n")
-            stream.flush()
+            if not self._flush_armed:
+                self._flush_armed = True
+                try:
+                    asyncio.get_running_loop().call_soon(flush)
+                except RuntimeError:        # no loop: at once
+                    flush()
         return write
 
     def close(self) -> None:
@@ -168,7 +203,7 @@ class Tracer:
 
     def emit(self, record: dict) -> None:
         if self._write is not None:
-            self._write(json.dumps(record, separators=(",", ":"), default=repr))
+            self._write(_ENCODE(record))
 
     async def dispatch(self, dispatch: Callable, broker: Any, conn: Any, frame: memoryview):
         """dispatch(broker, conn, frame), with its request and response traced and checked."""
@@ -221,16 +256,18 @@ class Tracer:
             return line, req
         try:
             # The client id reads the same in header v1 and v2 (v2 appends tagged fields).
-            line["client_id"] = parse_request_header(frame, False).client_id
+            header = parse_request_header(frame, False)
+            line["client_id"] = header.client_id
             if not handler.versions[0] <= version <= handler.versions[1]:
                 return line, req            # closed by dispatch; the header named the client
-            header = parse_request_header(frame, version >= handler.flexible_from)
+            if version >= handler.flexible_from:
+                header = parse_request_header(frame, True)
             body = frame[header.body_offset:]
             if key == 0:
                 req = line["fields"] = produce_fields(body, version)
             else:
                 req = decode_exact(handler.request_class, body, version)
-                line["fields"] = jsonable(req.to_dict(json=False))
+                line["fields"] = fields(req, version, set())
                 if key == 18 and version >= 3:
                     state.software_name = req.client_software_name
                     state.software_version = req.client_software_version
@@ -251,13 +288,13 @@ class Tracer:
         except Exception as e:  # noqa: BLE001 — a trace never breaks serving
             out["undecodable"] = repr(e)
             return None
-        fields = jsonable(resp.to_dict(json=False))
-        out["fields"] = fields
-        codes = error_codes(fields, set())
+        codes: set[int] = set()
+        out["fields"] = decoded = fields(resp, version if key != 18 or resp.error_code == 0
+                                         else 0, codes)
         if codes:
             out["errors"] = {error_name(c): c for c in sorted(codes)}
-        if isinstance(fields, dict) and fields.get("throttle_time_ms"):
-            out["throttle_ms"] = fields["throttle_time_ms"]
+        if decoded.get("throttle_time_ms"):
+            out["throttle_ms"] = decoded["throttle_time_ms"]
         return resp
 
 
