@@ -26,7 +26,7 @@ from kafka.errors import (FencedLeaderEpochError, FetchSessionIdNotFoundError,
                           UnknownTopicOrPartitionError)
 
 from minibroker.broker.fetch_session import QUIET_REFRESH_MS
-from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.metadata.cache import MetadataCache
 from minibroker.config import ClusterConfig
 from minibroker.network.client import KafkaClientConnection
 from minibroker.network.partitions import NetworkPartitions

@@ -18,6 +18,7 @@ records) before the handler runs (it may patch the batch headers in place and ke
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import struct
@@ -205,8 +206,10 @@ class Tracer:
         if self._write is not None:
             self._write(_ENCODE(record))
 
-    async def dispatch(self, dispatch: Callable, broker: Any, conn: Any, frame: memoryview):
-        """dispatch(broker, conn, frame), with its request and response traced and checked."""
+    async def dispatch(self, dispatch: Callable, broker: Any, context: Any, conn: Any,
+                       frame: memoryview):
+        """dispatch(services, context, conn, frame), with its request and response traced and
+        checked. `broker`: the broker's Services."""
         started = broker.clock.monotonic()
         state = self.conn_state(conn)
         line, req = self.request_line(broker, state, frame)
@@ -215,7 +218,7 @@ class Tracer:
             strict.on_request(broker, state, line, req, frame)
         self.emit(line)
         key, version = line.get("api_key"), line.get("version")
-        coro = dispatch(broker, conn, frame)
+        coro = dispatch(broker, context, conn, frame)
         del frame       # the handler may let the frame go while it waits (dispatch.py)
         try:
             parts = await coro
@@ -307,6 +310,7 @@ def attach(brokers: Any, config: Any, strict: Any = None) -> Tracer | None:
         sys.stderr if config.trace == "-" else open(config.trace, "w", encoding="utf-8"))  # noqa: SIM115
     tracer = Tracer(sink, strict)
     for b in brokers:
-        b.tracer = tracer
-        b.handle = handler_for(b)
+        b.services = dataclasses.replace(b.services, tracer=tracer)
+        b.handle = handler_for(b.services)
+        b.control_handle = handler_for(b.services, control_plane=True)
     return tracer

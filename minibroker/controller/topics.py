@@ -13,7 +13,7 @@ from kafka.errors import (InvalidConfigurationError, InvalidPartitionsError,
                           InvalidTopicError, PolicyViolationError, TopicAlreadyExistsError,
                           UnknownTopicOrPartitionError)
 
-from minibroker.broker.topic_names import invalid_reason
+from minibroker.protocol.topic_names import invalid_reason
 from minibroker.controller import records
 from minibroker.controller.image import MetadataImage
 from minibroker.controller.placement import assign_replicas

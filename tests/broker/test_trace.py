@@ -85,7 +85,7 @@ async def test_errors_no_response_and_a_closed_connection(tmp_path):
 async def test_off_means_dispatch_itself():
     async with Cluster(brokers=1) as c:
         b = c.brokers[1]
-        assert b.tracer is None and b.handle.func is dispatch
+        assert b.services.tracer is None and b.handle.func is dispatch
 
 
 async def test_trace_command_filters(tmp_path, capsys):

@@ -16,8 +16,9 @@ from kafka.errors import InvalidRequestError, InvalidTopicError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
-from minibroker.broker.topic_names import invalid_reason
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
+from minibroker.protocol.topic_names import invalid_reason
 
 _Result = AlterConfigsResponse.AlterConfigsResourceResponse
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -69,9 +70,10 @@ async def alter_each(resources, result_class, alter: Callable[[Any], Awaitable[t
 
 
 @handles(ApiKey.AlterConfigs, AlterConfigsRequest, versions=(0, 2))
-async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest):
+async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest
+        ) -> AlterConfigsResponse:
     async def alter(r) -> tuple[int, str]:
-        res = await ctx.broker.controller.alter_topic_configs(
+        res = await ctx.controller.alter_topic_configs(
             r.resource_name, {c.name: c.value for c in r.configs}, replace=True,
             validate_only=req.validate_only)
         return res.error_code, res.message

@@ -17,7 +17,8 @@ from kafka.errors import InvalidConfigurationError, InvalidRequestError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.broker.handlers.k32_describe_configs import LIST, TOPIC_CONFIG_TYPES
 from minibroker.broker.handlers.k33_alter_configs import BROKER, alter_each
 from minibroker.log import config as log_config
@@ -63,18 +64,19 @@ def changes_for(current: dict[str, str], configs) -> tuple[dict[str, str | None]
 
 @handles(ApiKey.IncrementalAlterConfigs, IncrementalAlterConfigsRequest, versions=(0, 1))
 async def handle_incremental_alter_configs(ctx: RequestContext,
-                                           req: IncrementalAlterConfigsRequest):
+                                           req: IncrementalAlterConfigsRequest
+        ) -> IncrementalAlterConfigsResponse:
     async def alter(r) -> tuple[int, str]:
         broker = r.resource_type == BROKER
-        topic = None if broker else ctx.broker.metadata.topics.get(r.resource_name)
+        topic = None if broker else ctx.metadata.topics.get(r.resource_name)
         changes, code, message = changes_for(topic.configs if topic else {}, r.configs)
         if changes is None:
             return code, message
         if broker:
-            res = await ctx.broker.controller.alter_broker_configs(
+            res = await ctx.controller.alter_broker_configs(
                 r.resource_name, changes, validate_only=req.validate_only)
         else:
-            res = await ctx.broker.controller.alter_topic_configs(
+            res = await ctx.controller.alter_topic_configs(
                 r.resource_name, changes, replace=False, validate_only=req.validate_only)
         return res.error_code, res.message
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=await alter_each(
