@@ -35,6 +35,7 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli", "minibroker.cli.faults"),
     ("minibroker.cli", "minibroker.cli.serve"),
     ("minibroker.cli", "minibroker.cli.console"),
+    ("minibroker.cli", "minibroker.cli.trace"),
     # The `console` extra: loaded only by `minibroker console` and `serve --console-port`.
     ("minibroker.cli.console", "minibroker.console.server"),
     ("minibroker.cli.console", "jinja2"),

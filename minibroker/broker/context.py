@@ -300,7 +300,7 @@ class Services:
     handlers: dict[int, Handler]
     consumer_group_protocol: bool
     # serve --trace / --strict: observes every client exchange (broker/trace.py); None: off.
-    tracer: Any = None
+    tracer: ExchangeObserver | None = None
 
 
 @dataclass(slots=True)
@@ -314,6 +314,14 @@ class Handler:
     raw: bool = False       # the handler gets the request body (a memoryview) and decodes it itself
     flexible_from: int = 1 << 15    # the first flexible version (request header v2)
     advertised: bool = True         # listed by ApiVersions (an emulated release hides our keys)
+
+
+class ExchangeObserver(Protocol):
+    """What serve --trace / --strict put around dispatch (broker/trace.py's Tracer)."""
+
+    def dispatch(self, dispatch: Callable[..., Awaitable[list | None]], services: Services,
+                 context: type[RequestContext], conn: Connection, frame: memoryview
+                 ) -> Awaitable[list | None]: ...
 
 
 class Connection(Protocol):

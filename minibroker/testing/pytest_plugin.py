@@ -27,6 +27,8 @@ import tempfile
 
 import pytest
 
+from minibroker.broker.timeline import timeline_line
+
 # kafka-python reads its message schemas with importlib.resources.read_text, deprecated in Python
 # 3.11-3.12, once per message class it defines: noise the user's suite did not cause. Warnings
 # kafka-python raises about the user's own calls point at the user's module and still show.
@@ -111,7 +113,6 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if not report.failed or not _TRACES:
         return
-    from minibroker.cli.trace import timeline_line     # only for a failure: the plugin loads light
     start = item.stash.get(_TRACE_START, {})
     for path in list(_TRACES):
         with open(path, "rb") as f:
