@@ -68,7 +68,9 @@ class Strict:
         self._connects: dict[tuple, collections.deque] = {}      # (client id, broker) → times
         self._sequences: dict[tuple, tuple[int, int]] = {}      # (topic, partition, pid) → (epoch, next)
         self._told_to_rejoin: dict[tuple, int] = {}             # (group, member) → generation then
-        self._assigned: dict[str, tuple[float, set]] = {}       # client id → (since, partitions)
+        # client id → {member id: (since, partitions)}: judged only for a client id that one
+        # member uses (a process running several members under one id is not told apart)
+        self._assigned: dict[str, dict[str, tuple[float, set]]] = {}
         self._txn_partitions: dict[str, set] = {}               # transactional id → added
         self._seen_conns: set[int] = set()                      # tracer connection ids
         self._commits_after_rejoin: set[tuple] = set()          # (broker, conn, corr)
@@ -187,8 +189,11 @@ class Strict:
     def _fetch(self, state: Any, line: dict, req: Any, now: float) -> None:
         if getattr(req, "replica_id", -1) >= 0:
             return
-        assigned = self._assigned.get(line.get("client_id"))
-        if assigned is None or now - assigned[0] < FETCH_GRACE_S:
+        members = self._assigned.get(line.get("client_id"))
+        if members is None or len(members) != 1:
+            return
+        [assigned] = members.values()
+        if now - assigned[0] < FETCH_GRACE_S:
             return
         by_id = self._topics_by_id
         for t in req.topics:
@@ -262,7 +267,7 @@ class Strict:
         elif resp.error_code == 0 and resp.member_id:
             self._told_to_rejoin.pop((req.group_id, resp.member_id), None)
             if resp.assignment is not None:
-                self._assigned[line.get("client_id")] = (now, {
+                self._assigned.setdefault(line.get("client_id"), {})[resp.member_id] = (now, {
                     (tid, p) for t in resp.assignment.topic_partitions for tid in [t.topic_id]
                     for p in t.partitions})
 
@@ -286,10 +291,14 @@ class Strict:
 
     def _sync_answered(self, state, line, req, resp, now) -> None:
         if resp.error_code == 0 and line.get("client_id"):
-            self._assigned[line["client_id"]] = (now, parse_assignment(resp.assignment))
+            self._assigned.setdefault(line["client_id"], {})[req.member_id] = (
+                now, parse_assignment(resp.assignment))
 
     def _leave_answered(self, state, line, req, resp, now) -> None:
-        self._assigned.pop(line.get("client_id"), None)
+        members = self._assigned.get(line.get("client_id"), {})
+        left = [m.member_id for m in getattr(req, "members", None) or ()] or [req.member_id]
+        for member_id in left:
+            members.pop(member_id, None)
 
     def _add_partitions_answered(self, state, line, req, resp, now) -> None:
         if line["version"] > 3:
