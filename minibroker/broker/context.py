@@ -299,6 +299,7 @@ class Services:
     # release it emulates (broker/releases.py); KIP-848's groups are off before Kafka 4.0.
     handlers: dict[int, Handler]
     consumer_group_protocol: bool
+    transaction_verification: bool = True      # KIP-890 part 1: from Kafka 3.6
     # serve --trace / --strict: observes every client exchange (broker/trace.py); None: off.
     tracer: ExchangeObserver | None = None
 

@@ -54,7 +54,7 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> RawResponse |
     else:
         rm = ctx.replica_manager
         topics, refused = req.topics, {}
-        if req.transactional_id is not None:
+        if req.transactional_id is not None and ctx.services.transaction_verification:
             refused = await verify_transactional(ctx.services, req.transactional_id, topics)
             if refused:
                 topics = [ProduceTopic(td.name, [pd for pd in td.partitions
