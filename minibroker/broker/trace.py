@@ -285,7 +285,7 @@ class Tracer:
         handler = HANDLERS.get(key)
         if handler is None:
             return None
-        data = memoryview(b"".join(bytes(p) for p in parts))[4:]    # after the size prefix
+        data = memoryview(b"".join(parts))[4:]      # after the size prefix
         try:
             resp = decode_response(response_class(handler.request_class), data, version)
         except Exception as e:  # noqa: BLE001 — a trace never breaks serving
