@@ -8,8 +8,8 @@ Each round starts a fresh 1-broker Cluster per mode and sends --requests request
 one at a time over a memory pipe (after 300 for warm-up): Produce (one 100 B record, acks=1),
 Fetch (that partition from offset 0, ~10 records) and Metadata (v1, all topics). Printed: process
 CPU microseconds per request, per kind and mode, medians over rounds, and on/off, strict/off and
-off/no-hook. "no hook" serves through functools.partial(dispatch, broker) built here, which is
-what dispatch.handler_for returned before the hook; "off" through the broker's own handle (the
+off/no-hook. "no hook" serves through functools.partial(dispatch, services, context) built here,
+which is what dispatch.handler_for returned before the hook; "off" through the broker's own handle (the
 hook's one `is not None` branch runs once, when the handle is made, not per request).
 """
 from __future__ import annotations
@@ -29,6 +29,7 @@ sys.path.insert(0, REPO)
 from kafka.protocol.metadata import MetadataRequest  # noqa: E402
 from kafka.protocol.producer import ProduceRequest  # noqa: E402
 
+from minibroker.broker.context import context_class  # noqa: E402
 from minibroker.broker.dispatch import dispatch  # noqa: E402
 from minibroker.cluster import Cluster  # noqa: E402
 from minibroker.log.batch import build_batch  # noqa: E402
@@ -74,7 +75,9 @@ async def cost(mode: str, n: int) -> dict[str, float]:
     try:
         await cluster.create_topic("t", 1, 1)
         broker = cluster.brokers[1]
-        handle = functools.partial(dispatch, broker) if mode == "no hook" else broker.handle
+        services = broker.services
+        handle = (functools.partial(dispatch, services, context_class(services))
+                  if mode == "no hook" else broker.handle)
         conn = connect(handle)
         out = {}
         for kind, (key, version, body, flexible) in KINDS.items():
