@@ -159,7 +159,7 @@ class ReplicaManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._tasks: list[asyncio.Task] = []
         # Bytes held by this broker's logs, capped by log.memory.max.bytes (minibroker.log.memory).
-        self.log_memory = LogMemory(config.log_memory_max_bytes)
+        self.log_memory = LogMemory(config.log_memory_max_bytes, config.log_memory_overflow)
         # Followers yet to fetch a partition we newly lead, and their waiting fetches.
         self.first_fetches = FirstFetches()
         self.log_manager = None if data_dir is None else LogManager(data_dir, clock, self.log_memory)
@@ -195,6 +195,7 @@ class ReplicaManager:
         self._tasks = []
         if self.log_manager is not None:
             self.log_manager.close()
+        self.log_memory.close()         # its spill directory (log/spill.py)
 
     # ------------------------------------------------------------------ lookups
     def get(self, topic: str, partition: int) -> Partition | None:
