@@ -72,7 +72,6 @@ class Strict:
         # member uses (a process running several members under one id is not told apart)
         self._assigned: dict[str, dict[str, tuple[float, set]]] = {}
         self._txn_partitions: dict[str, set] = {}               # transactional id → added
-        self._seen_conns: set[int] = set()                      # tracer connection ids
         self._commits_after_rejoin: set[tuple] = set()          # (broker, conn, corr)
 
     # ------------------------------------------------------------------ recording
@@ -108,8 +107,8 @@ class Strict:
             state.throttled_until = 0.0
         if "undecodable" in line:
             self._flexible_header(broker, line, frame)
-        if state.id not in self._seen_conns:
-            self._seen_conns.add(state.id)
+        if not state.spoke:
+            state.spoke = True
             self._connected(line, now)
         if req is None:
             return

@@ -149,7 +149,7 @@ def produce_fields(body: memoryview, version: int) -> dict:
 class _Conn:
     """What the tracer (and strict mode) remember of one client connection."""
     __slots__ = ("id", "software_name", "software_version", "negotiated", "in_flight",
-                 "throttled_until", "member_id_required", "__weakref__")
+                 "throttled_until", "member_id_required", "spoke", "__weakref__")
 
     def __init__(self, conn_id: int) -> None:
         self.id = conn_id
@@ -158,6 +158,7 @@ class _Conn:
         self.in_flight: set[int] = set()                             # correlation ids
         self.throttled_until = 0.0                                   # monotonic s (KIP-219)
         self.member_id_required: dict[str, str] = {}                 # group → member id given
+        self.spoke = False                                           # its first request seen
 
 
 class Tracer:
