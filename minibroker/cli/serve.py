@@ -255,5 +255,7 @@ def run_serve(args) -> None:
     if args.console_port is not None:
         from minibroker.cli.console import require_console_extra
         require_console_extra()
+    if args.processes and (args.trace or args.strict):
+        fail("--trace and --strict observe the brokers of one process: not with --processes")
     config = _config(args)
     _run(_serve(args, config))

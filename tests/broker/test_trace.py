@@ -5,6 +5,7 @@ import asyncio
 import json
 import struct
 
+import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
 from cluster_helpers import connect, fetch_request, produce_request
@@ -107,3 +108,8 @@ async def test_trace_command_filters(tmp_path, capsys):
     cli_main(["trace", str(path), "--topic", "t", "--api", "Fetch"])
     out = capsys.readouterr().out.splitlines()
     assert len([x for x in out if "Fetch" in x]) == 2
+
+
+def test_serve_refuses_trace_with_processes():
+    with pytest.raises(SystemExit, match="not with --processes"):
+        cli_main(["serve", "--processes", "--trace", "-", "--port", "0"])
