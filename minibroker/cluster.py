@@ -20,6 +20,8 @@ import logging
 import os
 from typing import Any
 
+from minibroker.broker import trace
+from minibroker.broker.strict import Strict
 from minibroker.broker.broker import Broker
 from minibroker.broker.faults import Faults
 from minibroker.clock import SEEDED_WALL_BASE_MS, Clock
@@ -197,6 +199,9 @@ class Cluster:
             self.brokers[i] = Broker(i, self.config, self.clock, IdSource(seed * 1000 + i + salt),
                                      ControllerChannel(self, i), self.faults, port=port,
                                      rack=self.config.rack_of(i))
+        # serve --trace / --strict: one observer of every broker's client exchanges.
+        self.strict = Strict(self.config) if self.config.strict else None
+        self.tracer = trace.attach(self.brokers.values(), self.config, self.strict)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> "Cluster":
@@ -222,12 +227,19 @@ class Cluster:
         for b in self.brokers.values():
             if b.running:
                 await b.stop()
+        if self.tracer is not None:
+            self.tracer.close()
 
     async def __aenter__(self) -> "Cluster":
         return await self.start()
 
     async def __aexit__(self, *exc) -> None:
         await self.stop()
+
+    @property
+    def violations(self) -> list[dict]:
+        """Strict mode's record of the protocol rules clients broke (broker/strict.py)."""
+        return [] if self.strict is None else list(self.strict.violations)
 
     @property
     def bootstrap(self) -> str:

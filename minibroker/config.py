@@ -135,6 +135,13 @@ class ClusterConfig:
     # Our extension: emulate this Kafka release's ApiVersions ("2.8"; None: every API we serve;
     # minibroker/broker/releases.py, schemas/releases/).
     kafka_version: str | None = None
+    # Our extension: a JSON line per client request and response to this path ("-": stderr;
+    # minibroker/broker/trace.py, `minibroker trace FILE` reads it).
+    trace: str | None = None
+    # Our extension: record each protocol rule a client breaks (minibroker/broker/strict.py);
+    # serving is unchanged. Storm thresholds: requests per second per client without a change.
+    strict: bool = False
+    strict_storm_per_second: int = 20
     extra: dict[str, str] = field(default_factory=dict)   # log.* topic synonyms, by Kafka name
 
     def __post_init__(self) -> None:
@@ -196,7 +203,7 @@ class ClusterConfig:
         """Kafka config name → field name, for the CLI's --override and DescribeConfigs."""
         skip = {"brokers", "host", "port", "racks", "seed", "cluster_id", "wall_clock_base_ms",
                 "controller_quorum_voters", "extra", "data_dir",
-                "kafka_version"}
+                "kafka_version", "trace", "strict", "strict_storm_per_second"}
         return {f.name.replace("_", "."): f.name for f in fields(cls) if f.name not in skip}
 
     def describe(self) -> dict[str, str]:

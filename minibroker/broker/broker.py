@@ -106,7 +106,8 @@ class Broker:
             quota=self.controller_mutation_quota, faults=faults, stats=self.stats,
             fetch_sessions=self.fetch_sessions, log_defaults=self.log_defaults,
             pending_metadata=self.pending_metadata, handlers=self.handlers,
-            consumer_group_protocol=self.consumer_group_protocol, authorizer=self.authorizer)
+            consumer_group_protocol=self.consumer_group_protocol, authorizer=self.authorizer,
+            transaction_verification=releases.transaction_verification(config.kafka_version))
         # What a listener calls per request frame: network/ knows no broker, only this.
         self.handle = handler_for(self.services)
         # The control-plane listener (KIP-291's control.plane.listener.name): the controller's

@@ -308,6 +308,9 @@ class Services:
     # KIP-11: the broker's authorizer (security/authorizer.py), None when authorizer.class.name
     # is empty (everything allowed, Kafka's default). Its ACLs change in place.
     authorizer: StandardAuthorizer | None = None
+    transaction_verification: bool = True      # KIP-890 part 1: from Kafka 3.6
+    # serve --trace / --strict: observes every client exchange (broker/trace.py); None: off.
+    tracer: ExchangeObserver | None = None
 
 
 @dataclass(slots=True)
@@ -321,6 +324,14 @@ class Handler:
     raw: bool = False       # the handler gets the request body (a memoryview) and decodes it itself
     flexible_from: int = 1 << 15    # the first flexible version (request header v2)
     advertised: bool = True         # listed by ApiVersions (an emulated release hides our keys)
+
+
+class ExchangeObserver(Protocol):
+    """What serve --trace / --strict put around dispatch (broker/trace.py's Tracer)."""
+
+    def dispatch(self, dispatch: Callable[..., Awaitable[list | None]], services: Services,
+                 context: type[RequestContext], conn: Connection, frame: memoryview
+                 ) -> Awaitable[list | None]: ...
 
 
 class Connection(Protocol):

@@ -220,4 +220,6 @@ def handler_for(services: Services, control_plane: bool = False
     context = context_class(services)
     if control_plane:
         return functools.partial(dispatch, services, context, control_plane=True)
+    if services.tracer is not None:     # serve --trace/--strict: each exchange (broker/trace.py)
+        return functools.partial(services.tracer.dispatch, dispatch, services, context)
     return functools.partial(dispatch, services, context)

@@ -43,6 +43,8 @@ def parser() -> Parser:
     add_leader_election_parser(sub)
     from minibroker.cli.kafka_home import add_kafka_home_parser
     add_kafka_home_parser(sub)
+    from minibroker.cli.trace import add_trace_parser
+    add_trace_parser(sub)
     return ap
 
 

@@ -68,7 +68,7 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> RawResponse |
                            for td in denied for pd in td.partitions}
                 names = {td.name for td in denied}
                 topics = [td for td in topics if td.name not in names]
-        if req.transactional_id is not None and topics:
+        if req.transactional_id is not None and topics and ctx.services.transaction_verification:
             unverified = await verify_transactional(ctx.services, req.transactional_id, topics)
             if unverified:
                 refused.update(unverified)
