@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from typing import Any, Callable
 
 from kafka.errors import KafkaConnectionError, NodeNotReadyError, UnsupportedVersionError
@@ -134,9 +135,14 @@ class ConnectionPool:
     async def _api_versions(self, conn: KafkaClientConnection) -> dict[int, tuple[int, int]]:
         req = ApiVersionsRequest(client_software_name="minibroker-client",
                                  client_software_version="0.1")
-        resp = await conn.request(req, 3, timeout=self.request_timeout,
-                                  response_class=ApiVersionsResponse)
-        if resp.error_code == UnsupportedVersionError.errno:
+        try:
+            resp = await conn.request(req, 3, timeout=self.request_timeout,
+                                      response_class=ApiVersionsResponse)
+        except struct.error:
+            # KIP-511: a broker without v3 (librdkafka's mock cluster) answers UNSUPPORTED_VERSION
+            # in v0's shape, which does not decode as v3: ask again in v0.
+            resp = None
+        if resp is None or resp.error_code == UnsupportedVersionError.errno:
             resp = await conn.request(ApiVersionsRequest(), 0, timeout=self.request_timeout,
                                       response_class=ApiVersionsResponse)
         return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}

@@ -13,6 +13,7 @@ import logging
 import kafka.errors as Errors
 from kafka.protocol.admin import (DescribeProducersRequest, DescribeTransactionsRequest,
                                   ListTransactionsRequest)
+from kafka.protocol.consumer import OffsetFetchRequest
 
 from minibroker.client.admin import Admin
 from minibroker.client.records import TopicPartition
@@ -32,25 +33,36 @@ class GroupView:
         self.history: dict[str, collections.deque] = {}
         self._watched: dict[str, float] = {}      # group -> loop time last looked at
         self._task: asyncio.Task | None = None
+        self._by_partition = False                # OffsetFetch must name the partitions
 
     # ------------------------------------------------------------------ listing and describing
-    async def groups(self) -> list[dict]:
+    async def groups(self) -> dict:
+        """{"groups": [...], "unsupported": why the brokers list none, or ""}."""
         try:
             typed = await self.admin.list_groups_typed()
         except Errors.UnsupportedVersionError:       # ListGroups < v5: no group type
-            typed = {g: (pt, "", "classic") for g, pt in (await self.admin.list_groups()).items()}
-        return [dict(group_id=g, protocol_type=pt or "", state=state, type=gt or "classic")
-                for g, (pt, state, gt) in sorted(typed.items())]
+            try:
+                typed = {g: (pt, "", "classic")
+                         for g, pt in (await self.admin.list_groups()).items()}
+            except Errors.UnsupportedVersionError as e:
+                return dict(groups=[], unsupported=str(e))
+        return dict(unsupported="", groups=[
+            dict(group_id=g, protocol_type=pt or "", state=state, type=gt or "classic")
+            for g, (pt, state, gt) in sorted(typed.items())])
 
     async def group(self, group_id: str) -> dict:
         self.watch(group_id)
         kind = await self._kind(group_id)
-        if kind == "consumer":
-            d = (await self.admin.describe_consumer_groups([group_id]))[group_id]
-        else:
-            d = (await self.admin.describe_groups([group_id]))[group_id]
-            d.setdefault("group_epoch", None)
-            d.setdefault("assignment_epoch", None)
+        try:
+            if kind == "consumer":
+                d = (await self.admin.describe_consumer_groups([group_id]))[group_id]
+            else:
+                d = (await self.admin.describe_groups([group_id]))[group_id]
+        except Errors.UnsupportedVersionError:          # librdkafka's mock cluster
+            d = dict(state="unknown (DescribeGroups is not supported by the brokers)",
+                     members=[])
+        d.setdefault("group_epoch", None)
+        d.setdefault("assignment_epoch", None)
         if d["state"] in ("Dead", "") and not d["members"]:
             offsets = await self.admin.list_group_offsets(group_id)
             if not offsets:
@@ -70,11 +82,14 @@ class GroupView:
         try:
             typed = await self.admin.list_groups_typed()
         except Errors.UnsupportedVersionError:
+            self._by_partition = True
             return "classic"
         return typed.get(group_id, ("", "", "classic"))[2] or "classic"
 
     async def lag(self, group_id: str) -> list[dict]:
         committed = await self.admin.list_group_offsets(group_id)
+        if not committed and self._by_partition:
+            committed = await self._committed_by_partition(group_id)
         tps = sorted(committed)
         ends = await self.admin.list_offsets({tp: "latest" for tp in tps}) if tps else {}
         rows = []
@@ -84,6 +99,22 @@ class GroupView:
                              high_watermark=end,
                              lag=None if end is None else max(0, end - committed[tp])))
         return rows
+
+    async def _committed_by_partition(self, group_id: str) -> dict[TopicPartition, int]:
+        """OffsetFetch naming every partition: brokers that list no groups (librdkafka's mock)
+        answer null to "all topics"."""
+        await self.admin.metadata.fetch_all()
+        T = OffsetFetchRequest.OffsetFetchRequestTopic
+        topics = [T(name=n, partition_indexes=sorted(t.partitions))
+                  for n, t in sorted(self.admin.metadata.topics.items()) if not t.is_internal]
+        if not topics:
+            return {}
+        node = await self.admin._coordinator(group_id)
+        resp = await self.admin.pool.request(node, OffsetFetchRequest(
+            group_id=group_id, topics=topics, require_stable=False), lo=1, hi=7)
+        return {TopicPartition(t.name, p.partition_index): p.committed_offset
+                for t in resp.topics or () for p in t.partitions
+                if not p.error_code and p.committed_offset >= 0}
 
     # ------------------------------------------------------------------ lag over time
     def watch(self, group_id: str) -> None:

@@ -176,7 +176,10 @@ class KafkaView:
         tps = [TopicPartition(name, p) for p in sorted(t.partitions)]
         offsets = await self._offsets(tps)
         sizes = await self._sizes(name, t)
-        configs = (await self.admin.describe_configs(topics=[name])).get((2, name), {})
+        try:
+            configs = (await self.admin.describe_configs(topics=[name])).get((2, name), {})
+        except Errors.UnsupportedVersionError:          # librdkafka's mock cluster
+            configs = {"(DescribeConfigs is not supported by the brokers)": None}
         parts = []
         for tp in tps:
             p = t.partitions[tp.partition]

@@ -5,17 +5,18 @@ Screenshots of each page go to tests/console/screenshots/ (not committed)."""
 from __future__ import annotations
 
 import asyncio
+import pathlib
 import time
 
 import pytest
 
-from conftest import SCREENSHOTS
 from minibroker.client.consumer import Consumer
 from minibroker.client.producer import Producer
 from minibroker.console.server import ThreadedConsole
 from minibroker.testing.threaded import ThreadedCluster
 
 pytestmark = [pytest.mark.real_time, pytest.mark.timeout(180)]
+SCREENSHOTS = pathlib.Path(__file__).parent / "screenshots"     # made by the browser fixture
 
 
 @pytest.fixture(scope="module")
