@@ -9,7 +9,7 @@ import signal
 import sys
 
 from minibroker.cli.common import fail, one_line, os_reason, port
-from minibroker.config import ClusterConfig
+from minibroker.config import ClusterConfig, emulated_releases
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -72,7 +72,8 @@ def _config(args) -> ClusterConfig:
         overrides["log_memory_max_bytes"] = default_max_bytes(args.brokers)
     try:
         return ClusterConfig(brokers=args.brokers, host=args.host, port=args.port, racks=racks,
-                             seed=args.seed, data_dir=args.data_dir, **overrides)
+                             seed=args.seed, data_dir=args.data_dir,
+                             kafka_version=args.kafka_version, **overrides)
     except ValueError as e:
         fail(one_line(e))
 
@@ -104,7 +105,7 @@ async def _serve(args, config: ClusterConfig) -> None:
         cluster.enable_fault_admin()
     if args.processes and config.brokers > 1:
         from minibroker.processes import ChildBrokers
-        children = ChildBrokers(cluster)     # brokers 2..N leave this process
+        children = ChildBrokers(cluster, restart=not args.no_restart)   # brokers 2..N leave
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -209,11 +210,19 @@ def add_serve_parser(sub, description: str) -> None:
                    help="keep logs, the metadata log (with snapshots) and the internal topics on "
                         "disk under DIR (Kafka's log.dirs; DIR/broker-N per broker) and start "
                         "from what DIR holds; default: in memory only")
+    s.add_argument("--kafka-version", default=None, metavar="X.Y",
+                   choices=emulated_releases(),
+                   help="emulate this Kafka release: ApiVersions advertises what its brokers "
+                        "did (2.1 to 4.1; docs/client-authors.md)")
     s.add_argument("--log-level", default="WARNING", type=str.upper, choices=LOG_LEVELS,
                    help="logging level on stderr")
     s.add_argument("--processes", action="store_true",
                    help="one broker per process (uses as many cores); the controller runs in "
                         "the first, with broker 1")
+    s.add_argument("--no-restart", action="store_true",
+                   help="with --processes: leave a broker process that died down (by default "
+                        "it is started again, from --data-dir if given, else as an empty "
+                        "replica that catches up)")
     s.add_argument("--faults", action="store_true",
                    help="serve the fault control API (FaultControl, key 1004) that "
                         "`minibroker faults` uses: any client may then stop brokers, cut the "
