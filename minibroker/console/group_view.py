@@ -234,15 +234,16 @@ class GroupView:
                     start_time_ms=s.transaction_start_time_ms, age_ms=age,
                     hanging=s.transaction_state == "Ongoing" and age is not None
                     and age > s.transaction_timeout_ms,
-                    partitions=sorted(f"{t.topic}-{p}" for t in s.topics for p in t.partitions)))
-        tps = {(t.topic, p) for s in txns if s["state"] == "Ongoing"
-               for t, p in [x.rsplit("-", 1) for x in s["partitions"]]}
+                    tps=sorted((t.topic, p) for t in s.topics for p in t.partitions)))
+        for t in txns:
+            t["partitions"] = [f"{topic}-{p}" for topic, p in t["tps"]]
+        tps = {tp for t in txns if t["state"] == "Ongoing" for tp in t["tps"]}
         if topic.strip():
             md = self.admin.metadata.topic(topic.strip())
             if md is None:
-                raise ConsoleError(f"no topic {topic.strip()!r} in the cluster")
-            tps |= {(md.name, str(p)) for p in md.partitions}
-        producers = await self._producers(sorted((t, int(p)) for t, p in tps))
+                raise Missing(f"no topic {topic.strip()!r} in the cluster")
+            tps |= {(md.name, p) for p in md.partitions}
+        producers = await self._producers(sorted(tps))
         return dict(supported=True, transactions=txns, producers=producers,
                     ongoing=sum(t["state"] == "Ongoing" for t in txns),
                     hanging=sum(t["hanging"] for t in txns))

@@ -1,0 +1,132 @@
+"""The console's write actions over HTTP against a minibroker cluster: offset reset (dry run, then
+applied), KIP-253 deletion with its confirmation, topic deletion with its confirmation; and the
+transactions page showing an ongoing transaction and its producer."""
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+
+import httpx
+import pytest
+
+from minibroker.client.admin import Admin
+from minibroker.client.consumer import Consumer
+from minibroker.client.producer import Producer
+from minibroker.client.records import TopicPartition
+from minibroker.console.server import ThreadedConsole
+from minibroker.testing.threaded import ThreadedCluster
+
+pytestmark = [pytest.mark.real_time, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with ThreadedCluster(brokers=3, group_initial_rebalance_delay_ms=0) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def console(cluster):
+    with ThreadedConsole(cluster.bootstrap) as con:
+        yield con
+
+
+def post(console, path: str, **data) -> httpx.Response:
+    return httpx.post(console.url + path, data=data, timeout=30, follow_redirects=True)
+
+
+def error(r: httpx.Response) -> str | None:
+    found = re.findall(r'id="error">(.*?)</p>', r.text)
+    return html.unescape(found[0]) if found else None
+
+
+async def _commit_offsets(bootstrap: str, topic: str, group: str, n: int) -> dict:
+    async with Producer(bootstrap) as p:
+        await asyncio.gather(*[p.send(topic, b"x", partition=0) for _ in range(n)])
+    c = Consumer(bootstrap, group_id=group, auto_offset_reset="earliest",
+                 enable_auto_commit=False)
+    c.subscribe([topic])
+    got = 0
+    for _ in range(60):
+        got += len(await c.poll(0.5))
+        if got >= n:
+            break
+    await c.commit()
+    await c.close()
+    async with Admin(bootstrap) as a:
+        return await a.list_group_offsets(group)
+
+
+async def _offsets(bootstrap: str, group: str) -> dict:
+    async with Admin(bootstrap) as a:
+        return await a.list_group_offsets(group)
+
+
+def test_reset_offsets_dry_run_then_applied(console, cluster):
+    cluster.create_topic("resettable", partitions=1)
+    before = asyncio.run(_commit_offsets(cluster.bootstrap, "resettable", "resetters", 10))
+    assert before == {TopicPartition("resettable", 0): 10}
+    r = post(console, "/groups/resetters/reset", topic="", strategy="earliest", value="",
+             apply="0")
+    assert r.status_code == 200 and "Dry run: nothing was committed." in r.text
+    assert re.search(r"<td>resettable</td><td>0</td><td>10</td><td>0</td>", r.text)
+    assert asyncio.run(_offsets(cluster.bootstrap, "resetters")) == before
+    r = post(console, "/groups/resetters/reset", topic="resettable", strategy="shift",
+             value="-3", apply="1")
+    assert r.status_code == 200 and "Committed." in r.text, error(r)
+    assert asyncio.run(_offsets(cluster.bootstrap, "resetters")) == {
+        TopicPartition("resettable", 0): 7}
+    r = post(console, "/groups/resetters/reset", topic="", strategy="sideways", value="",
+             apply="0")
+    assert r.status_code == 400 and "unknown reset strategy" in error(r)
+
+
+def test_kip253_deletion_needs_its_confirmation(console, cluster):
+    cluster.create_topic("shrinking", partitions=4, replication_factor=2)
+    r = post(console, "/topics/shrinking/partitions", count="6")
+    assert r.status_code == 200 and "partitions 4-5 added" in r.text, error(r)
+    r = post(console, "/topics/shrinking/partitions", count="3", confirm_delete="on")
+    assert r.status_code == 400 and "cannot shrink below" in error(r)      # KIP-253: initial 4
+    r = post(console, "/topics/shrinking/partitions", count="4")
+    assert r.status_code == 400 and "marks partitions 4-5 for deletion" in error(r)
+    r = post(console, "/topics/shrinking/partitions", count="4", confirm_delete="on")
+    assert r.status_code == 200 and "partitions 4-5 marked for deletion" in r.text, error(r)
+    assert "marked partitions drained" in r.text            # a step of the deletion
+    assert len(re.findall(r'<tr class="marked-for-deletion">', r.text)) == 2
+    r = post(console, "/topics/shrinking/partitions", count="many")
+    assert r.status_code == 400 and "invalid partition count" in error(r)
+
+
+def test_topic_deletion_needs_its_name_typed(console, cluster):
+    cluster.create_topic("doomed", partitions=1)
+    r = post(console, "/topics/doomed/delete", confirm="doom")
+    assert r.status_code == 400 and "type the topic's name (doomed)" in error(r)
+    r = post(console, "/topics/doomed/delete", confirm="doomed")
+    assert r.status_code == 200 and "topic doomed deleted" in r.text
+    assert httpx.get(console.url + "/topics/doomed", timeout=30).status_code == 404
+
+
+async def _open_transaction(bootstrap: str, topic: str) -> Producer:
+    p = Producer(bootstrap, transactional_id="console-txn")
+    await p.start()
+    await p.init_transactions()
+    p.begin_transaction()
+    await p.send(topic, b"in a transaction", partition=0)
+    return p
+
+
+def test_transactions_page_shows_an_ongoing_transaction_and_its_producer(console, cluster):
+    cluster.create_topic("txn-topic", partitions=1)
+    loop = asyncio.new_event_loop()
+    try:
+        p = loop.run_until_complete(_open_transaction(cluster.bootstrap, "txn-topic"))
+        r = httpx.get(console.url + "/transactions", timeout=30)
+        assert r.status_code == 200 and error(r) is None
+        row = re.search(r"<tr><td>console-txn</td>(.*?)</tr>", r.text, re.S)
+        assert row and "Ongoing" in row.group(1) and "txn-topic-0" in row.group(1), r.text
+        assert re.search(r'<table id="producers">.*<td>txn-topic</td><td>0</td>', r.text, re.S)
+        loop.run_until_complete(p.abort_transaction())
+        loop.run_until_complete(p.stop())
+    finally:
+        loop.close()
