@@ -28,6 +28,7 @@ from minibroker.console.kafka_view import (BROWSE_LIMIT, ConsoleError, KafkaView
 log = logging.getLogger("minibroker.console")
 HERE = pathlib.Path(__file__).parent
 FORMATS = ("utf8", "json", "hex")
+TOPICS_PER_PAGE = 200
 FRAGMENT = "x-console-fragment"
 
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -95,11 +96,20 @@ class Pages:
         return await self._page(request, "cluster.html", self.view.cluster)
 
     # ------------------------------------------------------------------ topics
-    async def topics(self, request: Request):
-        return await self._page(request, "topics.html", self.view.topics)
+    async def topics(self, request: Request, nav: str = "topics"):
+        q = request.query_params
+        text = q.get("q", "").strip()
+
+        async def load():
+            found = [t for t in await self.view.topics() if text in t["name"]]
+            page = max(1, _int(q.get("page") or "1", "page"))
+            rows = found[(page - 1) * TOPICS_PER_PAGE:page * TOPICS_PER_PAGE]
+            return dict(rows=rows, total=len(found), page=page, first=(page - 1) * TOPICS_PER_PAGE,
+                        pages=max(1, -(-len(found) // TOPICS_PER_PAGE)))
+        return await self._page(request, "topics.html", load, nav=nav, q=text)
 
     async def message_topics(self, request: Request):
-        return await self._page(request, "topics.html", self.view.topics, nav="messages")
+        return await self.topics(request, "messages")
 
     async def create_topic(self, request: Request):
         f = await form(request)
@@ -119,8 +129,13 @@ class Pages:
                 name, _int(f.get("partitions") or "-1", "partition count"),
                 _int(f.get("replication_factor") or "-1", "replication factor"), configs)
         except Exception as e:  # noqa: BLE001 - shown on the page
-            return await self._form_error(request, "topics.html", self.view.topics, e)
+            return await self._form_error(request, "topics.html", lambda: self._first_topics(), e)
         return back(f"/topics/{urllib.parse.quote(name)}", f"topic {name} created")
+
+    async def _first_topics(self) -> dict:
+        found = await self.view.topics()
+        return dict(rows=found[:TOPICS_PER_PAGE], total=len(found), page=1, first=0,
+                    pages=max(1, -(-len(found) // TOPICS_PER_PAGE)))
 
     async def _form_error(self, request, template, load, e: BaseException, **ctx):
         if not isinstance(e, (ConsoleError, Errors.KafkaError, OSError, asyncio.TimeoutError)):
