@@ -130,3 +130,62 @@ def test_transactions_page_shows_an_ongoing_transaction_and_its_producer(console
         loop.run_until_complete(p.stop())
     finally:
         loop.close()
+
+
+def test_the_cluster_page_shows_armed_faults(console, cluster):
+    r = httpx.get(console.url + "/cluster", timeout=30)
+    assert "Fault control is off" in r.text
+    cluster.cluster.enable_fault_admin()
+    cluster.set_latency(3, 20)
+    try:
+        r = httpx.get(console.url + "/cluster", timeout=30)
+        assert r.status_code == 200 and "faults armed" in r.text, r.text
+        assert "latency" in r.text
+    finally:
+        cluster.clear_faults()
+    r = httpx.get(console.url + "/cluster", timeout=30)
+    assert "No fault armed." in r.text
+
+
+async def _reassign(bootstrap: str, topic: str) -> int:
+    async with Producer(bootstrap) as p:
+        await asyncio.gather(*[p.send(topic, b"x" * 100, partition=0) for _ in range(50)])
+    async with Admin(bootstrap) as a:
+        await a.metadata.refresh([topic])
+        now = a.metadata.topic(topic).partitions[0].replicas
+        target = [b for b in (1, 2, 3) if b not in now][:1] + list(now)[:1]
+        rid, _ = await a.assign_partitions({TopicPartition(topic, 0): target})
+        return rid
+
+
+def test_a_reassignment_shows_its_progress_per_replica(console, cluster):
+    cluster.create_topic("moving", partitions=1, replication_factor=1)
+    rid = asyncio.run(_reassign(cluster.bootstrap, "moving"))
+    r = httpx.get(console.url + "/changes", timeout=30)
+    assert r.status_code == 200 and error(r) is None
+    assert f"<p>Request {rid}</p>" in r.text
+    rows = re.findall(r"<tr><td>moving</td><td>0</td><td>(\d)</td>", r.text)
+    assert len(rows) == 2, r.text
+
+
+def test_a_kip848_group_shows_its_epochs(console, cluster):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    cluster.create_topic("next-gen", partitions=2)
+    c = confluent_kafka.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "kip848",
+                                  "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                                  "log_level": 3})
+    try:
+        c.subscribe(["next-gen"])
+        for _ in range(60):
+            c.poll(0.5)
+            if c.assignment():
+                break
+        assert c.assignment()
+        c.commit(offsets=[confluent_kafka.TopicPartition("next-gen", 0, 0)], asynchronous=False)
+        r = httpx.get(console.url + "/groups/kip848", timeout=30)
+        assert r.status_code == 200 and error(r) is None, r.text
+        assert '<span class="tag">consumer</span>' in r.text
+        assert re.search(r"group_epoch \d+ · assignment_epoch \d+", r.text)
+        assert "<th>member_epoch</th>" in r.text and "next-gen: 0,1" in r.text
+    finally:
+        c.close()

@@ -78,6 +78,11 @@ async def _produce(bootstrap: str, topic: str, n: int) -> None:
         await asyncio.gather(*futs)
 
 
+async def _produce_one(bootstrap: str, topic: str, partition: int, value: bytes) -> None:
+    async with Producer(bootstrap) as p:
+        await p.send(topic, value, partition=partition)
+
+
 async def _consume(bootstrap: str, topic: str, group: str, until: int) -> None:
     """Join `group`, read until `until` records were read (0: just join), commit, leave."""
     c = Consumer(bootstrap, group_id=group, auto_offset_reset="earliest",
@@ -135,6 +140,11 @@ def test_a_topic_made_and_a_message_produced_in_the_browser_are_found(browser, c
     wait_for(browser, lambda d: "customer-42" in text_of(d, "#records"), "the produced record")
     assert "produced to made-in-browser-1 at offset 0" in text_of(browser, "#message")
     assert '{"total": 99.5}' in text_of(browser, "#records")
+
+    # The live tail picks up a record produced outside the browser.
+    browser.find_element(By.ID, "tail").click()
+    run(_produce_one(console.server.view.bootstrap, "made-in-browser", 1, b"tailed-record"))
+    wait_for(browser, lambda d: "tailed-record" in text_of(d, "#records"), "the tailed record")
 
     # Found again by searching its key, shown as hex.
     open_page(browser, console.url + "/topics/made-in-browser/messages?partition=1&key=customer"
