@@ -3,8 +3,8 @@
 
     python benchmarks/console_pages.py [--topics 1000] [--groups 100] [--repeat 10]
 
-A 3-broker cluster (`python -m minibroker serve`, its own process) gets `--topics` topics of 3 partitions, a record
-in each partition of the first topic, and `--groups` groups with committed offsets on 10 topics
+A 3-broker cluster (`python -m minibroker serve`, its own process) gets `--topics` topics of 3
+partitions, records in the first topic, and `--groups` groups with committed offsets on 10 topics
 each (committed from outside, so the groups are Empty); the console (ThreadedConsole) then serves
 every page `--repeat` times to one HTTP client. Printed: per page the first (cold) answer and
 the median and max of the rest, in ms, against the goal of 500 ms. Nothing is asserted: the

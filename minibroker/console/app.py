@@ -211,11 +211,11 @@ class Pages:
                                          key.encode() if key else None,
                                          f.get("value", "").encode(), headers)
         except Exception as e:  # noqa: BLE001
-            args = self._browse_args({})
-            return await self._form_error(request, "messages.html", lambda: _no_records(self.view, name),
-                                          e, args=args, name=name, formats=FORMATS)
-        q = urllib.parse.urlencode({"partition": md.partition, "offset": md.offset,
-                                    "msg": f"produced to {name}-{md.partition} at offset {md.offset}"})
+            return await self._form_error(request, "messages.html",
+                                          lambda: _no_records(self.view, name), e,
+                                          args=self._browse_args({}), name=name, formats=FORMATS)
+        done = f"produced to {name}-{md.partition} at offset {md.offset}"
+        q = urllib.parse.urlencode({"partition": md.partition, "offset": md.offset, "msg": done})
         return RedirectResponse(f"/topics/{urllib.parse.quote(name)}/messages?{q}", 303)
 
     async def tail(self, request: Request):
@@ -255,11 +255,12 @@ class Pages:
         try:
             rows = await self.groups.reset_offsets(g, f.get("topic", ""), f.get("strategy", ""),
                                                    f.get("value", ""), apply)
+            data = await self.groups.group(g)
         except Exception as e:  # noqa: BLE001
             return await self._form_error(request, "group.html", lambda: self.groups.group(g), e,
                                           reset=None)
-        data = await self.groups.group(g)
-        return render(request, "group.html", data=data, reset=dict(rows=rows, applied=apply, form=f),
+        return render(request, "group.html", data=data,
+                      reset=dict(rows=rows, applied=apply, form=f),
                       message=("offsets reset" if apply else "dry run: nothing committed"))
 
     # ------------------------------------------------------------------ partition changes

@@ -80,6 +80,8 @@ def test_reset_offsets_dry_run_then_applied(console, cluster):
     r = post(console, "/groups/resetters/reset", topic="", strategy="sideways", value="",
              apply="0")
     assert r.status_code == 400 and "unknown reset strategy" in error(r)
+    r = httpx.get(console.url + "/groups/nobody-here", timeout=30)
+    assert r.status_code == 404 and "no group 'nobody-here'" in error(r)
 
 
 def test_kip253_deletion_needs_its_confirmation(console, cluster):
