@@ -191,3 +191,29 @@ def test_a_kip848_group_shows_its_epochs(console, cluster):
         assert "<th>member_epoch</th>" in r.text and "next-gen: 0,1" in r.text
     finally:
         c.close()
+
+
+async def _produce_at(bootstrap: str, topic: str, stamps: list[int]) -> None:
+    async with Producer(bootstrap) as p:
+        for i, ts in enumerate(stamps):
+            await p.send(topic, b'{"n": %d, "ok": true}' % i, key=b"key-%d" % i, partition=0,
+                         timestamp_ms=ts, headers=[("trace", b"t%d" % i)])
+
+
+def test_messages_from_a_timestamp_as_json(console, cluster):
+    cluster.create_topic("stamped", partitions=1)
+    base = 1_700_000_000_000
+    asyncio.run(_produce_at(cluster.bootstrap, "stamped", [base + 1000 * i for i in range(5)]))
+    r = httpx.get(console.url + "/topics/stamped/messages",
+                  params={"partition": "0", "timestamp": str(base + 2500), "format": "json"},
+                  timeout=30)
+    assert r.status_code == 200 and error(r) is None
+    offsets = re.findall(r'<tr data-offset="(\d+)">', r.text)
+    assert offsets == ["3", "4"]                               # the first at or after 2.5 s
+    assert '{\n  "n": 3,\n  "ok": true\n}' in html.unescape(r.text)      # pretty JSON
+    assert "trace=t3" in r.text
+    r = httpx.get(console.url + "/topics/stamped/messages",
+                  params={"partition": "0", "offset": "1", "limit": "2"}, timeout=30)
+    assert re.findall(r'<tr data-offset="(\d+)">', r.text) == ["1", "2"]
+    r = httpx.get(console.url + "/topics/stamped/messages", params={"partition": "7"}, timeout=30)
+    assert r.status_code == 400 and "stamped has no partition 7" in error(r)
