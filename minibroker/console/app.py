@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 import pathlib
 import urllib.parse
@@ -287,7 +288,10 @@ async def _no_records(view: KafkaView, name: str) -> dict:
 
 
 def _record(r, fmt: str) -> dict:
+    when = datetime.datetime.fromtimestamp(r.timestamp / 1000, datetime.timezone.utc) \
+        if r.timestamp >= 0 else None
     return dict(partition=r.partition, offset=r.offset, timestamp=r.timestamp,
+                time=when.isoformat(timespec="milliseconds").replace("+00:00", "Z") if when else "",
                 key=decode(r.key, fmt), value=decode(r.value, fmt),
                 headers=[(k, decode(v, fmt)) for k, v in r.headers])
 

@@ -217,3 +217,22 @@ def test_messages_from_a_timestamp_as_json(console, cluster):
     assert re.findall(r'<tr data-offset="(\d+)">', r.text) == ["1", "2"]
     r = httpx.get(console.url + "/topics/stamped/messages", params={"partition": "7"}, timeout=30)
     assert r.status_code == 400 and "stamped has no partition 7" in error(r)
+
+
+async def _many_topics(bootstrap: str, n: int) -> None:
+    async with Admin(bootstrap) as a:
+        await a.create_topics([(f"bulk-{i:03d}", 1, 1) for i in range(n)])
+
+
+def test_topics_are_listed_200_a_page_and_filtered(console, cluster):
+    asyncio.run(_many_topics(cluster.bootstrap, 205))
+    r = httpx.get(console.url + "/topics", params={"q": "bulk-"}, timeout=30)
+    assert r.status_code == 200 and "205 topics matching" in html.unescape(r.text)
+    names = re.findall(r'<a href="/topics/(bulk-\d+)">', r.text)
+    assert names == [f"bulk-{i:03d}" for i in range(200)]
+    assert 'href="?q=bulk-&amp;page=2"' in r.text
+    r = httpx.get(console.url + "/topics", params={"q": "bulk-", "page": "2"}, timeout=30)
+    assert re.findall(r'<a href="/topics/(bulk-\d+)">', r.text) == [
+        f"bulk-{i:03d}" for i in range(200, 205)]
+    r = httpx.get(console.url + "/topics", params={"q": "bulk-20"}, timeout=30)
+    assert len(re.findall(r'<a href="/topics/(bulk-\d+)">', r.text)) == 5     # 200-204

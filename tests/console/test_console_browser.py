@@ -107,6 +107,7 @@ def test_every_page_loads_without_a_console_error(browser, console, cluster):
     pages = [("cluster", "/cluster", "#brokers"), ("topics", "/topics", "#topics"),
              ("topic", "/topics/orders", "#partitions"),
              ("messages", "/topics/orders/messages?partition=0", "#records"),
+             ("messages-index", "/messages", "#topics"),
              ("groups", "/groups", "#groups"), ("group", "/groups/billing", "#lag"),
              ("changes", "/changes/orders", "#change-partitions"),
              ("transactions", "/transactions", "#transactions")]
