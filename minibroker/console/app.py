@@ -17,6 +17,7 @@ import urllib.parse
 import jinja2
 import kafka.errors as Errors
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -307,6 +308,27 @@ async def server_error(request: Request, exc) -> Response:
         nav="", live_url="", message=None), 500)
 
 
+class SameOriginPosts:
+    """Refuses a form posted from another site (a page elsewhere could otherwise make the
+    visitor's browser delete topics here): browsers send Origin with every POST, and it must
+    name this console's own host and port. Clients without a browser send none and pass."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            headers = dict(scope["headers"])
+            origin = headers.get(b"origin", b"").decode("latin-1")
+            host = headers.get(b"host", b"").decode("latin-1")
+            if origin and urllib.parse.urlsplit(origin).netloc != host:
+                response = HTMLResponse(f"refused: a form posted from {origin} "
+                                        "(the console takes forms from its own pages only)", 403)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_app(view: KafkaView) -> Starlette:
     groups = GroupView(view.admin)
     p = Pages(view, groups)
@@ -335,7 +357,7 @@ def create_app(view: KafkaView) -> Starlette:
         Route("/transactions", p.transactions),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan,
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(SameOriginPosts)],
                     exception_handlers={404: not_found, 500: server_error})
     app.state.view, app.state.groups = view, groups
     return app

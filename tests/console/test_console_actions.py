@@ -102,6 +102,10 @@ def test_kip253_deletion_needs_its_confirmation(console, cluster):
 
 def test_topic_deletion_needs_its_name_typed(console, cluster):
     cluster.create_topic("doomed", partitions=1)
+    r = httpx.post(console.url + "/topics/doomed/delete", data={"confirm": "doomed"},
+                   headers={"Origin": "http://evil.example"}, timeout=30)
+    assert r.status_code == 403 and "refused: a form posted from http://evil.example" in r.text
+    assert httpx.get(console.url + "/topics/doomed", timeout=30).status_code == 200
     r = post(console, "/topics/doomed/delete", confirm="doom")
     assert r.status_code == 400 and "type the topic's name (doomed)" in error(r)
     r = post(console, "/topics/doomed/delete", confirm="doomed")
