@@ -88,6 +88,9 @@ def test_kip253_deletion_needs_its_confirmation(console, cluster):
     cluster.create_topic("shrinking", partitions=4, replication_factor=2)
     r = post(console, "/topics/shrinking/partitions", count="6")
     assert r.status_code == 200 and "partitions 4-5 added" in r.text, error(r)
+    for p in (4, 5):                    # not drained, so the controller keeps them for now
+        r = post(console, "/topics/shrinking/messages", partition=str(p), key="", value="x")
+        assert f"produced to shrinking-{p}" in r.text, error(r)
     r = post(console, "/topics/shrinking/partitions", count="3", confirm_delete="on")
     assert r.status_code == 400 and "cannot shrink below" in error(r)      # KIP-253: initial 4
     r = post(console, "/topics/shrinking/partitions", count="4")
@@ -96,6 +99,7 @@ def test_kip253_deletion_needs_its_confirmation(console, cluster):
     assert r.status_code == 200 and "partitions 4-5 marked for deletion" in r.text, error(r)
     assert "marked partitions drained" in r.text            # a step of the deletion
     assert len(re.findall(r'<tr class="marked-for-deletion">', r.text)) == 2
+    assert r.text.count("<td>not drained</td>") == 2
     r = post(console, "/topics/shrinking/partitions", count="many")
     assert r.status_code == 400 and "invalid partition count" in error(r)
 
