@@ -24,6 +24,8 @@ log = logging.getLogger("minibroker.console")
 
 HISTORY_SAMPLES = 600         # ten minutes at one sample a second
 WATCH_SECONDS = 300           # a group is sampled this long after it was last looked at
+COORDINATOR_MAX_AGE = 5.0     # s
+GROUPS_MAX_AGE = 0.5          # s
 
 
 class GroupView:
@@ -34,12 +36,31 @@ class GroupView:
         self._watched: dict[str, float] = {}      # group -> loop time last looked at
         self._task: asyncio.Task | None = None
         self._by_partition = False                # OffsetFetch must name the partitions
+        # FindCoordinator and ListGroups answers, reused for a moment: a group page and its
+        # lag samples would otherwise ask them again every second.
+        self._find = admin._coordinator
+        self._coordinators: dict[str, tuple[float, int]] = {}
+        admin._coordinator = self._cached_coordinator
+        self._typed: tuple[float, dict] | None = None
+
+    async def _cached_coordinator(self, group_id: str) -> int:
+        now = asyncio.get_running_loop().time()
+        hit = self._coordinators.get(group_id)
+        if hit is None or now - hit[0] > COORDINATOR_MAX_AGE:
+            hit = self._coordinators[group_id] = (now, await self._find(group_id))
+        return hit[1]
+
+    async def _list_typed(self) -> dict:
+        now = asyncio.get_running_loop().time()
+        if self._typed is None or now - self._typed[0] > GROUPS_MAX_AGE:
+            self._typed = (now, await self.admin.list_groups_typed())
+        return self._typed[1]
 
     # ------------------------------------------------------------------ listing and describing
     async def groups(self) -> dict:
         """{"groups": [...], "unsupported": why the brokers list none, or ""}."""
         try:
-            typed = await self.admin.list_groups_typed()
+            typed = await self._list_typed()
         except Errors.UnsupportedVersionError:       # ListGroups < v5: no group type
             try:
                 typed = {g: (pt, "", "classic")
@@ -80,7 +101,7 @@ class GroupView:
 
     async def _kind(self, group_id: str) -> str:
         try:
-            typed = await self.admin.list_groups_typed()
+            typed = await self._list_typed()
         except Errors.UnsupportedVersionError:
             self._by_partition = True
             return "classic"

@@ -27,7 +27,7 @@ PRIVATE_KEYS = frozenset(int(k) for k in PrivateApiKey)
 BROWSE_LIMIT = 200            # records on one messages page
 SEARCH_SCAN = 20000           # records read at most when searching by key
 FETCH_BYTES = 1 << 20         # one Fetch of the messages page
-METADATA_MAX_AGE = 0.5        # s: the pages of one second share one Metadata of every topic
+METADATA_MAX_AGE = 1.0        # s: the pages of one second share one Metadata of every topic
 METADATA_STALE = 2.0          # s: served while a fresh one is fetched in the background
 
 
@@ -66,7 +66,7 @@ class KafkaView:
         self._producer: Producer | None = None
         self._producer_lock = asyncio.Lock()
         # Metadata of every topic (1,000 topics: ~100 ms to decode) is shared by the pages and
-        # live refreshes of half a second, the admin's own calls included; a change we make
+        # live refreshes of a second, the admin's own calls included; a change we make
         # drops it.
         self._fetch_all = self.admin.metadata.fetch_all
         self._all: tuple[float, object] | None = None
