@@ -25,7 +25,8 @@ from starlette.staticfiles import StaticFiles
 
 from minibroker.client.records import TopicPartition
 from minibroker.console.group_view import GroupView
-from minibroker.console.kafka_view import (BROWSE_LIMIT, ConsoleError, KafkaView, _int, decode)
+from minibroker.console.kafka_view import (BROWSE_LIMIT, ConsoleError, KafkaView, decode,
+                                           whole_number)
 
 log = logging.getLogger("minibroker.console")
 HERE = pathlib.Path(__file__).parent
@@ -104,7 +105,7 @@ class Pages:
 
         async def load():
             found = [t for t in await self.view.topics() if text in t["name"]]
-            page = max(1, _int(q.get("page") or "1", "page"))
+            page = max(1, whole_number(q.get("page") or "1", "page"))
             rows = found[(page - 1) * TOPICS_PER_PAGE:page * TOPICS_PER_PAGE]
             return dict(rows=rows, total=len(found), page=page, first=(page - 1) * TOPICS_PER_PAGE,
                         pages=max(1, -(-len(found) // TOPICS_PER_PAGE)))
@@ -128,8 +129,8 @@ class Pages:
                                            "expected NAME=VALUE")
                     configs[k.strip()] = v.strip()
             await self.view.create_topic(
-                name, _int(f.get("partitions") or "-1", "partition count"),
-                _int(f.get("replication_factor") or "-1", "replication factor"), configs)
+                name, whole_number(f.get("partitions") or "-1", "partition count"),
+                whole_number(f.get("replication_factor") or "-1", "replication factor"), configs)
         except Exception as e:  # noqa: BLE001 - shown on the page
             return await self._form_error(request, "topics.html", lambda: self._first_topics(), e)
         return back(f"/topics/{urllib.parse.quote(name)}", f"topic {name} created")
@@ -168,7 +169,8 @@ class Pages:
         f = await form(request)
         try:
             msg = await self.view.set_partition_count(
-                name, _int(f.get("count", ""), "partition count"), f.get("confirm_delete") == "on")
+                name, whole_number(f.get("count", ""), "partition count"),
+                f.get("confirm_delete") == "on")
         except Exception as e:  # noqa: BLE001
             return await self._form_error(request, "topic.html", lambda: self.view.topic(name), e)
         return back(f"/changes/{urllib.parse.quote(name)}", msg)
@@ -186,10 +188,10 @@ class Pages:
 
         async def load():
             t = await self.view.topic(name)
-            tp = TopicPartition(name, _int(args["partition"], "partition"))
+            tp = TopicPartition(name, whole_number(args["partition"], "partition"))
             if tp.partition not in {p["partition"] for p in t["partitions"]}:
                 raise ConsoleError(f"{name} has no partition {tp.partition}")
-            limit = max(1, min(BROWSE_LIMIT, _int(args["limit"], "limit")))
+            limit = max(1, min(BROWSE_LIMIT, whole_number(args["limit"], "limit")))
             start = await self.view.start_offset(tp, args["offset"], args["timestamp"])
             records = await self.view.read(tp, start, limit, args["key"])
             return dict(topic=t, start=start, records=[_record(r, args["format"]) for r in records])
@@ -209,7 +211,7 @@ class Pages:
                     headers.append((k.strip(), v.strip().encode()))
             part = f.get("partition", "").strip()
             key = f.get("key", "")
-            md = await self.view.produce(name, _int(part, "partition") if part else None,
+            md = await self.view.produce(name, whole_number(part, "partition") if part else None,
                                          key.encode() if key else None,
                                          f.get("value", "").encode(), headers)
         except Exception as e:  # noqa: BLE001
@@ -225,8 +227,8 @@ class Pages:
         name = request.path_params["name"]
         q = request.query_params
         try:
-            tp = TopicPartition(name, _int(q.get("partition", "0"), "partition"))
-            after = _int(q.get("after", "-1"), "offset")
+            tp = TopicPartition(name, whole_number(q.get("partition", "0"), "partition"))
+            after = whole_number(q.get("after", "-1"), "offset")
             fmt = q.get("format", "utf8")
             end = (await self.view.admin.list_offsets({tp: "latest"}))[tp][0]
             start = max(after + 1, end - BROWSE_LIMIT, 0)

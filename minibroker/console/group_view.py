@@ -18,7 +18,7 @@ from kafka.protocol.consumer import OffsetFetchRequest
 from minibroker.client.admin import Admin
 from minibroker.client.records import TopicPartition
 from minibroker.clock import Clock
-from minibroker.console.kafka_view import ConsoleError, Missing, _int
+from minibroker.console.kafka_view import ConsoleError, Missing, whole_number
 
 log = logging.getLogger("minibroker.console")
 
@@ -210,14 +210,15 @@ class GroupView:
             found = await self.admin.list_offsets({tp: strategy for tp in tps})
             return {tp: found[tp][0] for tp in tps}
         if strategy == "offset":
-            off = _int(value, "offset")
+            off = whole_number(value, "offset")
             return {tp: off for tp in tps}
         if strategy == "timestamp":
-            found = await self.admin.list_offsets({tp: _int(value, "timestamp (ms)") for tp in tps})
+            ts = whole_number(value, "timestamp (ms)")
+            found = await self.admin.list_offsets({tp: ts for tp in tps})
             ends = await self.admin.list_offsets({tp: "latest" for tp in tps})
             return {tp: found[tp][0] if found[tp][0] >= 0 else ends[tp][0] for tp in tps}
         if strategy == "shift":
-            by = _int(value, "shift")
+            by = whole_number(value, "shift")
             starts = await self.admin.list_offsets({tp: "earliest" for tp in tps})
             ends = await self.admin.list_offsets({tp: "latest" for tp in tps})
             return {tp: min(ends[tp][0], max(starts[tp][0], committed.get(tp, ends[tp][0]) + by))
@@ -264,6 +265,8 @@ class GroupView:
             if md is None:
                 raise Missing(f"no topic {topic.strip()!r} in the cluster")
             tps |= {(md.name, p) for p in md.partitions}
+        if tps:            # their leaders now: the shared metadata may predate a new topic
+            await self.admin.metadata.refresh(sorted({t for t, _ in tps}))
         producers = await self._producers(sorted(tps))
         return dict(supported=True, transactions=txns, producers=producers,
                     ongoing=sum(t["state"] == "Ongoing" for t in txns),

@@ -288,7 +288,7 @@ class KafkaView:
     # ------------------------------------------------------------------ messages
     async def start_offset(self, tp: TopicPartition, offset: str, timestamp: str) -> int:
         if timestamp.strip():
-            ts = _int(timestamp, "timestamp (ms since the epoch)")
+            ts = whole_number(timestamp, "timestamp (ms since the epoch)")
             found = await self.admin.list_offsets({tp: ts})
             off = found[tp][0]
             return off if off >= 0 else (await self.admin.list_offsets({tp: "latest"}))[tp][0]
@@ -296,7 +296,7 @@ class KafkaView:
             return (await self.admin.list_offsets({tp: "earliest"}))[tp][0]
         if offset.strip() == "latest":
             return (await self.admin.list_offsets({tp: "latest"}))[tp][0]
-        return _int(offset, "offset")
+        return whole_number(offset, "offset")
 
     async def read(self, tp: TopicPartition, start: int, limit: int, key_search: str = "",
                    timeout: float = 2.0) -> list:
@@ -454,7 +454,7 @@ def _steps(rows: list[dict], n: int, u: int, count: int) -> list[tuple[str, bool
     return steps
 
 
-def _int(text: str, what: str) -> int:
+def whole_number(text: str, what: str) -> int:
     try:
         return int(text.strip())
     except ValueError:
