@@ -123,6 +123,24 @@ def test_every_page_loads_without_a_console_error(browser, console, cluster):
     assert "billing" in text_of(browser, "#groups")
 
 
+def test_the_read_only_pages_work_with_javascript_off(browser, console):
+    browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
+    try:
+        for path, table, text in [("/cluster", "#brokers", "active controller"),
+                                  ("/topics/orders", "#partitions", "high_watermark"),
+                                  ("/topics/orders/messages?partition=0", "#records", "Offset"),
+                                  ("/groups/billing", "#lag", "orders"),
+                                  ("/changes/orders", "#change-partitions", "initial")]:
+            open_page(browser, console.url + path)
+            assert text in text_of(browser, table), path
+        open_page(browser, console.url + "/groups/billing")
+        drawn = browser.execute_cdp_cmd("Runtime.evaluate", {
+            "expression": "typeof window.lagChart === 'object'"})["result"]["value"]
+        assert drawn is False                                           # lag_chart.js did not run
+    finally:
+        browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
+
+
 def test_a_topic_made_and_a_message_produced_in_the_browser_are_found(browser, console):
     from selenium.webdriver.common.by import By
     open_page(browser, console.url + "/topics")
