@@ -84,6 +84,10 @@ class Admin(AclAdmin, PooledClient):
     async def _controller(self) -> int:
         if self.metadata.controller_id < 0:
             await self.metadata.fetch_all()
+        if self.metadata.controller_id not in self.metadata.brokers:
+            # librdkafka's mock cluster names a controller that is none of its brokers.
+            node, _ = await self.pool.any_connection()
+            return node
         return self.metadata.controller_id
 
     async def _to_controller(self, req: Any, lo: int = 0, hi: int | None = None) -> Any:
@@ -411,7 +415,8 @@ class Admin(AclAdmin, PooledClient):
             out[group] = dict(state=g.group_state, group_epoch=g.group_epoch,
                               assignment_epoch=g.assignment_epoch, assignor=g.assignor_name,
                               members=[dict(member_id=m.member_id, client_id=m.client_id,
-                                            client_host=m.client_host, member_epoch=m.member_epoch,
+                                            client_host=m.client_host,
+                                            member_epoch=m.member_epoch,
                                             subscription=list(m.subscribed_topic_names),
                                             assignment={tp.topic_name: list(tp.partitions)
                                                         for tp in m.assignment.topic_partitions})
@@ -434,8 +439,8 @@ class Admin(AclAdmin, PooledClient):
             else (resp.error_code, resp.topics)
         if code:
             raise _err(code, f"fetch offsets of group {group}")
-        return {TopicPartition(t.name, p.partition_index): p.committed_offset
-                for t in topics for p in t.partitions if p.committed_offset >= 0}
+        return {TopicPartition(t.name, p.partition_index): p.committed_offset   # mock: null
+                for t in topics or () for p in t.partitions if p.committed_offset >= 0}
 
     async def alter_group_offsets(self, group: str, offsets: dict[TopicPartition, int]) -> None:
         """Commit `offsets` for `group` from outside it (generation -1, no member): the group
