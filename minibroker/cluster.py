@@ -20,6 +20,7 @@ import logging
 import os
 from typing import Any
 
+from minibroker.security.credentials import store_for_users
 from minibroker.broker.broker import Broker
 from minibroker.broker.faults import Faults
 from minibroker.clock import SEEDED_WALL_BASE_MS, Clock
@@ -183,12 +184,14 @@ class Cluster:
         self._election = asyncio.Lock()
         self.channel = ControllerChannel(self)
         self.sessions = BrokerSessions(self)
+        # The users SASL authenticates (--user), one store shared by the brokers.
+        self.credentials = store_for_users(self.config.users, IdSource(seed + 7919).rng)
         self.brokers: dict[int, Broker] = {}
         for i in range(1, self.config.brokers + 1):
             port = self.config.port + i - 1 if self.config.port else 0
             self.brokers[i] = Broker(i, self.config, self.clock, IdSource(seed * 1000 + i + salt),
                                      ControllerChannel(self, i), self.faults, port=port,
-                                     rack=self.config.rack_of(i))
+                                     rack=self.config.rack_of(i), credentials=self.credentials)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> "Cluster":

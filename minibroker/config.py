@@ -103,6 +103,36 @@ class ClusterConfig:
     # loopback TCP as brokers in different processes do; false (the default), over an in-memory
     # pipe carrying the same frames (network/memory.py), without the kernel's copies.
     minibroker_inter_broker_sockets: bool = False
+    # Security (docs/security.md). Kafka's listener configs: "" listeners = one PLAINTEXT listener
+    # on host:port. A listener's fixed port is broker 1's; broker i adds i-1 (port 0: a free one).
+    listeners: str = ""
+    advertised_listeners: str = ""
+    listener_security_protocol_map: str = (
+        "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+        "SASL_SSL:SASL_SSL")
+    inter_broker_listener_name: str = ""
+    control_plane_listener_name: str = ""
+    # Kafka's default is GSSAPI, which is not served: every mechanism that is, instead.
+    sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"
+    connections_max_reauth_ms: int = 0
+    connection_failed_authentication_delay_ms: int = 100
+    # PEM files only (ssl.keystore.type=PEM: the private key and its certificate chain in one
+    # file; ssl.truststore.type=PEM: CA certificates).
+    ssl_keystore_type: str = "PEM"
+    ssl_keystore_location: str = ""
+    ssl_keystore_password: str = ""
+    ssl_key_password: str = ""
+    ssl_truststore_type: str = "PEM"
+    ssl_truststore_location: str = ""
+    ssl_client_auth: str = "none"
+    ssl_principal_mapping_rules: str = "DEFAULT"
+    ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
+    # Read by the authorizer (KIP-11): super.users as "User:a;User:b".
+    super_users: str = ""
+    authorizer_class_name: str = ""
+    allow_everyone_if_no_acl_found: bool = False
+    # Ours: "NAME:PASSWORD" users created at start (a PLAIN password and both SCRAM credentials).
+    users: tuple[str, ...] = ()
     extra: dict[str, str] = field(default_factory=dict)   # log.* topic synonyms, by Kafka name
 
     def __post_init__(self) -> None:
@@ -135,6 +165,9 @@ class ClusterConfig:
             elif fname in _AT_LEAST and value < _AT_LEAST[fname]:
                 return (f"Invalid value {value} for configuration {kname}: "
                         f"Value must be at least {_AT_LEAST[fname]}")
+        if self.ssl_client_auth not in ("required", "requested", "none"):
+            return (f"Invalid value {self.ssl_client_auth} for configuration ssl.client.auth: "
+                    "String must be one of: required, requested, none")
         unknown = sorted(set(self.extra) - BROKER_CONFIGS)
         if unknown:
             return f"Unknown broker config {unknown[0]}"
@@ -153,7 +186,7 @@ class ClusterConfig:
     def kafka_names(cls) -> dict[str, str]:
         """Kafka config name → field name, for the CLI's --override and DescribeConfigs."""
         skip = {"brokers", "host", "port", "racks", "seed", "cluster_id", "wall_clock_base_ms",
-                "controller_quorum_voters", "extra", "data_dir"}
+                "controller_quorum_voters", "extra", "data_dir", "users"}
         return {f.name.replace("_", "."): f.name for f in fields(cls) if f.name not in skip}
 
     def describe(self) -> dict[str, str]:

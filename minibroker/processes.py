@@ -25,6 +25,7 @@ import subprocess
 import sys
 from typing import Any
 
+from minibroker.security.credentials import store_for_users
 from minibroker.broker.broker import Broker
 from minibroker.broker.faults import Faults
 from minibroker.clock import SEEDED_WALL_BASE_MS, Clock
@@ -109,7 +110,8 @@ async def child_main(fd: int, node_id: int) -> None:
                   else SEEDED_WALL_BASE_MS if seeded else None)
     port = config.port + node_id - 1 if config.port else 0
     broker = Broker(node_id, config, clock, IdSource((config.seed or 0) * 1000 + node_id),
-                    channel, Faults(), port=port, rack=config.rack_of(node_id))
+                    channel, Faults(), port=port, rack=config.rack_of(node_id),
+                    credentials=store_for_users(config.users, IdSource(node_id + 7919).rng))
     broker.metadata.cluster_id = cluster_id
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -8,6 +8,7 @@ AlterPartition, producer id blocks), which the cluster points at whichever contr
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import weakref
@@ -32,6 +33,10 @@ from minibroker.coordinator.txn.coordinator import TRANSACTION_STATE_TOPIC, Tran
 from minibroker.ids import IdSource
 from minibroker.log.config import broker_defaults
 from minibroker.network.tcp import close_idle_connections, start_listener
+from minibroker.security.credentials import CredentialStore
+from minibroker.security.listeners import (
+    Listener, advertised, broker_listeners, primary)
+from minibroker.broker.listener_security import listener_security
 
 log = logging.getLogger("minibroker.broker")
 
@@ -39,7 +44,7 @@ log = logging.getLogger("minibroker.broker")
 class Broker:
     def __init__(self, node_id: int, config: ClusterConfig, clock: Clock, ids: IdSource,
                  controller_channel: Any, faults: Faults, port: int = 0,
-                 rack: str | None = None) -> None:
+                 rack: str | None = None, credentials: CredentialStore | None = None) -> None:
         self.node_id = node_id
         self.config = config
         self.clock = clock
@@ -90,6 +95,14 @@ class Broker:
         # LeaderAndIsr, StopReplica and UpdateMetadata arrive here only; Metadata never lists it.
         self.control_handle = handler_for(self, control_plane=True)
         self.control_port = 0
+        # Kafka's listeners (security/listeners.py): one server each; the inter-broker one's
+        # address is this broker's registered one (self.port). With no `listeners` config, one
+        # PLAINTEXT listener on the port the cluster gave.
+        self.credentials = credentials if credentials is not None else CredentialStore()
+        self.listeners = (broker_listeners(config, node_id) if config.listeners
+                          else [Listener("PLAINTEXT", "PLAINTEXT", self.host, port)])
+        self.inter_broker_listener = primary(config, self.listeners).name
+        self._servers: list[asyncio.base_events.Server] = []
         self._server: asyncio.base_events.Server | None = None
         self._control_server: asyncio.base_events.Server | None = None
         self._idle_reaper: asyncio.Task | None = None
@@ -103,11 +116,7 @@ class Broker:
     async def start(self, listen: bool = True) -> None:
         """listen=False: no socket; requests come through network/memory.py's connect(self.handle)."""
         if listen:
-            self._server = await start_listener(
-                self.handle, self.host, self.port, connections=self.connections,
-                max_request_bytes=self.config.socket_request_max_bytes,
-                name=f"broker {self.node_id}")
-            self.port = self._server.sockets[0].getsockname()[1]
+            await self._start_listeners()
             self._control_server = await start_listener(
                 self.control_handle, self.host, self.control_port, connections=self.connections,
                 max_request_bytes=self.config.socket_request_max_bytes,
@@ -123,7 +132,31 @@ class Broker:
         self.groups.start()
         self.txn.start()
         if listen:
-            log.info("broker %d listening on %s:%d", self.node_id, self.host, self.port)
+            log.info("broker %d listening on %s", self.node_id,
+                     ", ".join(str(listener) for listener in self.listeners))
+
+    async def _start_listeners(self) -> None:
+        """One server per listener; a SASL listener authenticates before dispatch
+        (network/sasl.py), a TLS one wraps it in TLS (network/tls.py)."""
+        bound = []
+        for spec in self.listeners:
+            handle, ctx, principal_of = listener_security(
+                spec, self.handle, self.config, self.credentials, self.clock)
+            server = await start_listener(
+                handle, spec.host, spec.port, connections=self.connections,
+                max_request_bytes=self.config.socket_request_max_bytes,
+                name=f"broker {self.node_id} {spec.name}", listener=spec.name, ssl=ctx,
+                principal_of=principal_of)
+            self._servers.append(server)
+            bound.append(dataclasses.replace(spec, port=server.sockets[0].getsockname()[1]))
+        self.listeners = bound
+        self.port = primary(self.config, bound).port
+        self._server = self._servers[0]
+
+    def advertised_listeners(self) -> list[Listener]:
+        """Metadata's addresses for this broker, one per listener, inter-broker first."""
+        listeners = advertised(self.config, self.node_id, self.listeners)
+        return sorted(listeners, key=lambda l: l.name != self.inter_broker_listener)
 
     def _listen_in_memory(self) -> None:
         """Other brokers and the controller in this process reach our listeners through memory
@@ -148,8 +181,8 @@ class Broker:
         self.faults.network.remove_listener(self.host, self.port)
         self.faults.network.remove_listener(self.host, self.control_port)
         self.faults.network.local_logs.pop(self.node_id, None)
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self._control_server is not None:
             self._control_server.close()
         for conn in list(self.connections):
@@ -158,9 +191,10 @@ class Broker:
         await self.groups.stop()
         await self.txn.stop()
         self.txn_channel.close()
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers = []
+        self._server = None
         if self._control_server is not None:
             await self._control_server.wait_closed()
             self._control_server = None

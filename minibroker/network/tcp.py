@@ -92,7 +92,8 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
     frames or per completed Task."""
 
     def __init__(self, handle: Handle, max_request_bytes: int, connections: dict,
-                 name: str = "server") -> None:
+                 name: str = "server", listener: str = "PLAINTEXT",
+                 principal_of: Callable[[Any], Any] | None = None) -> None:
         self.handle = handle
         self.connections = connections      # the server's open connections (closed on stop)
         self.name = name                    # for log lines, e.g. "broker 1"
@@ -108,7 +109,8 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         # Set by authentication (SASL, a TLS client certificate); the listener's name is its
         # server's. Both reach every handler through RequestContext.
         self.principal = ANONYMOUS
-        self.listener = "PLAINTEXT"
+        self.listener = listener
+        self.principal_of = principal_of    # a TLS listener's: the client certificate's principal
         # A request failed before suspending: the connection closes once the responses queued
         # ahead of it are written; the frames after it are never executed (a client that retries
         # them would otherwise apply them twice).
@@ -126,6 +128,11 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         self.local = transport.get_extra_info("sockname")
         self.tuning = SocketTuning(transport)
         self.connections[self] = None
+        if self.principal_of is not None:
+            try:
+                self.principal = self.principal_of(transport)
+            except ValueError as e:     # no ssl.principal.mapping.rules rule applies
+                self.close(f"failed authentication: {e}")
 
     def connection_lost(self, exc) -> None:
         self.closed = True
@@ -339,9 +346,14 @@ class AcceptErrorLimiter:
 
 
 async def start_listener(handle: Handle, host: str, port: int, *, max_request_bytes: int,
-                         connections: dict, name: str = "server") -> asyncio.base_events.Server:
+                         connections: dict, name: str = "server", listener: str = "PLAINTEXT",
+                         ssl: Any = None, principal_of: Callable[[Any], Any] | None = None
+                         ) -> asyncio.base_events.Server:
+    """`ssl`: an SSLContext (network/tls.py) for SSL and SASL_SSL listeners; `principal_of`
+    gives a connection's principal from its transport once the handshake is done."""
     loop = asyncio.get_running_loop()
     AcceptErrorLimiter.install(loop)
     return await loop.create_server(
-        lambda: KafkaServerConnection(handle, max_request_bytes, connections, name), host, port,
-        reuse_address=True, backlog=1024)
+        lambda: KafkaServerConnection(handle, max_request_bytes, connections, name, listener,
+                                      principal_of), host, port,
+        reuse_address=True, backlog=1024, ssl=ssl)

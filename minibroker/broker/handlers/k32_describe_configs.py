@@ -53,8 +53,10 @@ BROKER_DOCS = {
 
 
 def _entry(name, value, source, read_only, config_type, synonyms, doc=None) -> _Entry:
-    return _Entry(name=name, value=value, read_only=read_only, config_source=source,
-                  is_default=source == DEFAULT_CONFIG, is_sensitive=False, synonyms=synonyms,
+    sensitive = name.endswith(".password")      # Kafka's PASSWORD configs: never described
+    return _Entry(name=name, value=None if sensitive else value, read_only=read_only,
+                  config_source=source, is_default=source == DEFAULT_CONFIG,
+                  is_sensitive=sensitive, synonyms=synonyms,
                   config_type=config_type, documentation=doc)
 
 
