@@ -104,7 +104,7 @@ async def _serve(args, config: ClusterConfig) -> None:
         cluster.enable_fault_admin()
     if args.processes and config.brokers > 1:
         from minibroker.processes import ChildBrokers
-        children = ChildBrokers(cluster)     # brokers 2..N leave this process
+        children = ChildBrokers(cluster, restart=not args.no_restart)   # brokers 2..N leave
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -201,6 +201,10 @@ def add_serve_parser(sub, description: str) -> None:
     s.add_argument("--processes", action="store_true",
                    help="one broker per process (uses as many cores); the controller runs in "
                         "the first, with broker 1")
+    s.add_argument("--no-restart", action="store_true",
+                   help="with --processes: leave a broker process that died down (by default "
+                        "it is started again, from --data-dir if given, else as an empty "
+                        "replica that catches up)")
     s.add_argument("--faults", action="store_true",
                    help="serve the fault control API (FaultControl, key 1004) that "
                         "`minibroker faults` uses: any client may then stop brokers, cut the "

@@ -50,7 +50,7 @@ def keep_freed_batches_for_reuse(huge_pages: bool = False) -> bool:
     minibroker.log.heap.huge.pages, off by default) also gives the heap huge pages where the kernel
     grants them (heap.py): measured side by side on this VM they cost more than they save (a
     3-broker serve took 10 KiB produce at 0.4x the speed, 100 B produce at twice the broker CPU;
-    benchmarks/NOTES.md). A served broker calls this at start; False where the C library is not
+    docs/performance.md). A served broker calls this at start; False where the C library is not
     glibc."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
@@ -74,7 +74,7 @@ def default_max_bytes(brokers: int) -> int:
     least 64 MiB each; -1 (no cap) where the size cannot be read. The budget is the machine's:
     three brokers on one machine get what one would, not three times it. Unbounded, every GiB
     stored costs fresh pages (0.5-2.5 s per GB on the benchmarks' VM, more than the rest of a
-    produce); capped, deleted batches' memory is reused (benchmarks/NOTES.md)."""
+    produce); capped, deleted batches' memory is reused (docs/performance.md)."""
     try:
         physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):
