@@ -202,7 +202,8 @@ class Cluster:
             await self.start_controller()
             for b in self.brokers.values():
                 b.broker_epoch = await self.controller.register_broker(
-                    b.node_id, b.host, b.port, b.rack, b.control_port)
+                    b.node_id, b.host, b.port, b.rack, b.control_port,
+                    b.registration_listeners())
         except BaseException:
             await self.stop()                # close the listeners already open (a port taken)
             raise
@@ -226,7 +227,17 @@ class Cluster:
 
     @property
     def bootstrap(self) -> str:
+        """The running brokers' inter-broker listener (the only one, unless `listeners` says)."""
         return ",".join(b.endpoint for b in self.brokers.values() if b.running)
+
+    def bootstrap_for(self, listener: str) -> str:
+        """The running brokers' addresses on the listener named `listener` (e.g. "SASL_SSL")."""
+        out = []
+        for b in self.brokers.values():
+            if b.running:
+                (addr,) = [a for a in b.advertised_listeners() if a.name == listener.upper()]
+                out.append(f"{addr.host}:{addr.port}")
+        return ",".join(out)
 
     # ------------------------------------------------------------------ controller
     async def active_controller(self) -> Controller:
@@ -362,7 +373,7 @@ class Cluster:
         with a new broker epoch."""
         b = self.brokers[broker_id]
         b.broker_epoch = await self.channel._forward(lambda c: c.register_broker(
-            b.node_id, b.host, b.port, b.rack, b.control_port))
+            b.node_id, b.host, b.port, b.rack, b.control_port, b.registration_listeners()))
 
     async def restart_broker(self, broker_id: int, rack: str | None = None) -> None:
         await self.stop_broker(broker_id)

@@ -125,7 +125,8 @@ async def child_main(fd: int, node_id: int) -> None:
     try:
         await broker.start()
         broker.broker_epoch = await channel.call(
-            "register_broker", node_id, broker.host, broker.port, broker.rack, broker.control_port)
+            "register_broker", node_id, broker.host, broker.port, broker.rack, broker.control_port,
+            broker.registration_listeners())
         await stop.wait()
     finally:
         if broker.running:

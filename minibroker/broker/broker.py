@@ -35,7 +35,7 @@ from minibroker.log.config import broker_defaults
 from minibroker.network.tcp import close_idle_connections, start_listener
 from minibroker.security.credentials import CredentialStore
 from minibroker.security.listeners import (
-    Listener, advertised, broker_listeners, primary)
+    PROTOCOL_IDS, Listener, advertised, broker_listeners, primary)
 from minibroker.broker.listener_security import listener_security
 
 log = logging.getLogger("minibroker.broker")
@@ -152,6 +152,11 @@ class Broker:
         self.listeners = bound
         self.port = primary(self.config, bound).port
         self._server = self._servers[0]
+
+    def registration_listeners(self) -> tuple[tuple[str, str, int, int], ...]:
+        """RegisterBrokerRecord's endpoints: (name, host, port, security protocol id)."""
+        return tuple((a.name, a.host, a.port, PROTOCOL_IDS[a.security_protocol])
+                     for a in self.advertised_listeners())
 
     def advertised_listeners(self) -> list[Listener]:
         """Metadata's addresses for this broker, one per listener, inter-broker first."""

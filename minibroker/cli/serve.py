@@ -9,6 +9,7 @@ import signal
 import sys
 
 from minibroker.cli.common import fail, one_line, os_reason, port
+from minibroker.cli.serve_security import add_security_flags, ca_line, security_overrides
 from minibroker.config import ClusterConfig
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -57,7 +58,8 @@ def _config(args) -> ClusterConfig:
         fail(f"{len(racks)} --rack values for {args.brokers} brokers (at most one per broker)")
     if args.port and args.port + args.brokers - 1 > 65535:
         fail(f"--port {args.port} leaves no room for {args.brokers} brokers (ports end at 65535)")
-    overrides = _overrides(args.override)
+    # The security shortcuts first: a config --override names explicitly wins.
+    overrides = {**security_overrides(args), **_overrides(args.override)}
     if args.controller_quorum_voters:
         try:
             overrides["controller_quorum_voters"] = tuple(
@@ -139,6 +141,8 @@ async def _serve(args, config: ClusterConfig) -> None:
     print(f"BOOTSTRAP {bootstrap}", flush=True)
     if metrics is not None:
         print(f"METRICS http://{config.host}:{metrics.port}/metrics", flush=True)
+    if ca_line(args) is not None:
+        print(ca_line(args), flush=True)
     cap = config.log_memory_max_bytes
     print(f"minibroker: {config.brokers} brokers, cluster id {cluster.cluster_id}, "
           f"log.memory.max.bytes={cap} per broker"
@@ -209,6 +213,7 @@ def add_serve_parser(sub, description: str) -> None:
                    help="serve the fault control API (FaultControl, key 1004) that "
                         "`minibroker faults` uses: any client may then stop brokers, cut the "
                         "network, inject errors (see README, Faults on demand)")
+    add_security_flags(s)
     s.add_argument("--metrics-port", type=port, default=None,
                    help="serve Prometheus metrics on this port (0 = any free port; needs the "
                         "'metrics' extra, prometheus_client)")

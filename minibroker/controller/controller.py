@@ -172,10 +172,11 @@ class Controller:
 
     # ------------------------------------------------------------------ brokers
     async def register_broker(self, broker_id: int, host: str, port: int,
-                              rack: str | None, control_port: int = -1) -> int:
+                              rack: str | None, control_port: int = -1,
+                              listeners: tuple = ()) -> int:
         async with self._lock:
             return await self._write(brokers.register_broker(self.image, broker_id, host, port,
-                                                             rack, control_port))
+                                                             rack, control_port, listeners))
 
     async def fence_broker(self, broker_id: int) -> None:
         async with self._lock:

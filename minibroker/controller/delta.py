@@ -67,9 +67,13 @@ class MetadataDelta:
     def _replay_RegisterBrokerRecord(self, r) -> None:
         ep = r.end_points[0]
         control = [e.port for e in r.end_points[1:] if e.name == CONTROL_PLANE_LISTENER]
+        listeners = tuple((e.name, e.host, e.port, e.security_protocol) for e in r.end_points
+                          if e.name != CONTROL_PLANE_LISTENER)
+        if listeners == (("PLAINTEXT", ep.host, ep.port, 0),):
+            listeners = ()                  # the default: BrokerRegistration.host/port alone
         self.brokers[r.broker_id] = BrokerRegistration(r.broker_id, r.broker_epoch, ep.host,
                                                        ep.port, r.rack, r.fenced,
-                                                       control[0] if control else -1)
+                                                       control[0] if control else -1, listeners)
         self.changed_brokers.add(r.broker_id)
 
     def _replay_FenceBrokerRecord(self, r) -> None:

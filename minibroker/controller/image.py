@@ -24,6 +24,9 @@ class BrokerRegistration:
     rack: str | None
     fenced: bool
     control_port: int = -1      # the control-plane listener (KIP-291); -1: none registered
+    # Every client listener, (name, host, port, security protocol id), the inter-broker one
+    # first; empty: one PLAINTEXT listener on host:port.
+    listeners: tuple[tuple[str, str, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -190,9 +190,10 @@ class Propagator:
             t = await self._um_topic(image, name, removed, pace)
             if t is not None:
                 um_states.append(t)
-        live_brokers = [_UBroker(id=b.broker_id, endpoints=[_UEndpoint(
-            port=b.port, host=b.host, listener="PLAINTEXT", security_protocol=0)], rack=b.rack)
-            for b in image.live_brokers()]
+        live_brokers = [_UBroker(id=b.broker_id, endpoints=[
+            _UEndpoint(port=p, host=h, listener=name, security_protocol=proto)
+            for name, h, p, proto in b.listeners or (("PLAINTEXT", b.host, b.port, 0),)],
+            rack=b.rack) for b in image.live_brokers()]
         await asyncio.gather(*(self._send_one(r, lai.get(r), um_states, live_brokers,
                                               stops.get(r), image)
                                for r in sorted(brokers | set(stops))))

@@ -15,14 +15,19 @@ from minibroker.protocol import records as R
 TOPIC = 2                                   # ConfigRecord.resource_type (Kafka's ConfigResource)
 
 Epochs = Iterable[tuple[int, int]]          # (partition, leader epoch) pairs (KIP-253)
+Listeners = tuple[tuple[str, str, int, int], ...]   # (name, host, port, security protocol id)
 
 
 # ---------------------------------------------------------------------- brokers
 def register_broker(broker_id: int, broker_epoch: int, host: str, port: int,
-                    rack: str | None, control_port: int = -1) -> R.RegisterBrokerRecord:
-    """The client listener first; the control-plane listener (KIP-291), if any, second."""
+                    rack: str | None, control_port: int = -1,
+                    listeners: Listeners = ()) -> R.RegisterBrokerRecord:
+    """The inter-broker listener first (host:port), the other listeners (name, host, port,
+    security protocol id) next, the control-plane listener (KIP-291), if any, last."""
     ep = R.RegisterBrokerRecord.BrokerEndpoint
-    end_points = [ep(name="PLAINTEXT", host=host, port=port, security_protocol=0)]
+    end_points = [ep(name=name, host=h, port=p, security_protocol=proto)
+                  for name, h, p, proto in listeners] or [
+        ep(name="PLAINTEXT", host=host, port=port, security_protocol=0)]
     if control_port > 0:
         end_points.append(ep(name=CONTROL_PLANE_LISTENER, host=host, port=control_port,
                              security_protocol=0))

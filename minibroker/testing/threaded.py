@@ -69,6 +69,10 @@ class ThreadedCluster:
     def bootstrap(self) -> str:
         return self.cluster.bootstrap
 
+    def bootstrap_for(self, listener: str) -> str:
+        """The brokers' addresses on one listener (Cluster.bootstrap_for)."""
+        return self.cluster.bootstrap_for(listener)
+
     @property
     def controller_id(self) -> int:
         """The broker hosting the active controller (-1: none)."""

@@ -114,7 +114,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest):
 
     def key():
         return (version, wanted, auto, ops, cache.generation, cache.controller_id, cache.cluster_id,
-                cache.max_partition_epoch)
+                cache.max_partition_epoch, ctx.listener)     # each listener has its endpoints
     body = cache.responses.get(key())
     if body is None:
         body, to_create = _metadata(ctx, req)
@@ -166,8 +166,8 @@ def _metadata(ctx: RequestContext, req: MetadataRequest) -> tuple[bytes, list[st
             else:
                 code = UnknownTopicOrPartitionError.errno
             topics.append(_encode_entry(_error_entry(code, name), version))
-    brokers = [_Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-               for b in cache.alive_brokers()]
+    brokers = [_Broker(node_id=b.node_id, host=host, port=port, rack=b.rack)
+               for b in cache.alive_brokers() for host, port in (b.address(ctx.listener),)]
     skeleton = MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,
         controller_id=cache.controller_id, topics=[],

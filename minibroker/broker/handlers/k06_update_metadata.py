@@ -96,7 +96,8 @@ def _apply(broker, req: UpdateMetadataRequest, topics: list[TopicInfo | str]) ->
     cache.controller_id = req.controller_id
     cache.controller_epoch = req.controller_epoch
     cache.max_partition_epoch = req.max_partition_epoch
-    cache.update_brokers([BrokerInfo(b.id, b.endpoints[0].host, b.endpoints[0].port, b.rack)
+    cache.update_brokers([BrokerInfo(b.id, b.endpoints[0].host, b.endpoints[0].port, b.rack,
+                                     tuple((e.listener, e.host, e.port) for e in b.endpoints))
                           for b in req.live_brokers])
     names = []
     for t in topics:
