@@ -12,7 +12,10 @@ thread, and the control API is synchronous (call it from sync or async tests ali
 from one test to the next (use unique topic names, restart what you stop). Both set
 group.initial.rebalance.delay.ms=0 (Kafka's 3000 would delay every first group join by 3 s).
 
-Options: --minibroker-brokers N (default 3).
+Options: --minibroker-brokers N (default 3). Security (or any ClusterConfig setting): override
+the session fixture `minibroker_config` in your conftest.py, e.g. with
+`minibroker.testing.security_config("SASL_SSL", tls_dir=..., users=["alice:secret"])`
+(docs/security.md); `cluster.ca_file` is then the CA to trust.
 """
 from __future__ import annotations
 
@@ -41,21 +44,27 @@ def pytest_configure(config) -> None:
         config.addinivalue_line("filterwarnings", line)
 
 
-def _cluster(request):
+def _cluster(request, config: dict):
     from minibroker.testing.threaded import ThreadedCluster
     return ThreadedCluster(brokers=request.config.getoption("--minibroker-brokers"),
-                           **FIXTURE_CONFIG)
+                           **{**FIXTURE_CONFIG, **config})
 
 
 @pytest.fixture(scope="session")
-def minibroker_cluster(request):
+def minibroker_config() -> dict:
+    """ClusterConfig settings of both cluster fixtures; override it for security settings."""
+    return {}
+
+
+@pytest.fixture(scope="session")
+def minibroker_cluster(request, minibroker_config):
     """A running cluster shared by the whole session (state carries over between tests)."""
-    with _cluster(request) as cluster:
+    with _cluster(request, minibroker_config) as cluster:
         yield cluster
 
 
 @pytest.fixture
-def minibroker_fresh_cluster(request):
+def minibroker_fresh_cluster(request, minibroker_config):
     """A new running cluster for this test only, stopped after it."""
-    with _cluster(request) as cluster:
+    with _cluster(request, minibroker_config) as cluster:
         yield cluster
