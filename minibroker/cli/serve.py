@@ -143,6 +143,9 @@ async def _serve(args, config: ClusterConfig) -> None:
         print(f"METRICS http://{config.host}:{metrics.port}/metrics", flush=True)
     if ca_line(args) is not None:
         print(ca_line(args), flush=True)
+    if children is None and len(cluster.brokers[1].listeners) > 1:
+        for listener in cluster.brokers[1].listeners:    # each listener's bootstrap
+            print(f"LISTENER {listener.name} {cluster.bootstrap_for(listener.name)}", flush=True)
     cap = config.log_memory_max_bytes
     print(f"minibroker: {config.brokers} brokers, cluster id {cluster.cluster_id}, "
           f"log.memory.max.bytes={cap} per broker"

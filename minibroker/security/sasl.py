@@ -15,6 +15,7 @@ import math
 import re
 
 from scramp import ScramMechanism
+from scramp.core import Nonce
 from scramp.utils import ScramException
 
 from minibroker.security.credentials import SCRAM_MECHANISMS, CredentialStore
@@ -99,6 +100,7 @@ class ScramServer(SaslServer):
                 return self._server.get_server_first().encode()
             if self._step == 1:
                 self._step = 2
+                self._accept_longer_nonce(text)
                 self._server.set_client_final(text)
                 final = self._server.get_server_final().encode()
                 self.complete = True
@@ -107,10 +109,24 @@ class ScramServer(SaslServer):
             pass
         raise generic_failure(self.mechanism)
 
+    def _accept_longer_nonce(self, client_final: str) -> None:
+        """Kafka's server accepts a client-final nonce that only ends with the server's
+        (ScramSaslServer: endsWith); librdkafka before 2.1 sends its own nonce in front again.
+        The proof is still checked over the messages as sent."""
+        nonce = next((kv[2:] for kv in client_final.split(",") if kv.startswith("r=")), None)
+        expected = str(self._server.nonce)
+        if nonce and nonce != expected and nonce.endswith(expected):
+            self._server.nonce = Nonce(nonce)
+
 
 # ---------------------------------------------------------------------- OAUTHBEARER
 _KVPAIRS = re.compile(r"^(?:[A-Za-z]+=[\x21-\x7E \t\r\n]*\x01)*\x01$")   # kvpair* kvsep
 _AUTH = re.compile(r"^[Bb]earer +([-_.a-zA-Z0-9]+)$")
+
+
+# Kafka's unsecuredValidatorAllowableClockSkewMs (a JAAS option, default 0). Here 30 s: tokens
+# are minted on the client's wall clock, and the cluster's clock is its own (virtual in tests).
+ALLOWABLE_CLOCK_SKEW_MS = 30_000
 
 
 def _b64url(part: str) -> bytes:
@@ -174,14 +190,15 @@ class OAuthBearerServer(SaslServer):
         if not isinstance(sub, str) or not sub.strip():
             return f"Required claim missing: {self.principal_claim}"
         now_s = self.now_ms() / 1000
+        skew = ALLOWABLE_CLOCK_SKEW_MS / 1000
         exp, iat = claims.get("exp"), claims.get("iat")
         if not _number(exp):
             return "Required claim missing: exp"
         if iat is not None and not _number(iat):
             return "The iat claim had the incorrect type"
-        if now_s >= exp:
+        if now_s >= exp + skew:
             return f"The indicated time ({now_s} seconds) is at or after the Expiration Time"
-        if iat is not None and iat > now_s:
+        if iat is not None and iat > now_s + skew:
             return "The Issued At value is after the indicated time"
         if iat is not None and exp <= iat:
             return "The Expiration Time time was not after the Issued At time"

@@ -192,7 +192,7 @@ async def test_oauthbearer_unsecured_tokens():
         await asyncio.sleep(0.1)
         raw = await Raw.open(c)
         await raw.handshake("OAUTHBEARER")
-        expired = f"n,,\x01auth=Bearer {_jwt({'sub': 'carol', 'exp': now - 1})}\x01\x01"
+        expired = f"n,,\x01auth=Bearer {_jwt({'sub': 'carol', 'exp': now - 60})}\x01\x01"
         resp = await raw.authenticate(expired.encode())
         assert (resp.error_code, resp.auth_bytes) == (0, b'{"status":"invalid_token"}')
         resp = await raw.authenticate(b"\x01")
