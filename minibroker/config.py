@@ -1,10 +1,12 @@
 """Cluster and broker configuration. Every default lives here, under Kafka's config names."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from minibroker.log.config import BROKER_CONFIGS
+from minibroker.protocol.schemas import SCHEMAS_DIR
 
 
 # Kafka's ConfigDef lower bounds (atLeast) for the broker configs that have one.
@@ -27,6 +29,13 @@ _AT_LEAST = {"num_partitions": 1, "default_replication_factor": 1, "min_insync_r
 LEADER_REPLICATION_THROTTLED_RATE = "leader.replication.throttled.rate"
 FOLLOWER_REPLICATION_THROTTLED_RATE = "follower.replication.throttled.rate"
 DYNAMIC_BROKER_CONFIGS = (LEADER_REPLICATION_THROTTLED_RATE, FOLLOWER_REPLICATION_THROTTLED_RATE)
+
+@functools.cache
+def emulated_releases() -> tuple[str, ...]:
+    """The Kafka releases `kafka_version` may name (schemas/releases/<X.Y>.json), oldest first."""
+    return tuple(sorted((p.stem for p in (SCHEMAS_DIR / "releases").glob("[0-9]*.json")),
+                        key=lambda v: tuple(int(x) for x in v.split("."))))
+
 
 @dataclass(frozen=True)
 class ClusterConfig:
@@ -133,6 +142,9 @@ class ClusterConfig:
     allow_everyone_if_no_acl_found: bool = False
     # Ours: "NAME:PASSWORD" users created at start (a PLAIN password and both SCRAM credentials).
     users: tuple[str, ...] = ()
+    # Our extension: emulate this Kafka release's ApiVersions ("2.8"; None: every API we serve;
+    # minibroker/broker/releases.py, schemas/releases/).
+    kafka_version: str | None = None
     extra: dict[str, str] = field(default_factory=dict)   # log.* topic synonyms, by Kafka name
 
     def __post_init__(self) -> None:
@@ -168,6 +180,9 @@ class ClusterConfig:
         if self.ssl_client_auth not in ("required", "requested", "none"):
             return (f"Invalid value {self.ssl_client_auth} for configuration ssl.client.auth: "
                     "String must be one of: required, requested, none")
+        if self.kafka_version is not None and self.kafka_version not in emulated_releases():
+            return (f"Invalid value {self.kafka_version} for kafka version: emulated releases "
+                    f"are {', '.join(emulated_releases())}")
         unknown = sorted(set(self.extra) - BROKER_CONFIGS)
         if unknown:
             return f"Unknown broker config {unknown[0]}"
@@ -186,7 +201,8 @@ class ClusterConfig:
     def kafka_names(cls) -> dict[str, str]:
         """Kafka config name → field name, for the CLI's --override and DescribeConfigs."""
         skip = {"brokers", "host", "port", "racks", "seed", "cluster_id", "wall_clock_base_ms",
-                "controller_quorum_voters", "extra", "data_dir", "users"}
+                "controller_quorum_voters", "extra", "data_dir",
+                "kafka_version", "users"}
         return {f.name.replace("_", "."): f.name for f in fields(cls) if f.name not in skip}
 
     def describe(self) -> dict[str, str]:

@@ -33,6 +33,14 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli", "minibroker.cli.transactions"),
     ("minibroker.cli", "minibroker.cli.faults"),
     ("minibroker.cli", "minibroker.cli.serve"),
+    ("minibroker.cli", "minibroker.cli.console"),
+    # The `console` extra: loaded only by `minibroker console` and `serve --console-port`.
+    ("minibroker.cli.console", "minibroker.console.server"),
+    ("minibroker.cli.console", "jinja2"),
+    ("minibroker.cli.console", "starlette"),
+    ("minibroker.cli.console", "uvicorn"),
+    ("minibroker.cli.serve", "minibroker.console.server"),
+    ("minibroker.cli.serve", "minibroker.cli.console"),
     ("minibroker.cli.serve", "minibroker.metrics"),           # only with serve --metrics-port
     ("minibroker.cli.serve", "minibroker.processes"),         # only with serve --processes
     ("minibroker.cli.common", "minibroker.network.client"),

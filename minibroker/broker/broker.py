@@ -16,7 +16,8 @@ from typing import Any
 
 import minibroker.broker.handlers  # noqa: F401 — registers every handler with dispatch
 from minibroker.broker.controller_quota import ControllerMutationQuota
-from minibroker.broker.dispatch import handler_for
+from minibroker.broker import releases
+from minibroker.broker.dispatch import HANDLERS, handler_for
 from minibroker.broker.faults import Faults
 from minibroker.broker.coordinator_log import ReplicaManagerPartitionWriter
 from minibroker.broker.fetch_session import FetchSessionCache
@@ -89,6 +90,12 @@ class Broker:
             lambda specs: self.controller.create_topics(specs, validate_only=False),
             self.next_producer_id, self.txn_channel.send_markers)
         self.connections: dict = {}         # an ordered set: closed in the order they came
+        # The APIs this broker serves and advertises: every registered one, or those of the Kafka
+        # release it emulates (serve --kafka-version), narrowed to that release's versions.
+        self.handlers = (HANDLERS if config.kafka_version is None
+                         else releases.dispatch_table(config.kafka_version))
+        # KIP-848's consumer groups (keys 68/69): on by default from Kafka 4.0 only.
+        self.consumer_group_protocol = releases.consumer_group_protocol(config.kafka_version)
         # What a listener calls per request frame: network/ knows no broker, only this.
         self.handle = handler_for(self)
         # The control-plane listener (KIP-291's control.plane.listener.name): the controller's

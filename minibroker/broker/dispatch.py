@@ -36,6 +36,7 @@ class Handler:
     name: str
     raw: bool = False       # the handler gets the request body (a memoryview) and decodes it itself
     flexible_from: int = 1 << 15    # the first flexible version (request header v2)
+    advertised: bool = True         # listed by ApiVersions (an emulated release hides our keys)
 
 
 HANDLERS: dict[int, Handler] = {}
@@ -73,11 +74,14 @@ def handles(api_key: int, request_class: Any, versions: tuple[int, int], raw: bo
 INTER_BROKER_KEYS = frozenset({4, 5, 6})      # LeaderAndIsr, StopReplica, UpdateMetadata
 
 
-def supported_versions(control_plane: bool = False) -> list[tuple[int, int, int]]:
+def supported_versions(control_plane: bool = False, handlers: dict[int, Handler] | None = None
+                       ) -> list[tuple[int, int, int]]:
     """(api_key, min, max) for every API served on a client listener (or, control_plane=True, on
-    the control-plane one), sorted by key — the ApiVersions table."""
-    return [(k, h.versions[0], h.versions[1]) for k, h in sorted(HANDLERS.items())
-            if control_plane or k not in INTER_BROKER_KEYS]
+    the control-plane one), sorted by key — the ApiVersions table. `handlers`: a broker's table
+    (an emulated Kafka release's, minibroker.broker.releases), default every registered API."""
+    return [(k, h.versions[0], h.versions[1])
+            for k, h in sorted((HANDLERS if handlers is None else handlers).items())
+            if (control_plane or k not in INTER_BROKER_KEYS) and h.advertised]
 
 
 class RawResponse:
@@ -141,16 +145,19 @@ def encode_response(resp: Any, version: int, correlation_id: int) -> list:
     return frame_parts([response_header(correlation_id, flexible_hdr), body])
 
 
-def api_versions_response(error_code: int, control_plane: bool = False) -> ApiVersionsResponse:
+def api_versions_response(error_code: int, control_plane: bool = False,
+                          handlers: dict[int, Handler] | None = None) -> ApiVersionsResponse:
     """ApiVersions' answer: the version range of every API this listener serves (k18)."""
     keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-            for k, lo, hi in supported_versions(control_plane)]
+            for k, lo, hi in supported_versions(control_plane, handlers)]
     return ApiVersionsResponse(error_code=error_code, api_keys=keys, throttle_time_ms=0)
 
 
-def unsupported_version_response(correlation_id: int) -> list:
+def unsupported_version_response(correlation_id: int,
+                                 handlers: dict[int, Handler] | None = None) -> list:
     """An ApiVersions request of a version we lack is answered at v0 with the error (KIP-511)."""
-    return encode_response(api_versions_response(UnsupportedVersionError.errno), 0, correlation_id)
+    return encode_response(api_versions_response(UnsupportedVersionError.errno, False, handlers),
+                           0, correlation_id)
 
 
 async def dispatch(broker: Any, conn: Any, frame: memoryview,
@@ -164,7 +171,7 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview,
         # (its metadata may still name itself as the controller).
         raise ProtocolViolation("the broker is stopped")
     api_key, api_version, corr = API_PREFIX.unpack_from(frame, 0)
-    handler = HANDLERS.get(api_key)
+    handler = broker.handlers.get(api_key)     # HANDLERS, or an emulated release's subset
     if handler is None:
         raise ProtocolViolation(f"unknown api key {api_key}")
     if api_key in INTER_BROKER_KEYS and not control_plane:
@@ -173,7 +180,7 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview,
     lo, hi = handler.versions
     if not lo <= api_version <= hi:
         if api_key == 18:  # ApiVersions: answer v0 with the error and our ranges (KIP-511)
-            return unsupported_version_response(corr)
+            return unsupported_version_response(corr, broker.handlers)
         raise ProtocolViolation(f"unsupported version {api_version} of {handler.name} "
                                 f"(supported {lo}-{hi})")
     cls = handler.request_class

@@ -32,6 +32,8 @@ def parser() -> Parser:
     add_transactions_parser(sub)
     from minibroker.cli.faults import add_faults_parser
     add_faults_parser(sub)
+    from minibroker.cli.console import add_console_parser
+    add_console_parser(sub)
     return ap
 
 

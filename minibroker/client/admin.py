@@ -338,7 +338,7 @@ class Admin(PooledClient):
             out[group] = dict(state=g.group_state, group_epoch=g.group_epoch,
                               assignment_epoch=g.assignment_epoch, assignor=g.assignor_name,
                               members=[dict(member_id=m.member_id, client_id=m.client_id,
-                                            client_host=m.client_host,
+                                            client_host=m.client_host, member_epoch=m.member_epoch,
                                             subscription=list(m.subscribed_topic_names),
                                             assignment={tp.topic_name: list(tp.partitions)
                                                         for tp in m.assignment.topic_partitions})
