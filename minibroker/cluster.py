@@ -20,7 +20,7 @@ import logging
 import os
 from typing import Any
 
-from minibroker.security.credentials import store_for_users
+from minibroker.security.credentials import SCRAM_MECHANISM_IDS, Upsertion, store_for_users
 from minibroker.broker.broker import Broker
 from minibroker.broker.faults import Faults
 from minibroker.clock import SEEDED_WALL_BASE_MS, Clock
@@ -126,6 +126,10 @@ class ControllerChannel:
         return await self._forward(lambda c: c.alter_topic_configs(
             name, changes, replace=replace, validate_only=validate_only))
 
+    async def alter_user_scram_credentials(self, deletions: list, upsertions: list) -> list:
+        return await self._forward(lambda c: c.alter_user_scram_credentials(deletions,
+                                                                            upsertions))
+
     async def alter_broker_configs(self, resource_name: str, changes: dict, validate_only: bool):
         return await self._forward(lambda c: c.alter_broker_configs(
             resource_name, changes, validate_only=validate_only))
@@ -204,10 +208,21 @@ class Cluster:
                 b.broker_epoch = await self.controller.register_broker(
                     b.node_id, b.host, b.port, b.rack, b.control_port,
                     b.registration_listeners())
+            await self._record_users()
         except BaseException:
             await self.stop()                # close the listeners already open (a port taken)
             raise
         return self
+
+    async def _record_users(self) -> None:
+        """`--user`'s SCRAM credentials as UserScramCredentialRecords (those the metadata log
+        does not hold yet), so they are replicated and replayed like any other change."""
+        known = self.controller.image.scram_credentials
+        upsertions = [Upsertion(user, SCRAM_MECHANISM_IDS[mech], cred)
+                      for (user, mech), cred in sorted(self.credentials.scram.items())
+                      if (user, SCRAM_MECHANISM_IDS[mech]) not in known]
+        if upsertions:
+            await self.channel.alter_user_scram_credentials([], upsertions)
 
     async def stop(self) -> None:
         self._controller_wanted = False

@@ -43,7 +43,7 @@ _LEN = struct.Struct(">I")
 CALLS = ("auto_create_topics", "alter_partition", "allocate_producer_ids", "create_topics",
          "delete_topics", "create_partitions", "alter_topic_configs", "alter_broker_configs",
          "assign_partitions", "alter_partition_reassignments", "list_partition_reassignments",
-         "partition_assignment_status")
+         "partition_assignment_status", "alter_user_scram_credentials")
 
 
 def _frame(obj: Any) -> bytes:

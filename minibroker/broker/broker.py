@@ -105,7 +105,8 @@ class Broker:
         # Kafka's listeners (security/listeners.py): one server each; the inter-broker one's
         # address is this broker's registered one (self.port). With no `listeners` config, one
         # PLAINTEXT listener on the port the cluster gave.
-        self.credentials = credentials if credentials is not None else CredentialStore()
+        # Its own copy: SCRAM credentials then follow what UpdateMetadata told this broker.
+        self.credentials = credentials.copy() if credentials is not None else CredentialStore()
         self.listeners = (broker_listeners(config, node_id) if config.listeners
                           else [Listener("PLAINTEXT", "PLAINTEXT", self.host, port)])
         self.inter_broker_listener = primary(config, self.listeners).name

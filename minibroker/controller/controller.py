@@ -24,7 +24,7 @@ from kafka.errors import RequestTimedOutError
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
 from minibroker.controller import (broker_configs, brokers, elections, partition_count,
-                                   partitions, reassignment, topics)
+                                   partitions, reassignment, scram, topics)
 from minibroker.controller.changelog import log_changes
 from minibroker.controller.delta import MetadataDelta
 from minibroker.controller.image import MetadataImage, PartitionRegistration
@@ -269,6 +269,12 @@ class Controller:
         async with self._lock:
             res = broker_configs.alter_broker_configs(self.image, resource_name, changes)
             return res.response if validate_only else await self._write(res)
+
+    async def alter_user_scram_credentials(self, deletions: list, upsertions: list) -> list:
+        """KIP-554 (controller/scram.py): [(user, error code, message)]."""
+        async with self._lock:
+            return await self._write(scram.alter_user_scram_credentials(
+                self.image, deletions, upsertions))
 
     # ------------------------------------------------------------------ reassignment (KIP-179)
     async def assign_partitions(self, assignments: list[tuple[str, int, list[int]]]):

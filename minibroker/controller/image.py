@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
+from minibroker.security.credentials import ScramCredential
+
 EMPTY: Mapping = MappingProxyType({})
 
 
@@ -98,6 +100,9 @@ class MetadataImage:
     topics_by_id: Mapping[uuid.UUID, str] = field(default_factory=lambda: EMPTY)
     # Dynamic broker configs: broker id (or "" for the cluster default) -> {name: value}.
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
+    # SCRAM credentials (UserScramCredentialRecord): (user, mechanism id) -> credential.
+    scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(
+        default_factory=lambda: EMPTY)
     next_producer_id: int = 0
     # KIP-179: reassignment requests by id (see controller/reassignment.py), and the request
     # each partition being moved belongs to.

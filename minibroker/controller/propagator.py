@@ -149,7 +149,8 @@ class Propagator:
                        if b in live and (b not in old.brokers or old.brokers[b].fenced))
         if fresh:
             await self._send(new, set(fresh), sorted(new.topics), sorted(new.topics), {})
-        if lai_topics or stops or delta.changed_brokers or delta.broker_configs_changed:
+        if (lai_topics or stops or delta.changed_brokers or delta.broker_configs_changed
+                or delta.scram_changed):
             await self._send(new, live, lai_topics, changed, stops, removed=old)
 
     # ------------------------------------------------------------------ sending
@@ -255,7 +256,7 @@ class Propagator:
                 await conn.request(UpdateMetadataRequest(
                     request_type=0, topic_states=chunk, live_brokers=live_brokers,
                     max_partition_epoch=image.max_partition_epoch, broker_configs=configs,
-                    **common), UPDATE_METADATA_VERSION)
+                    scram_credentials=_scram(image), **common), UPDATE_METADATA_VERSION)
             for i in range(0, len(stops or ()), CHUNK_PARTITIONS):
                 by_topic: dict[str, list] = {}
                 for name, pid, delete in stops[i:i + CHUNK_PARTITIONS]:
@@ -280,3 +281,12 @@ class Propagator:
                                            client_id="controller", timeout=5)
             self._conns[broker_id] = c
         return c
+
+
+def _scram(image: MetadataImage) -> list:
+    """Every SCRAM credential, for UpdateMetadata's ScramCredentials (brokers authenticate with
+    the credentials the controller last told them)."""
+    cls = UpdateMetadataRequest.ScramCredential
+    return [cls(name=user, mechanism=mech, salt=c.salt, stored_key=c.stored_key,
+                server_key=c.server_key, iterations=c.iterations)
+            for (user, mech), c in image.scram_credentials.items()]

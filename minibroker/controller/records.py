@@ -35,6 +35,16 @@ def register_broker(broker_id: int, broker_epoch: int, host: str, port: int,
                                   fenced=True, end_points=end_points)
 
 
+def user_scram_credential(name: str, mechanism: int, c) -> R.UserScramCredentialRecord:
+    return R.UserScramCredentialRecord(name=name, mechanism=mechanism, salt=c.salt,
+                                       stored_key=c.stored_key, server_key=c.server_key,
+                                       iterations=c.iterations)
+
+
+def remove_user_scram_credential(name: str, mechanism: int) -> R.RemoveUserScramCredentialRecord:
+    return R.RemoveUserScramCredentialRecord(name=name, mechanism=mechanism)
+
+
 def unfence_broker(broker_id: int, broker_epoch: int) -> R.UnfenceBrokerRecord:
     return R.UnfenceBrokerRecord(id=broker_id, epoch=broker_epoch)
 

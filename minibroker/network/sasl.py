@@ -138,6 +138,7 @@ class SaslGate:
         session.kafka_frames = version >= 1
         session.mechanism = req.mechanism
         session.server = new_server(req.mechanism, self.settings.credentials, self.settings.now_ms)
+        session.server.reauthenticating = session.reauth_from is not None
         session.state = AUTHENTICATE
         return _encode(SaslHandshakeResponse(error_code=0, mechanisms=enabled), version, corr)
 

@@ -8,12 +8,17 @@ by the controller's records.
 """
 from __future__ import annotations
 
+import hashlib
 import hmac
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from scramp import ScramMechanism
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+# Kafka's ScramMechanism type ids (records, KIP-554's messages).
+SCRAM_MECHANISM_IDS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+SCRAM_MECHANISM_NAMES = {v: k for k, v in SCRAM_MECHANISM_IDS.items()}
 # Kafka's ScramMechanism minimum and its default for kafka-configs.sh.
 MIN_ITERATIONS = {"SCRAM-SHA-256": 4096, "SCRAM-SHA-512": 4096}
 DEFAULT_ITERATIONS = 4096
@@ -26,6 +31,13 @@ class ScramCredential:
     stored_key: bytes
     server_key: bytes
     iterations: int
+
+
+class Upsertion(NamedTuple):
+    """One credential to set (AlterUserScramCredentials, controller/scram.py)."""
+    name: str
+    mechanism: int                  # SCRAM_MECHANISM_IDS
+    credential: ScramCredential
 
 
 def scram_credential(mechanism: str, password: str, iterations: int = DEFAULT_ITERATIONS,
@@ -64,6 +76,15 @@ class CredentialStore:
     def remove_scram(self, user: str, mechanism: str) -> None:
         self.scram.pop((user, mechanism), None)
 
+    def replace_scram(self, credentials: dict[tuple[str, str], ScramCredential]) -> None:
+        """Every SCRAM credential, as the controller last said (UpdateMetadata)."""
+        self.scram = dict(credentials)
+
+    def copy(self) -> "CredentialStore":
+        other = CredentialStore()
+        other.plain, other.scram = dict(self.plain), dict(self.scram)
+        return other
+
     def get_scram(self, user: str, mechanism: str) -> ScramCredential | None:
         return self.scram.get((user, mechanism))
 
@@ -86,3 +107,14 @@ def store_for_users(users, rng) -> CredentialStore:
             salt = bytes(rng.getrandbits(8) for _ in range(16))
             store.set_scram(name, mech, scram_credential(mech, password, salt=salt))
     return store
+
+
+def credential_from_salted_password(mechanism: str, salt: bytes, salted_password: bytes,
+                                    iterations: int) -> ScramCredential:
+    """RFC 5802's keys from what AlterUserScramCredentials carries (the client salts and hashes
+    the password; the broker never sees it): StoredKey = H(HMAC(salted, "Client Key")),
+    ServerKey = HMAC(salted, "Server Key")."""
+    name = "sha256" if mechanism == "SCRAM-SHA-256" else "sha512"
+    client_key = hmac.new(salted_password, b"Client Key", name).digest()
+    return ScramCredential(salt, hashlib.new(name, client_key).digest(),
+                           hmac.new(salted_password, b"Server Key", name).digest(), iterations)

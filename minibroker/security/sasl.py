@@ -40,6 +40,7 @@ class SaslServer:
         self.complete = False
         self.principal_name: str | None = None   # the user, once known (also for failure logs)
         self.lifetime_ms: int | None = None      # the credential's expiry (wall clock), if any
+        self.reauthenticating = False            # KIP-368: named in the failure message
 
     def evaluate(self, token: bytes) -> bytes:
         raise NotImplementedError
@@ -107,7 +108,7 @@ class ScramServer(SaslServer):
                 return final
         except (ScramException, UnicodeDecodeError, ValueError, KeyError):
             pass
-        raise generic_failure(self.mechanism)
+        raise generic_failure(self.mechanism, self.reauthenticating)
 
     def _accept_longer_nonce(self, client_final: str) -> None:
         """Kafka's server accepts a client-final nonce that only ends with the server's

@@ -44,6 +44,8 @@ from minibroker.broker.handlers import (  # noqa: F401 — imported to register 
     k45_alter_partition_reassignments,
     k46_list_partition_reassignments,
     k47_offset_delete,
+    k50_describe_user_scram_credentials,
+    k51_alter_user_scram_credentials,
     k60_describe_cluster,
     k61_describe_producers,
     k65_describe_transactions,

@@ -19,6 +19,7 @@ import asyncio
 
 from kafka.protocol.api_key import ApiKey
 
+from minibroker.security.credentials import SCRAM_MECHANISM_NAMES, ScramCredential
 from minibroker.broker.control_requests import check_control_request
 from minibroker.broker.dispatch import RequestContext, handles
 from minibroker.broker.metadata_cache import BrokerInfo, PartitionInfo, TopicInfo
@@ -108,4 +109,9 @@ def _apply(broker, req: UpdateMetadataRequest, topics: list[TopicInfo | str]) ->
             cache.put_topic(t)
             names.append(t.name)
     broker.apply_dynamic_configs(req.broker_configs or ())
+    if req.scram_credentials is not None:
+        broker.credentials.replace_scram({
+            (c.name, SCRAM_MECHANISM_NAMES[c.mechanism]): ScramCredential(
+                bytes(c.salt), bytes(c.stored_key), bytes(c.server_key), c.iterations)
+            for c in req.scram_credentials if c.mechanism in SCRAM_MECHANISM_NAMES})
     broker.replica_manager.on_metadata_update(names)
