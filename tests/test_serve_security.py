@@ -10,7 +10,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.errors import KafkaError
 
-from serve_helpers import serve
+from serve_helpers import cli, serve
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -51,3 +51,44 @@ def test_describe_configs_hides_passwords_and_shows_the_security_configs(tmp_pat
             "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
         assert entries["ssl.keystore.password"]["value"] is None
         assert "hunter2" not in repr(resp)
+
+
+def _listener(p, name: str) -> str:
+    for _ in range(10):
+        word, _, rest = p.stdout.readline().strip().partition(" ")
+        if word == "LISTENER" and rest.split()[0] == name:
+            return rest.split()[1]
+    raise AssertionError(f"no LISTENER {name} line")
+
+
+def test_configs_users_manages_scram_credentials(caplog):
+    listeners = "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
+    with serve("--brokers", "1", "--user", "alice:alice-secret", "--override", listeners) \
+            as (bootstrap, p):
+        sasl = _listener(p, "SASL_PLAINTEXT")
+
+        def configs(*args):
+            return cli(bootstrap, "configs", "--entity-type", "users", *args)
+
+        def login(user, password):
+            return KafkaProducer(bootstrap_servers=sasl, security_protocol="SASL_PLAINTEXT",
+                                 sasl_mechanism="SCRAM-SHA-256", sasl_plain_username=user,
+                                 sasl_plain_password=password, bootstrap_timeout_ms=4000)
+        out = configs("--alter", "--entity-name", "bob", "--add-config",
+                      "SCRAM-SHA-256=[iterations=8192,password=bob-secret]")
+        assert out.stdout == "Completed updating config for user bob.\n", out.stderr
+        out = configs("--describe")
+        assert out.stdout.splitlines() == [
+            "SCRAM credential configs for user-principal 'alice' are "
+            "SCRAM-SHA-256=iterations=4096,SCRAM-SHA-512=iterations=4096",
+            "SCRAM credential configs for user-principal 'bob' are SCRAM-SHA-256=iterations=8192"]
+        login("bob", "bob-secret").close()
+        out = configs("--alter", "--entity-name", "bob", "--delete-config", "SCRAM-SHA-256")
+        assert out.returncode == 0, out.stderr
+        out = configs("--describe", "--entity-name", "bob")
+        assert out.returncode != 0 and "ResourceNotFoundError" in out.stderr
+        with pytest.raises(KafkaError):
+            login("bob", "bob-secret")
+        out = configs("--alter", "--entity-name", "carol", "--add-config",
+                      "SCRAM-SHA-512=[iterations=100,password=x]")
+        assert "UnacceptableCredentialError" in out.stderr and "Too few iterations" in out.stderr
