@@ -142,6 +142,9 @@ class ClusterConfig:
     allow_everyone_if_no_acl_found: bool = False
     # Ours: "NAME:PASSWORD" users created at start (a PLAIN password and both SCRAM credentials).
     users: tuple[str, ...] = ()
+    # Ours: set (serve --processes: random, handed to the broker processes), the brokers'
+    # control-plane TCP listeners authenticate the controller with SASL/SCRAM-SHA-512.
+    minibroker_control_plane_password: str = ""
     # Our extension: emulate this Kafka release's ApiVersions ("2.8"; None: every API we serve;
     # minibroker/broker/releases.py, schemas/releases/).
     kafka_version: str | None = None
@@ -202,7 +205,7 @@ class ClusterConfig:
         """Kafka config name → field name, for the CLI's --override and DescribeConfigs."""
         skip = {"brokers", "host", "port", "racks", "seed", "cluster_id", "wall_clock_base_ms",
                 "controller_quorum_voters", "extra", "data_dir",
-                "kafka_version", "users"}
+                "kafka_version", "users", "minibroker_control_plane_password"}
         return {f.name.replace("_", "."): f.name for f in fields(cls) if f.name not in skip}
 
     def describe(self) -> dict[str, str]:

@@ -37,7 +37,7 @@ from minibroker.network.tcp import close_idle_connections, start_listener
 from minibroker.security.credentials import CredentialStore
 from minibroker.security.listeners import (
     PROTOCOL_IDS, Listener, advertised, broker_listeners, primary)
-from minibroker.broker.listener_security import listener_security
+from minibroker.broker.listener_security import control_plane_handle, listener_security
 
 log = logging.getLogger("minibroker.broker")
 
@@ -126,7 +126,9 @@ class Broker:
         if listen:
             await self._start_listeners()
             self._control_server = await start_listener(
-                self.control_handle, self.host, self.control_port, connections=self.connections,
+                control_plane_handle(self.control_handle, self.config, self.clock,
+                                     self.faults.network),
+                self.host, self.control_port, connections=self.connections,
                 max_request_bytes=self.config.socket_request_max_bytes,
                 name=f"broker {self.node_id} control plane")
             self.control_port = self._control_server.sockets[0].getsockname()[1]

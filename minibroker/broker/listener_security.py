@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from minibroker.network.sasl import SaslGate, SaslSettings
 from minibroker.network.tls import PeerPrincipal, server_context
-from minibroker.security.credentials import CredentialStore
+from minibroker.security.credentials import CredentialStore, scram_credential
 from minibroker.security.listeners import Listener
 from minibroker.security.sasl import MECHANISMS
 
@@ -37,3 +37,21 @@ def listener_security(spec: Listener, handle: Callable, config: Any,
             enabled_mechanisms(config), credentials, clock.now_ms,
             config.connections_max_reauth_ms, config.connection_failed_authentication_delay_ms))
     return handle, ctx, principal_of
+
+
+CONTROL_PLANE_USER = "minibroker-controller"
+
+
+def control_plane_handle(handle: Callable, config: Any, clock: Any, network: Any) -> Callable:
+    """The control-plane TCP listener's handle: with minibroker.control.plane.password set
+    (serve --processes), only the controller, authenticated with SASL/SCRAM-SHA-512, gets a
+    LeaderAndIsr, UpdateMetadata or StopReplica served; the in-memory path is unaffected."""
+    password = config.minibroker_control_plane_password
+    if not password:
+        return handle
+    network.control_plane_credentials = (CONTROL_PLANE_USER, password)
+    store = CredentialStore()
+    store.set_scram(CONTROL_PLANE_USER, "SCRAM-SHA-512",
+                    scram_credential("SCRAM-SHA-512", password))
+    return SaslGate(handle, SaslSettings(("SCRAM-SHA-512",), store, clock.now_ms,
+                                         failed_delay_ms=config.connection_failed_authentication_delay_ms))

@@ -3,6 +3,7 @@ can still set one by one."""
 from __future__ import annotations
 
 import os
+import secrets
 
 from minibroker.cli.common import fail
 from minibroker.security.credentials import parse_user
@@ -50,6 +51,10 @@ def security_overrides(args) -> dict:
         except ValueError as e:
             fail(f"--user: {e}")
     out["users"] = tuple(args.user)
+    if args.processes and args.brokers > 1:
+        # The controller authenticates to the other processes' control-plane listeners with
+        # this (SASL/SCRAM); it reaches them in their config and is never printed.
+        out["minibroker_control_plane_password"] = secrets.token_urlsafe(32)
     if args.super_user:
         out["super_users"] = ";".join(f"User:{name}" for name in args.super_user)
     if args.acls:

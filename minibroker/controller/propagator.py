@@ -278,7 +278,8 @@ class Propagator:
         c = self._conns.get(broker_id)
         if c is None or c.closed:
             c = await self.network.connect(self.controller_id, broker_id, host, port,
-                                           client_id="controller", timeout=5)
+                                           client_id="controller", timeout=5,
+                                           control_plane=True)
             self._conns[broker_id] = c
         return c
 
