@@ -108,6 +108,8 @@ class ScramServer(SaslServer):
                 return final
         except (ScramException, UnicodeDecodeError, ValueError, KeyError):
             pass
+        except Exception:  # noqa: BLE001 — scramp's parser on hostile input: still a failure
+            pass
         raise generic_failure(self.mechanism, self.reauthenticating)
 
     def _accept_longer_nonce(self, client_final: str) -> None:

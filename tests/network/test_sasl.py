@@ -7,6 +7,7 @@ import asyncio
 import base64
 import json
 import logging
+import random
 import struct
 
 import pytest
@@ -18,7 +19,9 @@ from scramp import ScramClient
 
 from minibroker.cluster import Cluster
 from minibroker.network.client import encode_request
+from minibroker.security.credentials import store_for_users
 from minibroker.security.principal import KafkaPrincipal
+from minibroker.security.sasl import SaslAuthenticationFailed, new_server
 
 SASL = dict(brokers=1, listeners="SASL_PLAINTEXT://127.0.0.1:0",
             users=("alice:alice-secret", "bob:bob-secret"))
@@ -233,3 +236,23 @@ async def test_sasl_requests_on_a_plaintext_listener_are_illegal_state():
         resp = await raw.authenticate(b"\0alice\0x")
         assert (resp.error_code, resp.error_message) == (
             34, "SaslAuthenticate request received after successful authentication")
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"])
+def test_hostile_tokens_fail_cleanly(mechanism):
+    """Random and truncated tokens: every one is a SaslAuthenticationFailed (Kafka's error and
+    the close), never another exception."""
+    rng = random.Random(41)
+    store = store_for_users(["alice:alice-secret"], random.Random(0))
+    seeds = [b"n,,n=alice,r=abc", b"c=biws,r=abc,p=AAAA", b"n,,\x01auth=Bearer a.b.\x01\x01",
+             b"\0alice\0", b"n,a=x,\x01auth=Bearer e30.e30.\x01\x01"]
+    for _ in range(300):
+        base = rng.choice(seeds)
+        token = bytes(rng.getrandbits(8) for _ in range(rng.randrange(40))) if rng.random() < 0.5 \
+            else base[:rng.randrange(len(base) + 1)]
+        server = new_server(mechanism, store, lambda: 1_700_000_000_000)
+        for t in (token, token):
+            try:
+                server.evaluate(t)
+            except SaslAuthenticationFailed:
+                break
