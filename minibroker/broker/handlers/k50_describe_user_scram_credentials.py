@@ -25,7 +25,7 @@ _Info = _Result.CredentialInfo
 async def handle_describe_user_scram_credentials(
         ctx: RequestContext, req: DescribeUserScramCredentialsRequest
 ) -> DescribeUserScramCredentialsResponse:
-    known = ctx.broker.credentials.scram_users()
+    known = ctx.services.credentials.scram_users()
     names = [u.name for u in req.users or ()] or sorted(known)
     results = []
     for name in dict.fromkeys(names):      # each user once, in request order

@@ -32,7 +32,7 @@ async def handle_alter_user_scram_credentials(
                                                 u.iterations)
                 if mech is not None else ScramCredential(b"", b"", b"", u.iterations))
         upsertions.append(Upsertion(u.name, u.mechanism, cred))
-    results = await ctx.broker.controller.alter_user_scram_credentials(deletions, upsertions)
+    results = await ctx.controller.alter_user_scram_credentials(deletions, upsertions)
     return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
         _Result(user=user, error_code=code, error_message=message)
         for user, code, message in results])
