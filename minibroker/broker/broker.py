@@ -177,6 +177,11 @@ class Broker:
         self.port = primary(self.config, bound).port
         self._server = self._servers[0]
 
+    def listener_configs(self) -> tuple[str, str]:
+        """(listeners, advertised.listeners) as Kafka writes them, with the bound ports."""
+        return (",".join(str(x) for x in self.listeners),
+                ",".join(str(x) for x in self.advertised_listeners()))
+
     def registration_listeners(self) -> tuple[tuple[str, str, int, int], ...]:
         """RegisterBrokerRecord's endpoints: (name, host, port, security protocol id)."""
         return tuple((a.name, a.host, a.port, PROTOCOL_IDS[a.security_protocol])

@@ -267,6 +267,10 @@ class LocalBroker(Protocol):
 
     def apply_dynamic_configs(self, entries: Iterable[Any]) -> None: ...
 
+    def listener_configs(self) -> tuple[str, str]:
+        """(listeners, advertised.listeners) as Kafka writes them, with the bound ports."""
+        ...
+
     async def next_producer_id(self) -> int: ...
 
 

@@ -40,6 +40,12 @@ async def test_each_listener_answers_with_its_own_endpoints():
             conn.close()
         # Replication and the bootstrap use the inter-broker listener.
         assert c.bootstrap == c.bootstrap_for("INTERNAL")
+        # DescribeConfigs' listeners / advertised.listeners, with the bound ports.
+        b = c.brokers[1]
+        ports = {x.name: x.port for x in b.listeners}
+        assert b.listener_configs() == (
+            f"PLAINTEXT://127.0.0.1:{ports['PLAINTEXT']},INTERNAL://127.0.0.1:{ports['INTERNAL']}",
+            f"INTERNAL://127.0.0.1:{ports['INTERNAL']},PLAINTEXT://localhost:{ports['PLAINTEXT']}")
 
 
 def test_listener_parsing_follows_kafka():

@@ -106,10 +106,10 @@ def broker_values(services: Services) -> dict[str, str | None]:
         if definition.synonyms:
             values[definition.synonyms[0]] = topic_defaults[name]
     values.update(services.config.describe())
-    listener = f"PLAINTEXT://{node.host}:{node.port}"
+    listeners, advertised_listeners = node.listener_configs()
     values.update({"broker.id": str(node.node_id), "node.id": str(node.node_id),
                    "broker.rack": node.rack, "process.roles": "broker",
-                   "listeners": listener, "advertised.listeners": listener,
+                   "listeners": listeners, "advertised.listeners": advertised_listeners,
                    "replica.selector.class":
                        "org.apache.kafka.common.replica.RackAwareReplicaSelector"})
     return values
