@@ -97,7 +97,7 @@ BAD = [  # (argv, what the one line must say)
     (["configs", *T, "--describe", "--entity-type", "bogus"], "invalid choice: 'bogus'"),
     (["configs", *T, "--alter", "--entity-type", "topics"], "--alter needs --entity-name"),
     (["configs", *T, "--alter", "--entity-type", "topics", "--entity-name", "t1"],
-     "--alter needs --add-config or --delete-config"),
+     "--alter needs --add-config, --add-config-file or --delete-config"),
     (["configs", *T, "--alter", "--entity-type", "topics", "--entity-name", "t1",
       "--add-config", "retention.ms"], "'retention.ms' is not key=value"),
     (["configs", *T, "--alter", "--entity-type", "topics", "--entity-name", "t1",

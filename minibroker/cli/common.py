@@ -122,13 +122,13 @@ def add_client_flags(p: argparse.ArgumentParser) -> None:
                         "--command-config's request.timeout.ms, else 30000)")
 
 
-def read_properties(path: str) -> dict[str, str]:
+def read_properties(path: str, flag: str = "--command-config") -> dict[str, str]:
     """A Java .properties file: key=value or key: value, # and ! comments, \\ continuations."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
-        fail(f"cannot read --command-config {path}: {os_reason(e)}")
+        fail(f"cannot read {flag} {path}: {os_reason(e)}")
     out: dict[str, str] = {}
     pending = ""
     for raw in text.splitlines():
@@ -198,6 +198,13 @@ async def probe(servers: str, client_id: str, timeout_ms: int):
     what = "no bootstrap server answered" if accepted else \
         "cannot connect to any bootstrap server"
     fail(f"{what}: {', '.join(tried)}")
+
+
+def broker_reason(err: Exception) -> str:
+    """A Kafka error from the reference admin client as the broker worded it, without the
+    client's "alter configs t: " prefix and Python's class name."""
+    text = str(err.args[0]) if err.args else getattr(err, "description", "") or str(err)
+    return text.split(": ", 1)[1] if ": " in text else text
 
 
 def user_message(e: BaseException) -> str:

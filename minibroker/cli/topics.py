@@ -24,7 +24,7 @@ import re
 from kafka.errors import TopicAlreadyExistsError
 
 from minibroker.cli.admin_tool import add_admin_tool_parser, timeout_ms
-from minibroker.cli.common import fail
+from minibroker.cli.common import broker_reason, fail
 from minibroker.cli.topics_describe import describe, matching_topics
 from minibroker.client.admin import Admin, NewTopic
 
@@ -155,10 +155,7 @@ async def _create(admin: Admin, args) -> None:
     print(f"Created topic {args.topic}.")
 
 
-def _reason(err: Exception) -> str:
-    """The broker's message without the client's "create topic t: " prefix."""
-    text = str(err.args[0]) if err.args else getattr(err, "description", str(err))
-    return text.split(": ", 1)[1] if ": " in text else text
+_reason = broker_reason
 
 
 async def _existing(admin: Admin, args) -> list[str]:
