@@ -73,8 +73,9 @@ def _err(code: int, what: str, message: str | None = None) -> Exception | None:
 
 class Admin(PooledClient):
     def __init__(self, bootstrap_servers: str | list[str], *, client_id: str = "minibroker-admin",
-                 request_timeout_ms: int = 30000) -> None:
-        self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms)
+                 request_timeout_ms: int = 30000, ssl_context: Any = None) -> None:
+        self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms,
+                                   ssl_context=ssl_context)
         self.metadata = ClusterMetadata(self.pool, allow_auto_topic_creation=False)
         self.timeout_ms = request_timeout_ms
         self.last_throttle_time_ms = 0

@@ -66,10 +66,12 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
 
     @classmethod
     async def connect(cls, host: str, port: int, client_id: str = "minibroker",
-                      timeout: float = 10.0) -> "KafkaClientConnection":
+                      timeout: float = 10.0, ssl: Any = None) -> "KafkaClientConnection":
+        """ssl: an ssl.SSLContext for a TLS listener (security.protocol=SSL), else plaintext."""
         loop = asyncio.get_running_loop()
+        tls = {"ssl": ssl, "server_hostname": host} if ssl is not None else {}
         _, proto = await asyncio.wait_for(
-            loop.create_connection(lambda: cls(client_id), host, port), timeout)
+            loop.create_connection(lambda: cls(client_id), host, port, **tls), timeout)
         return proto
 
     def connection_made(self, transport) -> None:

@@ -19,8 +19,8 @@ _cache: dict[tuple[int, int, int, bool], bytes] = {}
 
 
 @handles(ApiKey.ApiVersions, ApiVersionsRequest, versions=(0, 4))
-async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest):
-    handlers = ctx.broker.handlers      # HANDLERS, or an emulated release's (broker/releases.py)
+async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> RawResponse:
+    handlers = ctx.services.handlers    # HANDLERS, or an emulated release's (broker/releases.py)
     key = (ctx.api_version, id(handlers), len(handlers), ctx.control_plane)
     body = _cache.get(key)
     if body is None:

@@ -18,8 +18,9 @@ from kafka.errors import InvalidRequestError, InvalidTopicError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
-from minibroker.broker.topic_names import invalid_reason
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
+from minibroker.protocol.topic_names import invalid_reason
 
 _Result = AlterConfigsResponse.AlterConfigsResourceResponse
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -74,14 +75,15 @@ async def alter_each(resources, result_class, alter: Callable[[Any], Awaitable[t
 
 
 @handles(ApiKey.AlterConfigs, AlterConfigsRequest, versions=(0, 2))
-async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest):
+async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest
+        ) -> AlterConfigsResponse:
     async def alter(r) -> tuple[int, str]:
         configs = {c.name: c.value for c in r.configs}
         if r.resource_type == BROKER:
-            res = await ctx.broker.controller.alter_broker_configs(
+            res = await ctx.controller.alter_broker_configs(
                 r.resource_name, configs, validate_only=req.validate_only, replace=True)
         else:
-            res = await ctx.broker.controller.alter_topic_configs(
+            res = await ctx.controller.alter_topic_configs(
                 r.resource_name, configs, replace=True, validate_only=req.validate_only)
         return res.error_code, res.message
     return AlterConfigsResponse(throttle_time_ms=0, responses=await alter_each(

@@ -17,7 +17,8 @@ from kafka.errors import InvalidConfigurationError, InvalidRequestError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.broker.handlers.k32_describe_configs import (LIST, TOPIC_CONFIG_TYPES,
                                                              broker_values)
 from minibroker.broker.handlers.k33_alter_configs import BROKER, alter_each
@@ -69,24 +70,25 @@ def changes_for(current: dict[str, str], configs, broker: bool = False
 
 @handles(ApiKey.IncrementalAlterConfigs, IncrementalAlterConfigsRequest, versions=(0, 1))
 async def handle_incremental_alter_configs(ctx: RequestContext,
-                                           req: IncrementalAlterConfigsRequest):
+                                           req: IncrementalAlterConfigsRequest
+        ) -> IncrementalAlterConfigsResponse:
     async def alter(r) -> tuple[int, str]:
         broker = r.resource_type == BROKER
         if broker:
-            dynamic = ctx.broker.dynamic_configs or {}
-            current = {**broker_values(ctx.broker), **dynamic.get("", {}),
+            dynamic = ctx.node.dynamic_configs or {}
+            current = {**broker_values(ctx.services), **dynamic.get("", {}),
                        **dynamic.get(r.resource_name, {})}
         else:
-            topic = ctx.broker.metadata.topics.get(r.resource_name)
+            topic = ctx.metadata.topics.get(r.resource_name)
             current = topic.configs if topic else {}
         changes, code, message = changes_for(current, r.configs, broker)
         if changes is None:
             return code, message
         if broker:
-            res = await ctx.broker.controller.alter_broker_configs(
+            res = await ctx.controller.alter_broker_configs(
                 r.resource_name, changes, validate_only=req.validate_only)
         else:
-            res = await ctx.broker.controller.alter_topic_configs(
+            res = await ctx.controller.alter_topic_configs(
                 r.resource_name, changes, replace=False, validate_only=req.validate_only)
         return res.error_code, res.message
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=await alter_each(
