@@ -25,6 +25,22 @@ if _missing is None and shutil.which("java") is None:
     _missing = "no java on PATH (Spark needs Java 17 or 21): apt-get install openjdk-17-jre-headless"
 
 
+def _named() -> bool:
+    return "spark" in {w.strip() for w in os.environ.get("MINIBROKER_CLIENTS", "").split(",")}
+
+
+if _missing is not None and not _named():
+    class _WithoutExtra(pytest.Module):
+        """A Spark test module in a run without the extra: skipped, saying why, before its
+        imports (pandas, pyarrow, numpy) could fail collection."""
+
+        def collect(self):
+            pytest.skip(_missing, allow_module_level=True)
+
+    def pytest_pycollect_makemodule(module_path, parent):
+        return _WithoutExtra.from_parent(parent, path=module_path)
+
+
 def _selected() -> bool:
     raw = os.environ.get("MINIBROKER_CLIENTS", "").strip() or "all"
     words = {w.strip() for w in raw.split(",")}
@@ -51,8 +67,7 @@ def _require_extra() -> None:
     """Skip without the spark extra or java, unless MINIBROKER_CLIENTS asked for spark by name."""
     if _missing is None:
         return
-    named = "spark" in {w.strip() for w in os.environ.get("MINIBROKER_CLIENTS", "").split(",")}
-    if named:
+    if _named():
         pytest.fail(_missing + " (or leave Spark out: MINIBROKER_CLIENTS without 'spark')")
     pytest.skip(_missing)
 
