@@ -26,6 +26,6 @@ def test_spark_tests_skip_without_the_extra():
     r = subprocess.run([sys.executable, "-c", HIDE_AND_RUN], cwd=root, env=env,
                        capture_output=True, text=True, timeout=300)
     last = r.stdout.strip().splitlines()[-1]
-    assert r.returncode == 0 and "skipped" in last and "error" not in last \
+    assert r.returncode in (0, 5) and "skipped" in last and "error" not in last \
         and "failed" not in last, r.stdout[-3000:]
     assert "the spark extra is not installed" in r.stdout
