@@ -84,6 +84,10 @@ def subparser(ap, command: str | None):
 
 
 def main(argv: list[str] | None = None) -> None:
+    if (sys.argv[1:] if argv is None else argv) == ["--version"]:
+        from minibroker import __version__      # the package root is light (PEP 562)
+        print(f"minibroker {__version__}")      # before the parsers, which load kafka-python
+        return
     args = _parse(argv)
     level = getattr(args, "log_level", "WARNING")
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
