@@ -67,7 +67,7 @@ BAD = [  # (argv, what the one line must say)
     (["topics", *T, "--create", "--topic", "x", "--replica-assignment", "1:a"],
      "partition 0 '1:a' is not broker ids"),
     (["topics", *T, "--alter", "--topic", "t1", "--delete-config", "retention.ms"],
-     "--delete-config is no longer supported since Kafka 4.0"),
+     "argument --delete-config: no longer supported since Kafka 4.0"),
     (["topics", *T, "--list", "--timeout-ms", "0"], "invalid milliseconds 0: must be above 0"),
     (["topics", *T, "--list", "--command-config", "/no/such.properties"],
      "cannot read --command-config /no/such.properties: no such file or directory"),
