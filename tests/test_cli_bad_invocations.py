@@ -173,6 +173,7 @@ TOOLS = {  # every subcommand that talks to a cluster, with a minimal valid invo
     "reassign-partitions": ["--progress"], "faults": ["heal"], "get-offsets": [],
     "delete-records": ["--offset-json-file", "/dev/null"],
     "leader-election": ["--election-type", "preferred", "--all-topic-partitions"],
+    "console-producer": ["--topic", "t"], "console-consumer": ["--topic", "t"],
 }
 
 

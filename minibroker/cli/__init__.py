@@ -40,6 +40,8 @@ def parser() -> Parser:
     add_offsets_tools_parsers(sub)
     from minibroker.cli.leader_election import add_leader_election_parser
     add_leader_election_parser(sub)
+    from minibroker.cli.console_tools import add_console_tools_parsers
+    add_console_tools_parsers(sub)
     from minibroker.cli.kafka_home import add_kafka_home_parser
     add_kafka_home_parser(sub)
     return ap
