@@ -174,6 +174,7 @@ TOOLS = {  # every subcommand that talks to a cluster, with a minimal valid invo
     "delete-records": ["--offset-json-file", "/dev/null"],
     "leader-election": ["--election-type", "preferred", "--all-topic-partitions"],
     "console-producer": ["--topic", "t"], "console-consumer": ["--topic", "t"],
+    "log-dirs": ["--describe"],
 }
 
 

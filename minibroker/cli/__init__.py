@@ -42,6 +42,8 @@ def parser() -> Parser:
     add_leader_election_parser(sub)
     from minibroker.cli.console_tools import add_console_tools_parsers
     add_console_tools_parsers(sub)
+    from minibroker.cli.log_dirs import add_log_dirs_parser
+    add_log_dirs_parser(sub)
     from minibroker.cli.kafka_home import add_kafka_home_parser
     add_kafka_home_parser(sub)
     return ap
