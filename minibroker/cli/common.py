@@ -235,5 +235,4 @@ class _Refused(argparse.Action):
 def refuse(p: argparse.ArgumentParser, flag: str, why: str, takes_value: bool = True) -> None:
     """Register Kafka's `flag` on `p` as refused, `why` being the one-line reason (also shown in
     --help and in docs/cli.md)."""
-    p.add_argument(flag, action=_Refused, nargs=None if takes_value else 0, help=why,
-                   default=argparse.SUPPRESS)
+    p.add_argument(flag, action=_Refused, nargs=None if takes_value else 0, help=why)

@@ -31,7 +31,7 @@ _ACKS = {"all": -1, "-1": -1, "0": 0, "1": 1}
 def add_console_tools_parsers(sub) -> None:
     p = bootstrap_parser(sub, "console-producer", __doc__, "send stdin's lines as records")
     add_client_flags(p)
-    p.add_argument("--topic", required=True)
+    p.add_argument("--topic", required=True, help="the topic to send to")
     p.add_argument("--property", action="append", default=[], metavar="K=V",
                    help="parse.key, key.separator, ignore.error, null.marker")
     p.add_argument("--producer-property", action="append", default=[], metavar="K=V",
@@ -42,12 +42,14 @@ def add_console_tools_parsers(sub) -> None:
     p.add_argument("--sync", action="store_true", help="wait for each record's acknowledgement")
     p.add_argument("--compression-codec", nargs="?", const="gzip", default=None,
                    help="none, gzip, snappy, lz4 or zstd")
-    p.add_argument("--batch-size", type=int, default=16384)
-    p.add_argument("--request-required-acks", default="-1", choices=sorted(_ACKS))
-    p.add_argument("--message-send-max-retries", type=int, default=2**31 - 1)
-    p.add_argument("--retry-backoff-ms", type=int, default=100)
+    p.add_argument("--batch-size", type=int, default=16384, help="batch.size, in bytes")
+    p.add_argument("--request-required-acks", default="-1", choices=sorted(_ACKS),
+                   help="acks: all/-1, 1 or 0")
+    p.add_argument("--message-send-max-retries", type=int, default=2**31 - 1, help="retries")
+    p.add_argument("--retry-backoff-ms", type=int, default=100, help="retry.backoff.ms")
     p.add_argument("--timeout", type=int, default=1000, metavar="MS", help="linger.ms")
-    p.add_argument("--request-timeout-ms", type=int, default=1500)
+    p.add_argument("--request-timeout-ms", type=int, default=1500,
+                   help="accepted: --timeout-ms sets the wait for each request")
     p.add_argument("--metadata-expiry-ms", type=int, default=300000,
                    help="accepted (metadata is refreshed when it is stale)")
     p.add_argument("--max-block-ms", type=int, default=60000, help="metadata wait")
@@ -75,7 +77,8 @@ def add_console_tools_parsers(sub) -> None:
     c.add_argument("--consumer.config", dest="consumer_config", metavar="FILE",
                    help="consumer properties from a file")
     c.add_argument("--isolation-level", default="read_uncommitted",
-                   choices=("read_committed", "read_uncommitted"))
+                   choices=("read_committed", "read_uncommitted"),
+                   help="read_committed: only records of committed transactions")
     c.add_argument("--skip-message-on-error", action="store_true",
                    help="accepted: records are printed as bytes, nothing fails to decode")
     c.add_argument("--enable-systest-events", action="store_true",
