@@ -174,7 +174,7 @@ TOOLS = {  # every subcommand that talks to a cluster, with a minimal valid invo
     "delete-records": ["--offset-json-file", "/dev/null"],
     "leader-election": ["--election-type", "preferred", "--all-topic-partitions"],
     "console-producer": ["--topic", "t"], "console-consumer": ["--topic", "t"],
-    "log-dirs": ["--describe"],
+    "log-dirs": ["--describe"], "acls": ["--list"],
 }
 
 
@@ -206,8 +206,8 @@ def test_silent_port_costs_timeout_plus_one_second(tool, env, capsys):
 def test_silent_port_from_a_shell(env):
     """The same as a user sees it: a fresh process, one line, no traceback."""
     r = subprocess.run([sys.executable, "-m", "minibroker", "consumer-groups",
-                        "--bootstrap-server", env["S"], "--timeout-ms", "500", "--list"],
+                        "--bootstrap-server", env["S"], "--timeout-ms", "2000", "--list"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and r.stderr.splitlines() == [
         f"minibroker consumer-groups: error: no bootstrap server answered: {env['S']} "
-        "(accepted the connection but did not answer ApiVersions in 500 ms)"]
+        "(accepted the connection but did not answer ApiVersions in 2000 ms)"]
