@@ -32,7 +32,7 @@ def env(tmp_path_factory):
         (d / name).write_text(text)
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
-    silent.listen(16)
+    silent.listen(1024)         # every test's connection waits in the backlog, never accepted
     with ThreadedCluster(brokers=1) as c:
         c.create_topic("t1", 3, 1)
         yield {"B": c.bootstrap, "S": f"127.0.0.1:{silent.getsockname()[1]}",

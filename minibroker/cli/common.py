@@ -179,11 +179,11 @@ async def probe(servers: str, client_id: str, timeout_ms: int):
         try:
             conn = await asyncio.wait_for(
                 KafkaClientConnection.connect(host, p, client_id=client_id), timeout)
+        except asyncio.TimeoutError:    # first: TimeoutError is an OSError too
+            tried.append(f"{host}:{p} (no connection in {timeout_ms} ms)")
+            continue
         except OSError as e:
             tried.append(f"{host}:{p} ({os_reason(e)})")
-            continue
-        except asyncio.TimeoutError:
-            tried.append(f"{host}:{p} (no connection in {timeout_ms} ms)")
             continue
         try:
             await conn.request(ApiVersionsRequest(), 0, timeout=timeout)
