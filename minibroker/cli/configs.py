@@ -21,10 +21,13 @@ import sys
 
 from minibroker.cli.admin_tool import add_admin_tool_parser
 from minibroker.cli.common import broker_reason, fail, read_properties, refuse
+from minibroker.cli.user_configs import alter_users, describe_users
 from minibroker.client.admin import BROKER, DELETE, SET, TOPIC, Admin
 
-# Entity types this tool configures through DescribeConfigs / IncrementalAlterConfigs.
-_TYPES = {"topics": TOPIC, "brokers": BROKER}
+USERS = -1                  # not a ConfigResource type: SCRAM credentials (cli/user_configs.py)
+
+# Entity types this tool configures (DescribeConfigs / IncrementalAlterConfigs, or SCRAM).
+_TYPES = {"topics": TOPIC, "brokers": BROKER, "users": USERS}
 # Kafka's other entity types, and why they cannot apply here.
 _REFUSED_TYPES = {
     "clients": "minibroker serves no client quotas (DescribeClientQuotas/AlterClientQuotas)",
@@ -123,6 +126,12 @@ def parse_add_config(text: str) -> dict[str, str]:
 
 async def _main(admin: Admin, args) -> None:
     rtype = _TYPES[args.entity_type]
+    if rtype == USERS:
+        if args.alter:
+            await alter_users(admin, args, parse_add_config(args.add_config))
+        else:
+            await describe_users(admin, args)
+        return
     if args.alter:
         await _alter(admin, rtype, args)
     else:
