@@ -7,7 +7,7 @@ mapping again (already faulted: the loop's own cost), and with MADV_HUGEPAGE ask
 
 A broker that keeps every produced batch (minibroker below log.memory.max.bytes, Kafka's page cache)
 pays this once per byte kept; librdkafka's mock keeps ~5 MB per partition and reuses it, so its CPU
-per GB never includes it (benchmarks/NOTES.md). Pinned to CPU 1 like the brokers in run.py.
+per GB never includes it (docs/performance.md). Pinned to CPU 1 like the brokers in run.py.
 """
 from __future__ import annotations
 

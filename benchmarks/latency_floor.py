@@ -9,7 +9,7 @@ The client's pacing loop polls with a whole-millisecond timeout, so in the last 
 each send it polls without blocking, on the CPU its librdkafka threads share; an answer arriving
 then is reported when that spin ends, at the next send (2 ms apart at 500 msgs/s). An answer slower
 than about a millisecond therefore shows as ~2 ms in p90/p99, whatever its own time. See
-benchmarks/NOTES.md (RF 3's p99).
+docs/performance.md (RF 3's p99).
 """
 from __future__ import annotations
 

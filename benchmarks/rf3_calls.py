@@ -9,7 +9,7 @@ with confluent-kafka (acks=all, linger.ms=0: one batch per request, each acknowl
 is sent). It then stops the broker (SIGTERM: serve exits cleanly, cProfile writes its profile) and
 prints, per produced record: the broker's Python function calls, Fetch requests answered to
 followers, and the functions called most often. On a shared, loaded machine these counts stay put
-where timings do not (benchmarks/NOTES.md); the fetch count is what a missed or extra wake-up shows.
+where timings do not (docs/performance.md); the fetch count is what a missed or extra wake-up shows.
 --idle-topics N first creates N more topics of 4 partitions each, never written: run.py's RF 3
 cluster holds five such topics (its earlier scenarios') when it measures the round trip.
 --group first polls a consumer with a group.id, as load.py's consume rows do: that creates

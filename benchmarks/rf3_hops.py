@@ -58,9 +58,9 @@ def serve_stamped(out: str) -> None:
         h = dispatch.HANDLERS[key]
 
         async def stamped(ctx, req):
-            events.append((stamp(), start, ctx.broker.node_id))
+            events.append((stamp(), start, ctx.node_id))
             r = await h.fn(ctx, req)
-            events.append((stamp(), end, ctx.broker.node_id))
+            events.append((stamp(), end, ctx.node_id))
             return r
         dispatch.HANDLERS[key] = dataclasses.replace(h, fn=stamped)
 

@@ -109,7 +109,7 @@ def broker_commands(venv_py: str, log_memory_max_bytes: int) -> dict[str, tuple[
                  {"MB_PERF_RF": "3"}),
         # mb3 with each broker in a process of its own (serve --processes). anchor.py pins the
         # broker command to CPU 1 and the processes inherit it: on this 2-core machine the row shows
-        # what the process boundary costs, not what more cores give (benchmarks/NOTES.md).
+        # what the process boundary costs, not what more cores give (docs/performance.md).
         "mb3p": (f"cd {shlex.quote(REPO)} && {mb} --processes --brokers 3 {auto}"
                  " --override default.replication.factor=3 --override min.insync.replicas=2",
                  {"MB_PERF_RF": "3"}),

@@ -3,6 +3,8 @@
 #   - kcat from Debian (package "kcat"; older releases call it "kafkacat"),
 #   - Java 17 (openjdk-17-jre-headless) from Debian when `java` is missing, for PySpark's JVM (the
 #     `spark` extra's tests; "spark" in MINIBROKER_CLIENTS),
+#   - chromium and chromium-driver from Debian when missing, for the web console's browser tests
+#     ("console" in MINIBROKER_CLIENTS),
 #   - Node.js and npm from Debian when missing, then kafkajs 2.2.4 and its snappy/lz4/zstd codecs
 #     (pure JS/wasm, from npm) into conformance/drivers/node/node_modules, as package-lock.json pins.
 # Missing Debian packages are installed with apt-get as root, or through sudo; when neither works
@@ -29,6 +31,11 @@ fi
 if wants spark && ! command -v java >/dev/null 2>&1; then
   missing+=(openjdk-17-jre-headless)
 fi
+# The web console's browser tests (tests/console): headless Chromium and its driver, from Debian.
+if wants console; then
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then SUDO=()
@@ -52,6 +59,9 @@ if wants kcat; then
 fi
 if wants spark; then
   echo "java: $(java -version 2>&1 | head -1)"
+fi
+if wants console; then
+  echo "chromium: $(chromium --version 2>/dev/null | head -1)"
 fi
 if wants kafkajs; then
   cd "$HERE/drivers/node"

@@ -1,14 +1,18 @@
 """Cluster and broker configuration. Every default lives here, under Kafka's config names."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from minibroker.log.config import BROKER_CONFIGS
+from minibroker.protocol.schemas import SCHEMAS_DIR
 
 
 # Kafka's ConfigDef lower bounds (atLeast) for the broker configs that have one.
-_AT_LEAST = {"num_partitions": 1, "default_replication_factor": 1, "min_insync_replicas": 1,
+_AT_LEAST = {"leader_imbalance_check_interval_seconds": 1,
+             "leader_imbalance_per_broker_percentage": 0, "max_connections": 0, "max_connections_per_ip": 0, "max_partitions": 0,
+             "num_partitions": 1, "default_replication_factor": 1, "min_insync_replicas": 1,
              "socket_request_max_bytes": 1, "offsets_topic_num_partitions": 1,
              "offsets_topic_replication_factor": 1, "transaction_state_log_num_partitions": 1,
              "transaction_state_log_replication_factor": 1, "transaction_state_log_min_isr": 1,
@@ -27,6 +31,13 @@ _AT_LEAST = {"num_partitions": 1, "default_replication_factor": 1, "min_insync_r
 LEADER_REPLICATION_THROTTLED_RATE = "leader.replication.throttled.rate"
 FOLLOWER_REPLICATION_THROTTLED_RATE = "follower.replication.throttled.rate"
 DYNAMIC_BROKER_CONFIGS = (LEADER_REPLICATION_THROTTLED_RATE, FOLLOWER_REPLICATION_THROTTLED_RATE)
+
+@functools.cache
+def emulated_releases() -> tuple[str, ...]:
+    """The Kafka releases `kafka_version` may name (schemas/releases/<X.Y>.json), oldest first."""
+    return tuple(sorted((p.stem for p in (SCHEMAS_DIR / "releases").glob("[0-9]*.json")),
+                        key=lambda v: tuple(int(x) for x in v.split("."))))
+
 
 @dataclass(frozen=True)
 class ClusterConfig:
@@ -52,8 +63,15 @@ class ClusterConfig:
     min_insync_replicas: int = 1
     socket_request_max_bytes: int = 104857600
     connections_max_idle_ms: int = 600000   # <= 0: never closed for idleness
+    max_connections: int = 2147483647       # the client listener's; then accepting waits
+    max_connections_per_ip: int = 2147483647
+    queued_max_request_bytes: int = -1      # a pool for requests being read; -1: none (Kafka's)
     message_max_bytes: int = 1048588
     replica_lag_time_max_ms: int = 30000
+    # Preferred-leader rebalancing (controller/elections.py), Kafka's names and defaults.
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_max_bytes: int = 1048576
     replica_fetch_response_max_bytes: int = 10485760
@@ -62,6 +80,11 @@ class ClusterConfig:
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15000     # how often the cleaner looks for logs to compact
     log_memory_max_bytes: int = -1          # cap on a broker's log bytes; -1: none (serve: from RAM)
+    # Ours: past log.memory.max.bytes, "spill" the oldest batches to files (still readable), or
+    # "delete" them, as if a retention had been set (log/memory.py).
+    log_memory_overflow: str = "spill"
+    # KIP-578's max.partitions (ours: the KIP was not adopted): partitions in the whole cluster.
+    max_partitions: int = 2147483647
     replica_high_watermark_checkpoint_interval_ms: int = 5000   # and the other checkpoints
     # KRaft's: a metadata snapshot once this many record bytes were appended after the last one
     # (in memory too: the log before a snapshot is dropped).
@@ -103,6 +126,9 @@ class ClusterConfig:
     # loopback TCP as brokers in different processes do; false (the default), over an in-memory
     # pipe carrying the same frames (network/memory.py), without the kernel's copies.
     minibroker_inter_broker_sockets: bool = False
+    # Our extension: emulate this Kafka release's ApiVersions ("2.8"; None: every API we serve;
+    # minibroker/broker/releases.py, schemas/releases/).
+    kafka_version: str | None = None
     extra: dict[str, str] = field(default_factory=dict)   # log.* topic synonyms, by Kafka name
 
     def __post_init__(self) -> None:
@@ -135,6 +161,12 @@ class ClusterConfig:
             elif fname in _AT_LEAST and value < _AT_LEAST[fname]:
                 return (f"Invalid value {value} for configuration {kname}: "
                         f"Value must be at least {_AT_LEAST[fname]}")
+        if self.log_memory_overflow not in ("spill", "delete"):
+            return (f"Invalid value {self.log_memory_overflow} for configuration "
+                    "log.memory.overflow: String must be one of: spill, delete")
+        if self.kafka_version is not None and self.kafka_version not in emulated_releases():
+            return (f"Invalid value {self.kafka_version} for kafka version: emulated releases "
+                    f"are {', '.join(emulated_releases())}")
         unknown = sorted(set(self.extra) - BROKER_CONFIGS)
         if unknown:
             return f"Unknown broker config {unknown[0]}"
@@ -153,7 +185,8 @@ class ClusterConfig:
     def kafka_names(cls) -> dict[str, str]:
         """Kafka config name → field name, for the CLI's --override and DescribeConfigs."""
         skip = {"brokers", "host", "port", "racks", "seed", "cluster_id", "wall_clock_base_ms",
-                "controller_quorum_voters", "extra", "data_dir"}
+                "controller_quorum_voters", "extra", "data_dir",
+                "kafka_version"}
         return {f.name.replace("_", "."): f.name for f in fields(cls) if f.name not in skip}
 
     def describe(self) -> dict[str, str]:

@@ -10,7 +10,11 @@ answered in any order. Nothing listens for it: only the parent and the child hol
 
 A child whose socketpair closes (the process died or was killed) is fenced at once, as a broker
 whose session expired: its partitions' leadership moves within their ISRs, so an acks=all write
-survives. A child whose parent goes away stops its broker and exits.
+survives. The parent then reaps it and, unless `serve --no-restart`, starts it again under the same
+node id (after a back-off that doubles while it keeps dying): with `--data-dir` it loads its logs,
+without it comes back as an empty replica that catches up from the ISR; either way it registers
+with a new broker epoch and rejoins the ISRs once caught up. A child whose parent goes away stops
+its broker and exits. Not yet: the first process (broker 1 and the controller) is still special.
 """
 from __future__ import annotations
 
@@ -133,7 +137,10 @@ class ChildBrokers:
     controller calls; `start()` returns once every one registered. Made before the cluster
     starts: the cluster keeps (and starts) broker 1 only, with the controller."""
 
-    def __init__(self, cluster) -> None:
+    # Restart back-off: doubled per death within RESTART_RESET_S of the last start, capped.
+    RESTART_MIN_S, RESTART_MAX_S, RESTART_RESET_S = 0.5, 30.0, 60.0
+
+    def __init__(self, cluster, restart: bool = True) -> None:
         for node_id in range(2, cluster.config.brokers + 1):
             del cluster.brokers[node_id]        # constructed, never started: no socket was opened
         self.cluster = cluster
@@ -141,25 +148,34 @@ class ChildBrokers:
         self.endpoints: dict[int, str] = {}
         self._registered: dict[int, asyncio.Future] = {}
         self._tasks: list[asyncio.Task] = []
-        self._writers: list[asyncio.StreamWriter] = []
+        self._writers: dict[int, asyncio.StreamWriter] = {}
         self.stopping = False
+        self.restart = restart
+        self.restarts: dict[int, int] = {}          # node id -> times started again
+        self._started_at: dict[int, float] = {}
+        self._backoff: dict[int, float] = {}
 
     async def start(self, timeout: float = 60.0) -> None:
-        loop = asyncio.get_running_loop()
         for node_id in range(2, self.cluster.config.brokers + 1):
-            ours, theirs = socket.socketpair()
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-            self.procs[node_id] = subprocess.Popen(
-                [sys.executable, "-m", "minibroker.processes", str(theirs.fileno()), str(node_id),
-                 logging.getLevelName(logging.getLogger().level)],
-                pass_fds=(theirs.fileno(),), env=env, start_new_session=False)
-            theirs.close()
-            reader, writer = await asyncio.open_connection(sock=ours)
-            writer.write(_frame((self.cluster.config, self.cluster.cluster_id)))
-            self._writers.append(writer)
-            self._registered[node_id] = loop.create_future()
-            self._tasks.append(loop.create_task(self._serve(node_id, reader, writer)))
+            await self._spawn(node_id)
         await asyncio.wait_for(asyncio.gather(*self._registered.values()), timeout)
+
+    async def _spawn(self, node_id: int) -> None:
+        """Start broker `node_id`'s process and serve its controller calls."""
+        loop = asyncio.get_running_loop()
+        ours, theirs = socket.socketpair()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        self.procs[node_id] = subprocess.Popen(
+            [sys.executable, "-m", "minibroker.processes", str(theirs.fileno()), str(node_id),
+             logging.getLevelName(logging.getLogger().level)],
+            pass_fds=(theirs.fileno(),), env=env, start_new_session=False)
+        theirs.close()
+        self._started_at[node_id] = loop.time()
+        reader, writer = await asyncio.open_connection(sock=ours)
+        writer.write(_frame((self.cluster.config, self.cluster.cluster_id)))
+        self._writers[node_id] = writer
+        self._registered[node_id] = loop.create_future()
+        self._tasks.append(loop.create_task(self._serve(node_id, reader, writer)))
 
     async def _serve(self, node_id: int, reader, writer) -> None:
         try:
@@ -171,17 +187,48 @@ class ChildBrokers:
         if not self._registered[node_id].done():
             self._registered[node_id].set_exception(
                 RuntimeError(f"broker {node_id}'s process ended before registering"))
-        if not self.stopping:
-            # The process is gone: fence its broker now, as an expired session would.
-            log.warning("broker %d's process ended; fencing it", node_id)
-            await self.cluster.fence_broker(node_id)
+        if self.stopping:
+            return
+        # The process is gone: fence its broker now, as an expired session would.
+        code = await self._reap(node_id)
+        log.warning("broker %d's process ended (%s); fencing it", node_id, code)
+        await self.cluster.fence_broker(node_id)
+        if self.restart:
+            await self._restart(node_id)
+
+    async def _reap(self, node_id: int) -> str:
+        """Wait for the dead child's exit status (no <defunct> left behind)."""
+        proc = self.procs[node_id]
+        for _ in range(200):
+            if proc.poll() is not None:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            proc.kill()
+            proc.wait()
+        rc = proc.returncode
+        return f"signal {-rc}" if rc is not None and rc < 0 else f"exit status {rc}"
+
+    async def _restart(self, node_id: int) -> None:
+        loop = asyncio.get_running_loop()
+        lived = loop.time() - self._started_at.get(node_id, 0.0)
+        delay = self.RESTART_MIN_S if lived > self.RESTART_RESET_S else min(
+            self.RESTART_MAX_S, self._backoff.get(node_id, self.RESTART_MIN_S / 2) * 2)
+        self._backoff[node_id] = delay
+        log.warning("starting broker %d's process again in %.1f s", node_id, delay)
+        await asyncio.sleep(delay)
+        if self.stopping:
+            return
+        self.restarts[node_id] = self.restarts.get(node_id, 0) + 1
+        await self._spawn(node_id)
 
     async def _answer(self, node_id: int, writer, call_id: int, method: str, args, kw) -> None:
         try:
             if method == "register_broker":
                 value = await self.cluster.channel._forward(lambda c: c.register_broker(*args, **kw))
                 self.endpoints[node_id] = f"{args[1]}:{args[2]}"
-                self._registered[node_id].set_result(None)
+                if not self._registered[node_id].done():
+                    self._registered[node_id].set_result(None)
             elif method in CALLS:
                 value = getattr(self.cluster.channel, method)(*args, **kw)
                 value = await value
@@ -203,7 +250,7 @@ class ChildBrokers:
         for p in self.procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
-        for w in self._writers:
+        for w in self._writers.values():
             w.close()
         for p in self.procs.values():
             for _ in range(100):

@@ -1,4 +1,4 @@
-"""The README's table of APIs served is the dispatch registry's, so it cannot go stale."""
+"""docs/apis.md's table of APIs served is the dispatch registry's, so it cannot go stale."""
 from __future__ import annotations
 
 from minibroker.broker import api_table

@@ -1,5 +1,6 @@
-"""The package's shape, read from its source (ast): no import circle, no import hidden in a function
-to dodge one, the hot-path handlers kept off the log, and the handler registry complete.
+"""The package's shape, read from its source (ast): the layers (one table, imports only point down),
+no import circle, no import hidden in a function to dodge one, handlers typed and kept off the
+log, and the handler registry complete.
 
 Every import counts, wherever it is: module level, inside a function, and under
 `if TYPE_CHECKING:` (a circle only typing needs is still a circle a reader must untangle).
@@ -33,9 +34,21 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli", "minibroker.cli.transactions"),
     ("minibroker.cli", "minibroker.cli.faults"),
     ("minibroker.cli", "minibroker.cli.serve"),
+    ("minibroker.cli", "minibroker.cli.console"),
+    ("minibroker.cli", "minibroker.cli.kafka_home"),
+    ("minibroker.cli", "minibroker.cli.offsets_tools"),
+    ("minibroker.cli", "minibroker.cli.leader_election"),
+    # The `console` extra: loaded only by `minibroker console` and `serve --console-port`.
+    ("minibroker.cli.console", "minibroker.console.server"),
+    ("minibroker.cli.console", "jinja2"),
+    ("minibroker.cli.console", "starlette"),
+    ("minibroker.cli.console", "uvicorn"),
+    ("minibroker.cli.serve", "minibroker.console.server"),
+    ("minibroker.cli.serve", "minibroker.cli.console"),
     ("minibroker.cli.serve", "minibroker.metrics"),           # only with serve --metrics-port
     ("minibroker.cli.serve", "minibroker.processes"),         # only with serve --processes
     ("minibroker.cli.common", "minibroker.network.client"),
+    ("minibroker.cli.common", "kafka"),                 # ApiVersions and error names, on use
     ("minibroker.cli.reassign", "kafka"),
     ("minibroker.cli.reassign", "minibroker.protocol.errors"),
     # The pytest11 plugin loads in every pytest run of a project that installs minibroker: the
@@ -161,6 +174,60 @@ def _function_level_imports() -> list[tuple[str, str]]:
     return sorted(set(found))
 
 
+# The layers, lowest first. A package (or root module) imports only from layers below its own,
+# never from its own layer's other packages nor from above: the table is the whole picture.
+LAYERS: list[set[str]] = [
+    {"protocol", "security", "clock", "ids", "partitioning"},   # wire formats, time, randomness
+    {"log", "network"},             # record batches and partition logs; frames over transports
+    {"config"},                     # every default, with Kafka's names (topic ones from log/)
+    {"metadata"},                   # what a broker knows of the cluster (UpdateMetadata's cache)
+    {"coordinator", "controller"},  # groups/offsets/transactions; the metadata image and its log
+    {"broker"},                     # dispatch, handlers, the replica manager
+    {"fault_admin", "sessions"},    # FaultControl's runner; the controller's session timeouts
+    {"cluster", "processes"},       # brokers + controller in one process, or one per process
+    {"metrics"},
+    {"client"},                     # the reference client (its streams example runs a Cluster)
+    {"testing", "spark", "console", "reassign_throttle"},
+    {"cli"},
+    {"__main__", "minibroker"},     # `python -m minibroker`; the public surface
+]
+
+
+def _layer_of(module: str) -> str:
+    parts = module.split(".")
+    return "minibroker" if len(parts) == 1 else parts[1]
+
+
+def _upward_or_sideways_imports(graph: dict[str, set[str]] | None = None
+                                ) -> list[tuple[str, str]]:
+    level = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+    bad = []
+    for module, targets in (_graph() if graph is None else graph).items():
+        a = _layer_of(module)
+        for target in targets:
+            b = _layer_of(target)
+            if a != b and level[b] >= level[a]:
+                bad.append((module, target))
+    return sorted(bad)
+
+
+def test_every_package_has_a_layer():
+    assert {_layer_of(m) for m in MODULES} == set().union(*LAYERS)
+
+
+def test_no_import_points_up_or_sideways_across_the_layers():
+    assert _upward_or_sideways_imports() == []
+
+
+def test_the_layer_check_sees_an_upward_and_a_sideways_import():
+    graph = {"minibroker.log.batch": {"minibroker.broker.dispatch", "minibroker.protocol.varint"},
+             "minibroker.controller.topics": {"minibroker.coordinator.offsets"},
+             "minibroker.broker.dispatch": {"minibroker.broker.context", "minibroker.log.batch"}}
+    assert _upward_or_sideways_imports(graph) == [
+        ("minibroker.controller.topics", "minibroker.coordinator.offsets"),
+        ("minibroker.log.batch", "minibroker.broker.dispatch")]
+
+
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
@@ -189,16 +256,60 @@ def test_the_network_layer_knows_no_broker():
              "minibroker.cluster"))}, module
 
 
-@pytest.mark.parametrize("handler", ["k00_produce", "k01_fetch", "k02_list_offsets",
-                                     "k23_offset_for_leader_epoch"])
-def test_produce_fetch_and_offset_handlers_never_touch_the_partition_log(handler):
-    """They go through the ReplicaManager; nothing they import reaches PartitionLog itself."""
+HANDLER_MODULES = sorted(p.stem for p in (PACKAGE / "broker/handlers").glob("k*.py"))
+
+
+@pytest.mark.parametrize("handler", HANDLER_MODULES)
+def test_no_handler_touches_the_partition_log(handler):
+    """Handlers go through the ReplicaManager: nothing they import reaches the log package (its
+    topic config definitions aside), and no `.log.` attribute appears in their code."""
     module = f"minibroker.broker.handlers.{handler}"
     names = [name for name, _ in _imports(module)]
-    assert not [n for n in names if n.startswith("minibroker.log.partition_log")
-                or n.endswith("PartitionLog")]
+    assert [n for n in names if n.startswith("minibroker.log.")
+            and not n.startswith("minibroker.log.config")] == []
     assert "PartitionLog" not in MODULES[module].read_text()
     assert ".log." not in re.sub(r'""".*?"""', "", MODULES[module].read_text(), flags=re.S)
+
+
+def _handler_functions() -> list[tuple[str, ast.AsyncFunctionDef]]:
+    out = []
+    for handler in HANDLER_MODULES:
+        tree = ast.parse(MODULES[f"minibroker.broker.handlers.{handler}"].read_text())
+        out += [(handler, f) for f in tree.body if isinstance(f, ast.AsyncFunctionDef)
+                and any("handles" in ast.unparse(d) for d in f.decorator_list)]
+    return out
+
+
+def test_every_handler_signature_is_typed_without_any():
+    """(ctx: RequestContext, req: <its request class>) -> <its response>: what a handler takes
+    and gives is in its signature."""
+    found = _handler_functions()
+    assert len(found) == len(HANDLER_MODULES)
+    untyped = []
+    for handler, fn in found:
+        annotations = [a.annotation for a in fn.args.args] + [fn.returns]
+        first = fn.args.args[0]
+        if (first.arg, ast.unparse(first.annotation)) != ("ctx", "RequestContext") \
+                or any(a is None or "Any" in ast.unparse(a) for a in annotations):
+            untyped.append(handler)
+    assert untyped == []
+
+
+def test_the_request_context_holds_no_any():
+    """RequestContext and the Services it holds: each field and property typed, none Any."""
+    classes = {c.name: c for c in ast.parse(MODULES["minibroker.broker.context"].read_text()).body
+               if isinstance(c, ast.ClassDef)}
+    for name in ("RequestContext", "Services"):
+        assert "Any" not in ast.unparse(classes[name]), name
+        assert [f.name for f in classes[name].body if isinstance(f, ast.FunctionDef)
+                and f.returns is None] == [], name
+
+
+def test_no_coordinator_module_imports_the_broker():
+    """The coordinators read the metadata cache (minibroker.metadata), below both."""
+    graph = _graph()
+    assert {(m, t) for m in MODULES if m.startswith("minibroker.coordinator")
+            for t in graph[m] if t.startswith("minibroker.broker")} == set()
 
 
 def test_handlers_are_all_listed_in_key_order():

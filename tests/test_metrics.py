@@ -151,7 +151,7 @@ async def test_isr_shrink_and_expand_move_the_gauges_and_counters(cluster):
     blocked = [True]
 
     def refuse(req, ctx):
-        if blocked[0] and ctx.broker.node_id == leader and req.replica_id == follower:
+        if blocked[0] and ctx.node_id == leader and req.replica_id == follower:
             return FetchResponse(throttle_time_ms=0, error_code=Errors.UnknownError.errno,
                                  session_id=0, responses=[])
         return None

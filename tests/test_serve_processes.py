@@ -90,3 +90,84 @@ def test_processes_serve_a_client_and_survive_a_killed_broker_process():
             serve.kill()
     assert serve.returncode == 0
     assert not any(os.path.exists(f"/proc/{pid}") for pid in children.values())   # all reaped
+
+
+def _serve(*extra: str) -> tuple[subprocess.Popen, str]:
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "minibroker", "serve", "--processes", "--port", "0",
+         "--override", "min.insync.replicas=2", *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = serve.stdout.readline()
+    assert line.startswith("BOOTSTRAP "), (line, serve.stderr.read() if serve.poll() else "")
+    return serve, line.split()[1]
+
+
+def _stop(serve: subprocess.Popen) -> None:
+    serve.send_signal(signal.SIGTERM)
+    try:
+        serve.wait(30)
+    except subprocess.TimeoutExpired:
+        serve.kill()
+
+
+def _wait_isr(admin: AdminClient, topic: str, want: set[int], timeout: float = 30):
+    deadline = time.monotonic() + timeout
+    while True:
+        parts = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        if all(set(p.isrs) == want for p in parts.values()):
+            return parts
+        assert time.monotonic() < deadline, {i: p.isrs for i, p in parts.items()}
+        time.sleep(0.2)
+
+
+def test_a_killed_broker_process_is_started_again_and_rejoins_every_isr():
+    serve, bootstrap = _serve()
+    try:
+        children = _children(serve.pid)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("back", 3, replication_factor=3)])["back"].result(30)
+        _wait_isr(admin, "back", {1, 2, 3})
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+        before = [b"b-%d" % i for i in range(500)]
+        assert _delivered(p, "back", before) == []
+
+        os.kill(children[2], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while _children(serve.pid).get(2) in (None, children[2]):
+            assert time.monotonic() < deadline, "broker 2's process was not started again"
+            time.sleep(0.2)
+        assert not os.path.exists(f"/proc/{children[2]}")          # reaped, no <defunct>
+        after = [b"a-%d" % i for i in range(500)]
+        assert _delivered(p, "back", after) == []
+        # An empty replica again (no --data-dir): it catches up and rejoins every ISR.
+        _wait_isr(admin, "back", {1, 2, 3})
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g2",
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c.subscribe(["back"])
+        got: set[bytes] = set()
+        deadline = time.monotonic() + 60
+        while len(got) < 1000 and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                got.add(m.value())
+        c.close()
+        assert got == set(before + after)
+    finally:
+        _stop(serve)
+    assert serve.returncode == 0
+
+
+def test_no_restart_leaves_a_dead_broker_process_down():
+    serve, bootstrap = _serve("--no-restart")
+    try:
+        children = _children(serve.pid)
+        os.kill(children[3], signal.SIGKILL)
+        time.sleep(3)
+        assert 3 not in _children(serve.pid)
+        assert not os.path.exists(f"/proc/{children[3]}")          # reaped all the same
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        brokers = admin.list_topics(timeout=10).brokers
+        assert sorted(brokers) == [1, 2]
+    finally:
+        _stop(serve)
+    assert serve.returncode == 0

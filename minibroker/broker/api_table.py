@@ -1,8 +1,8 @@
-"""The README's table of Kafka APIs served, generated from the dispatch registry (the same table
+"""docs/apis.md's table of Kafka APIs served, generated from the dispatch registry (the same table
 ApiVersions answers with), so it cannot go stale: tests/test_api_table.py compares the two.
 
     python -m minibroker.broker.api_table            # print the table
-    python -m minibroker.broker.api_table --write    # rewrite it in README.md
+    python -m minibroker.broker.api_table --write    # rewrite it in docs/apis.md
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from minibroker.broker.dispatch import HANDLERS, INTER_BROKER_KEYS
 
 START = "<!-- api-table:start (python -m minibroker.broker.api_table --write) -->"
 END = "<!-- api-table:end -->"
-README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+README = pathlib.Path(__file__).resolve().parents[2] / "docs" / "apis.md"
 
 # Keys of our own (KIP drafts without a Kafka key), by key.
 EXTENSIONS = {1000: "KIP-253 draft", 1001: "KIP-253 draft", 1002: "KIP-179 draft",

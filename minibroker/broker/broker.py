@@ -10,17 +10,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import weakref
+from collections.abc import Iterable
 from typing import Any
 
 import minibroker.broker.handlers  # noqa: F401 — registers every handler with dispatch
 from minibroker.broker.controller_quota import ControllerMutationQuota
-from minibroker.broker.dispatch import handler_for
+from minibroker.broker import releases
+from minibroker.broker.dispatch import HANDLERS, handler_for
 from minibroker.broker.faults import Faults
 from minibroker.broker.coordinator_log import ReplicaManagerPartitionWriter
 from minibroker.broker.fetch_session import FetchSessionCache
-from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.metadata.cache import MetadataCache
 from minibroker.broker.replica_manager import ReplicaManager
+from minibroker.broker.context import ControllerChannel, FaultAdmin, PendingMetadata, Services
 from minibroker.broker.stats import BrokerStats
 from minibroker.broker.txn_channel import TxnChannel
 from minibroker.broker.throttle import ReplicationThrottle
@@ -31,6 +33,8 @@ from minibroker.coordinator.runtime import GroupCoordinatorRuntime
 from minibroker.coordinator.txn.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoordinator
 from minibroker.ids import IdSource
 from minibroker.log.config import broker_defaults
+from minibroker.network.accept import Listener
+from minibroker.network.request_pool import RequestMemoryPool
 from minibroker.network.tcp import close_idle_connections, start_listener
 
 log = logging.getLogger("minibroker.broker")
@@ -38,7 +42,7 @@ log = logging.getLogger("minibroker.broker")
 
 class Broker:
     def __init__(self, node_id: int, config: ClusterConfig, clock: Clock, ids: IdSource,
-                 controller_channel: Any, faults: Faults, port: int = 0,
+                 controller_channel: ControllerChannel, faults: Faults, port: int = 0,
                  rack: str | None = None) -> None:
         self.node_id = node_id
         self.config = config
@@ -51,9 +55,7 @@ class Broker:
         self.rack = rack
         self.metadata = MetadataCache()
         self.stats = BrokerStats()
-        self.pending_metadata: asyncio.Task | None = None   # a delayed UpdateMetadata (k06)
-        # UpdateMetadata pieces of topics not yet complete, per controller connection (k06).
-        self.metadata_pieces: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.pending_metadata = PendingMetadata()       # UpdateMetadata's own state (k06)
         self.controller_mutation_quota = ControllerMutationQuota(
             config.controller_mutation_rate, config.controller_quota_window_num,
             config.controller_quota_window_size_seconds)
@@ -84,18 +86,35 @@ class Broker:
             lambda specs: self.controller.create_topics(specs, validate_only=False),
             self.next_producer_id, self.txn_channel.send_markers)
         self.connections: dict = {}         # an ordered set: closed in the order they came
+        # The APIs this broker serves and advertises: every registered one, or those of the Kafka
+        # release it emulates (serve --kafka-version), narrowed to that release's versions.
+        self.handlers = (HANDLERS if config.kafka_version is None
+                         else releases.dispatch_table(config.kafka_version))
+        # KIP-848's consumer groups (keys 68/69): on by default from Kafka 4.0 only.
+        self.consumer_group_protocol = releases.consumer_group_protocol(config.kafka_version)
+        # What handlers may use, each service behind its Protocol: built once, shared by requests.
+        self.services = Services(
+            node=self, node_id=node_id, config=config, clock=clock, metadata=self.metadata,
+            replica_manager=self.replica_manager, groups=self.groups, txn=self.txn,
+            txn_verifier=self.txn_channel, controller=controller_channel,
+            quota=self.controller_mutation_quota, faults=faults, stats=self.stats,
+            fetch_sessions=self.fetch_sessions, log_defaults=self.log_defaults,
+            pending_metadata=self.pending_metadata, handlers=self.handlers,
+            consumer_group_protocol=self.consumer_group_protocol)
         # What a listener calls per request frame: network/ knows no broker, only this.
-        self.handle = handler_for(self)
+        self.handle = handler_for(self.services)
         # The control-plane listener (KIP-291's control.plane.listener.name): the controller's
         # LeaderAndIsr, StopReplica and UpdateMetadata arrive here only; Metadata never lists it.
-        self.control_handle = handler_for(self, control_plane=True)
+        self.control_handle = handler_for(self.services, control_plane=True)
         self.control_port = 0
-        self._server: asyncio.base_events.Server | None = None
-        self._control_server: asyncio.base_events.Server | None = None
+        queued = self.config.queued_max_request_bytes
+        self.request_pool = RequestMemoryPool(queued) if queued > 0 else None
+        self._server: Listener | None = None
+        self._control_server: Listener | None = None
         self._idle_reaper: asyncio.Task | None = None
         self.running = False
         # The cluster's FaultControl runner (fault_admin.FaultAdmin), set by `serve --faults`.
-        self.fault_admin: Any = None
+        self.fault_admin: FaultAdmin | None = None
         # Bumped on each start, sent in registration so the controller can fence stale ones.
         self.broker_epoch = -1
         self._producer_ids: list[int] = []
@@ -106,7 +125,9 @@ class Broker:
             self._server = await start_listener(
                 self.handle, self.host, self.port, connections=self.connections,
                 max_request_bytes=self.config.socket_request_max_bytes,
-                name=f"broker {self.node_id}")
+                name=f"broker {self.node_id}", max_connections=self.config.max_connections,
+                max_connections_per_ip=self.config.max_connections_per_ip,
+                pool=self.request_pool)
             self.port = self._server.sockets[0].getsockname()[1]
             self._control_server = await start_listener(
                 self.control_handle, self.host, self.control_port, connections=self.connections,
@@ -176,7 +197,7 @@ class Broker:
             c.close(reason, logging.INFO)
         return len(conns)
 
-    def apply_dynamic_configs(self, entries) -> None:
+    def apply_dynamic_configs(self, entries: Iterable[Any]) -> None:
         """UpdateMetadata's BrokerConfigs: this broker's own values over the cluster default."""
         by_resource: dict[str, dict[str, str]] = {}
         for e in entries:

@@ -6,12 +6,20 @@ is not checked, as Kafka's isBrokerEpochStale. Then the controller epoch, as bef
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
 from kafka.errors import StaleBrokerEpochError
 
+from minibroker.broker.context import RequestContext
 
-def check_control_request(broker: Any, req: Any) -> int:
-    if 0 <= req.broker_epoch < broker.broker_epoch:
+
+class ControlRequest(Protocol):
+    """LeaderAndIsr, StopReplica and UpdateMetadata: what the checks read of each."""
+    broker_epoch: int
+    controller_epoch: int
+
+
+def check_control_request(ctx: RequestContext, req: ControlRequest) -> int:
+    if 0 <= req.broker_epoch < ctx.node.broker_epoch:
         return StaleBrokerEpochError.errno
-    return broker.replica_manager.check_controller_epoch(req.controller_epoch)
+    return ctx.replica_manager.check_controller_epoch(req.controller_epoch)

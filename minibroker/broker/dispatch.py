@@ -3,39 +3,27 @@
 A frame arrives from network/; we peek api key and version, find the handler registered with
 `@handles`, decode (checking the decode consumed the whole frame), run the fault hooks, then the
 handler, and encode the response. Malformed input raises ProtocolViolation, which closes only
-that connection. `handler_for(broker)` is the `handle(conn, frame)` callable a listener
+that connection. `handler_for(services)` is the `handle(conn, frame)` callable a listener
 (network/tcp.py, network/memory.py) is given; the handler modules register themselves when
-minibroker.broker.handlers is imported (broker.py does), in key order.
+minibroker.services.handlers is imported (broker.py does), in key order.
 """
 from __future__ import annotations
 
 import asyncio
 import functools
 import logging
-from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from kafka.errors import KafkaError, UnsupportedVersionError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsResponse
 
-from minibroker.protocol.nulls import first_null
-from minibroker.security.principal import ANONYMOUS, KafkaPrincipal
+from minibroker.broker.context import Connection, Handler, RequestContext, Services, context_class
 from minibroker.protocol.framing import (
-    API_PREFIX, ProtocolViolation, RequestHeader, frame_parts, parse_request_header, response_header)
+    API_PREFIX, ProtocolViolation, frame_parts, parse_request_header, response_header)
+from minibroker.protocol.nulls import first_null
 
 log = logging.getLogger("minibroker.dispatch")
-
-
-@dataclass(slots=True)
-class Handler:
-    api_key: int
-    request_class: Any
-    versions: tuple[int, int]
-    fn: Callable[..., Awaitable[Any]]
-    name: str
-    raw: bool = False       # the handler gets the request body (a memoryview) and decodes it itself
-    flexible_from: int = 1 << 15    # the first flexible version (request header v2)
 
 
 HANDLERS: dict[int, Handler] = {}
@@ -73,11 +61,14 @@ def handles(api_key: int, request_class: Any, versions: tuple[int, int], raw: bo
 INTER_BROKER_KEYS = frozenset({4, 5, 6})      # LeaderAndIsr, StopReplica, UpdateMetadata
 
 
-def supported_versions(control_plane: bool = False) -> list[tuple[int, int, int]]:
+def supported_versions(control_plane: bool = False, handlers: dict[int, Handler] | None = None
+                       ) -> list[tuple[int, int, int]]:
     """(api_key, min, max) for every API served on a client listener (or, control_plane=True, on
-    the control-plane one), sorted by key — the ApiVersions table."""
-    return [(k, h.versions[0], h.versions[1]) for k, h in sorted(HANDLERS.items())
-            if control_plane or k not in INTER_BROKER_KEYS]
+    the control-plane one), sorted by key — the ApiVersions table. `handlers`: a broker's table
+    (an emulated Kafka release's, minibroker.broker.releases), default every registered API."""
+    return [(k, h.versions[0], h.versions[1])
+            for k, h in sorted((HANDLERS if handlers is None else handlers).items())
+            if (control_plane or k not in INTER_BROKER_KEYS) and h.advertised]
 
 
 class RawResponse:
@@ -86,30 +77,6 @@ class RawResponse:
 
     def __init__(self, parts: list) -> None:
         self.parts = parts
-
-
-@dataclass(slots=True)
-class RequestContext:
-    # The minibroker.broker.broker.Broker serving the request. Not imported here, not even for
-    # typing: broker.py imports the handlers, which import this module (no import circle).
-    broker: Any
-    header: RequestHeader
-    api_version: int
-    conn: Any
-    frame: memoryview
-    control_plane: bool = False
-    # Who sent it (the connection's authenticated principal) and on which listener (its name,
-    # e.g. "PLAINTEXT", "SASL_SSL", "CONTROLLER"): what the authorizer decides on.
-    principal: KafkaPrincipal = ANONYMOUS
-    listener: str = "PLAINTEXT"
-
-    @property
-    def clock(self):
-        return self.broker.clock
-
-    @property
-    def body(self) -> memoryview:
-        return self.frame[self.header.body_offset:]
 
 
 def decode_exact(cls: Any, data: memoryview, version: int) -> Any:
@@ -141,30 +108,34 @@ def encode_response(resp: Any, version: int, correlation_id: int) -> list:
     return frame_parts([response_header(correlation_id, flexible_hdr), body])
 
 
-def api_versions_response(error_code: int, control_plane: bool = False) -> ApiVersionsResponse:
+def api_versions_response(error_code: int, control_plane: bool = False,
+                          handlers: dict[int, Handler] | None = None) -> ApiVersionsResponse:
     """ApiVersions' answer: the version range of every API this listener serves (k18)."""
     keys = [ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-            for k, lo, hi in supported_versions(control_plane)]
+            for k, lo, hi in supported_versions(control_plane, handlers)]
     return ApiVersionsResponse(error_code=error_code, api_keys=keys, throttle_time_ms=0)
 
 
-def unsupported_version_response(correlation_id: int) -> list:
+def unsupported_version_response(correlation_id: int,
+                                 handlers: dict[int, Handler] | None = None) -> list:
     """An ApiVersions request of a version we lack is answered at v0 with the error (KIP-511)."""
-    return encode_response(api_versions_response(UnsupportedVersionError.errno), 0, correlation_id)
+    return encode_response(api_versions_response(UnsupportedVersionError.errno, False, handlers),
+                           0, correlation_id)
 
 
-async def dispatch(broker: Any, conn: Any, frame: memoryview,
-                   control_plane: bool = False) -> list | None:
+async def dispatch(services: Services, context: type[RequestContext], conn: Connection,
+                   frame: memoryview, control_plane: bool = False) -> list | None:
     """Handle one request frame; returns the framed response buffers, or None for no response.
-    control_plane: the frame came to the broker's control-plane listener."""
+    `context`: the broker's RequestContext class (context_class(services)). control_plane: the
+    frame came to the broker's control-plane listener."""
     if len(frame) < 8:
         raise ProtocolViolation(f"request of {len(frame)} bytes is shorter than a header")
-    if not broker.running:
+    if not services.node.running:
         # A connection accepted while the broker stopped: a stopped broker answers nothing
         # (its metadata may still name itself as the controller).
         raise ProtocolViolation("the broker is stopped")
     api_key, api_version, corr = API_PREFIX.unpack_from(frame, 0)
-    handler = HANDLERS.get(api_key)
+    handler = services.handlers.get(api_key)     # HANDLERS, or an emulated release's subset
     if handler is None:
         raise ProtocolViolation(f"unknown api key {api_key}")
     if api_key in INTER_BROKER_KEYS and not control_plane:
@@ -173,16 +144,17 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview,
     lo, hi = handler.versions
     if not lo <= api_version <= hi:
         if api_key == 18:  # ApiVersions: answer v0 with the error and our ranges (KIP-511)
-            return unsupported_version_response(corr)
+            return unsupported_version_response(corr, services.handlers)
         raise ProtocolViolation(f"unsupported version {api_version} of {handler.name} "
                                 f"(supported {lo}-{hi})")
     cls = handler.request_class
-    started = broker.clock.monotonic()
+    clock = services.clock
+    started = clock.monotonic()
     header = parse_request_header(frame, api_version >= handler.flexible_from)
     client_id = header.client_id
-    ctx = RequestContext(broker, header, api_version, conn, frame, control_plane,
-                         conn.principal, conn.listener)
-    faults = broker.faults
+    ctx = context(services, header, api_version, conn, frame, control_plane,
+                  conn.principal, conn.listener)
+    faults = services.faults
     if handler.raw:
         req = frame[header.body_offset:]
         # Fault hooks see the decoded request, as for every other API (decoded only when armed).
@@ -213,11 +185,12 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview,
     if resp is not None and type(resp) is not RawResponse:
         resp = encode_response(resp, api_version, corr)
     if faults.armed and faults.latency_ms:
-        await faults.delay_response(broker.node_id, api_key)     # a slow broker (Faults.set_latency)
-    elapsed = broker.clock.monotonic() - started
-    broker.stats.request_done(api_key, elapsed)
+        # A slow broker (Faults.set_latency).
+        await faults.delay_response(services.node_id, api_key)
+    elapsed = clock.monotonic() - started
+    services.stats.request_done(api_key, elapsed)
     if log.isEnabledFor(logging.DEBUG):
-        log.debug("broker %d: %s v%d from client %s, correlation id %d: %.1f ms", broker.node_id,
+        log.debug("broker %d: %s v%d from client %s, correlation id %d: %.1f ms", services.node_id,
                   handler.name, api_version, client_id, corr, elapsed * 1000)
     if resp is None:
         return None
@@ -226,10 +199,11 @@ async def dispatch(broker: Any, conn: Any, frame: memoryview,
     return resp
 
 
-def handler_for(broker: Any, control_plane: bool = False
-                ) -> Callable[[Any, memoryview], Awaitable[list | None]]:
+def handler_for(services: Services, control_plane: bool = False
+                ) -> Callable[[Connection, memoryview], Awaitable[list | None]]:
     """The `handle(conn, frame)` a listener calls per request frame (a C-level partial: no extra
     Python frame per request)."""
+    context = context_class(services)
     if control_plane:
-        return functools.partial(dispatch, broker, control_plane=True)
-    return functools.partial(dispatch, broker)
+        return functools.partial(dispatch, services, context, control_plane=True)
+    return functools.partial(dispatch, services, context)

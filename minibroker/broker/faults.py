@@ -16,6 +16,7 @@ import collections
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from minibroker.broker.context import RequestContext
 from minibroker.broker.error_response import error_response
 from minibroker.network.partitions import NetworkPartitions
 from minibroker.protocol.errors import error_name
@@ -194,12 +195,12 @@ class Faults:
         self._rearm()
 
     # ------------------------------------------------------------------ dispatch's hooks
-    async def intercept(self, api_key: int, req: Any, ctx: Any) -> Any:
+    async def intercept(self, api_key: int, req: Any, ctx: RequestContext) -> Any:
         """A response standing in for the handler's, or None (the handler runs); may wait (a
         hold), or raise ProtocolViolation (a disconnect, a drop released by clear())."""
         if api_key == PrivateApiKey.FaultControl:
             return None                     # faults never stop the fault control API itself
-        node = ctx.broker.node_id
+        node = ctx.node_id
         if self.network.isolated and node in self.network.isolated and not ctx.control_plane \
                 and not self.network.is_inter_broker(getattr(ctx.conn, "peer", None),
                                                  getattr(ctx.conn, "local", None)):

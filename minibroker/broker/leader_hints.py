@@ -4,7 +4,7 @@ from this broker's metadata, and the response lists those leaders' endpoints, so
 retry at once instead of refreshing metadata first."""
 from __future__ import annotations
 
-from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.metadata.cache import MetadataCache
 from minibroker.protocol.fast import NodeEndpoint
 
 

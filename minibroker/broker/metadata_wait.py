@@ -6,26 +6,28 @@ DelayedCreatePartitions / DelayedDeleteTopics do: a client's next request here t
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
+
+from minibroker.broker.context import RequestContext
 
 POLL_S = 0.005
 
 
-async def wait_for_metadata(ctx: Any, ready: Callable[[], bool], timeout_ms: int) -> bool:
+async def wait_for_metadata(ctx: RequestContext, ready: Callable[[], bool], timeout_ms: int) -> bool:
     """Poll until `ready()`, at most timeout_ms (the request's RequestContext gives the clock
     and broker); False on timeout or when the broker stops."""
     if ready():
         return True
     deadline = ctx.clock.monotonic() + timeout_ms / 1000
-    while ctx.clock.monotonic() < deadline and ctx.broker.running:
+    while ctx.clock.monotonic() < deadline and ctx.node.running:
         await ctx.clock.sleep(POLL_S)
         if ready():
             return True
     return ready()
 
 
-def topic_has_leaders(ctx: Any, name: str, partitions: int) -> bool:
+def topic_has_leaders(ctx: RequestContext, name: str, partitions: int) -> bool:
     """This broker's cache has `name` with at least `partitions` partitions, each led."""
-    t = ctx.broker.metadata.topics.get(name)
+    t = ctx.metadata.topics.get(name)
     return (t is not None and len(t.partitions) >= partitions
             and all(p.leader >= 0 for p in t.partitions.values()))

@@ -17,6 +17,7 @@ import asyncio
 import logging
 import struct
 import uuid
+from collections.abc import Iterable
 from typing import Callable, Protocol
 
 from kafka.errors import (FencedLeaderEpochError, InvalidRecordError, InvalidTopicError, KafkaError,
@@ -29,19 +30,20 @@ from kafka.errors import (FencedLeaderEpochError, InvalidRecordError, InvalidTop
 from minibroker.broker.fetch_session import QUIET_REFRESH_MS, FollowerWaker
 from minibroker.broker.fetcher import ReplicaFetcher
 from minibroker.broker.first_fetch import WAKE, FirstFetches
-from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.metadata.cache import MetadataCache
 from minibroker.broker.partition import Partition
 from minibroker.broker.stats import BrokerStats
 from minibroker.broker.throttle import ReplicationThrottle
-from minibroker.broker.topic_names import INTERNAL_TOPICS
+from minibroker.protocol.topic_names import INTERNAL_TOPICS
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
 from minibroker.log import cleaner
-from minibroker.log.batch import next_offset
+from minibroker.log.batch import build_control_batch, next_offset
 from minibroker.log.config import LogConfig
 from minibroker.log.log_manager import LogManager
 from minibroker.log.memory import LogMemory
 from minibroker.log.partition_log import PartitionLog
+from minibroker.log.producer_state import ProducerStateEntry
 from minibroker.network.partitions import NetworkPartitions
 from minibroker.protocol.errors import INVALID_PARTITION_METADATA
 from minibroker.protocol.fast import FetchPartition
@@ -157,7 +159,7 @@ class ReplicaManager:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._tasks: list[asyncio.Task] = []
         # Bytes held by this broker's logs, capped by log.memory.max.bytes (minibroker.log.memory).
-        self.log_memory = LogMemory(config.log_memory_max_bytes)
+        self.log_memory = LogMemory(config.log_memory_max_bytes, config.log_memory_overflow)
         # Followers yet to fetch a partition we newly lead, and their waiting fetches.
         self.first_fetches = FirstFetches()
         self.log_manager = None if data_dir is None else LogManager(data_dir, clock, self.log_memory)
@@ -193,6 +195,7 @@ class ReplicaManager:
         self._tasks = []
         if self.log_manager is not None:
             self.log_manager.close()
+        self.log_memory.close()         # its spill directory (log/spill.py)
 
     # ------------------------------------------------------------------ lookups
     def get(self, topic: str, partition: int) -> Partition | None:
@@ -267,6 +270,40 @@ class ReplicaManager:
         p.maybe_increment_high_watermark()
         p.notify_data()
         return p.wait_for_high_watermark(res.last_offset + 1)
+
+    def write_txn_marker(self, topic: str, partition: int, commit: bool, producer_id: int,
+                         producer_epoch: int, coordinator_epoch: int, now_ms: int
+                         ) -> asyncio.Future | int:
+        """WriteTxnMarkers on a partition we lead: append the control batch; a future of 0 once
+        the high watermark passed it, else an error code now."""
+        p, err = self.leader_partition(topic, partition)
+        if err:
+            return err
+        batch = build_control_batch(commit, producer_id, producer_epoch,
+                                    coordinator_epoch=coordinator_epoch, timestamp=now_ms)
+        try:
+            return self.append_coordinator_batch(topic, partition, p.leader_epoch, batch, now_ms)
+        except KafkaError as e:
+            return e.errno
+
+    def in_ongoing_txn(self, topic: str, partition: int, producer_id: int) -> bool:
+        """We lead the partition and the producer's transaction is open there (KIP-890)."""
+        p = self.partitions.get((topic, partition))
+        return p is not None and p.is_leader and producer_id in p.log.producers.ongoing
+
+    def describe_producers(self, topic: str, partition: int
+                           ) -> tuple[int, list[ProducerStateEntry]]:
+        """DescribeProducers: (error code, the active producers of a partition we lead)."""
+        p, err = self.leader_partition(topic, partition)
+        if err:
+            return err, []
+        return 0, p.log.producers.entries()
+
+    def log_sizes(self, wanted: Iterable[tuple[str, int]] | None) -> list[tuple[str, int, int]]:
+        """DescribeLogDirs: (topic, partition, bytes stored) of each hosted partition (of
+        `wanted`, None: all), sorted."""
+        keys = sorted(self.partitions if wanted is None else set(wanted) & set(self.partitions))
+        return [(t, i, self.partitions[(t, i)].log.size_bytes) for t, i in keys]
 
     def log_range(self, topic: str, partition: int) -> tuple[int, int]:
         """(log start offset, log end offset) of a hosted partition."""

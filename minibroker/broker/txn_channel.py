@@ -14,7 +14,7 @@ from minibroker.network.client import KafkaClientConnection
 from minibroker.network.partitions import NetworkPartitions
 
 if TYPE_CHECKING:
-    from minibroker.broker.metadata_cache import MetadataCache
+    from minibroker.metadata.cache import MetadataCache
 
 log = logging.getLogger("minibroker.txn")
 

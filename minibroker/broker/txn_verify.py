@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import struct
-from typing import Any
+from collections.abc import Sequence
 
 import kafka.errors as Errors
 
+from minibroker.broker.context import Services
 from minibroker.log.batch import TRANSACTIONAL_MASK
+from minibroker.protocol.fast import ProduceTopic
 
 log = logging.getLogger("minibroker.txn")
 
@@ -25,13 +27,12 @@ _FENCED = (Errors.ProducerFencedError.errno, Errors.InvalidProducerEpochError.er
            Errors.InvalidProducerIdMappingError.errno)
 
 
-async def verify_transactional(broker: Any, transactional_id: str,
-                               topics) -> dict[tuple[str, int], int]:
-    """{(topic, partition): error} of the partitions whose batch must not be appended. `broker`:
-    the Broker (not imported: broker.py imports the handlers that import this)."""
+async def verify_transactional(services: Services, transactional_id: str,
+                               topics: Sequence[ProduceTopic]) -> dict[tuple[str, int], int]:
+    """{(topic, partition): error} of the partitions whose batch must not be appended."""
     errors: dict[tuple[str, int], int] = {}
     need: dict[tuple[int, int], list[tuple[str, int]]] = {}
-    rm = broker.replica_manager
+    rm = services.replica_manager
     for td in topics:
         for pd in td.partitions:
             records = pd.records
@@ -42,22 +43,21 @@ async def verify_transactional(broker: Any, transactional_id: str,
                 errors[tp] = Errors.InvalidRecordError.errno
                 continue
             pid, epoch = _PID_EPOCH.unpack_from(records, 43)
-            p = rm.get(*tp)
-            if p is not None and p.is_leader and pid in p.log.producers.ongoing:
+            if rm.in_ongoing_txn(td.name, pd.index, pid):
                 continue
             need.setdefault((pid, epoch), []).append(tp)
     for (pid, epoch), tps in sorted(need.items()):
-        code, node = broker.txn.coordinator_for(transactional_id)
+        code, node = services.txn.coordinator_for(transactional_id)
         try:
             if code:
                 got = {tp: code for tp in tps}
-            elif node == broker.node_id:
-                got = await broker.txn.add_partitions(transactional_id, pid, epoch, tps,
+            elif node == services.node_id:
+                got = await services.txn.add_partitions(transactional_id, pid, epoch, tps,
                                                       verify_only=True)
             else:
-                got = await broker.txn_channel.verify(node, transactional_id, pid, epoch, tps)
+                got = await services.txn_verifier.verify(node, transactional_id, pid, epoch, tps)
         except Exception as e:  # noqa: BLE001 — the coordinator is down: the producer retries
-            log.debug("broker %d: verifying %r failed: %r", broker.node_id, transactional_id, e)
+            log.debug("broker %d: verifying %r failed: %r", services.node_id, transactional_id, e)
             got = {tp: Errors.NotEnoughReplicasError.errno for tp in tps}
         for tp in tps:
             c = got.get(tp, Errors.InvalidTxnStateError.errno)

@@ -9,7 +9,7 @@ import signal
 import sys
 
 from minibroker.cli.common import fail, one_line, os_reason, port
-from minibroker.config import ClusterConfig
+from minibroker.config import ClusterConfig, emulated_releases
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -72,7 +72,8 @@ def _config(args) -> ClusterConfig:
         overrides["log_memory_max_bytes"] = default_max_bytes(args.brokers)
     try:
         return ClusterConfig(brokers=args.brokers, host=args.host, port=args.port, racks=racks,
-                             seed=args.seed, data_dir=args.data_dir, **overrides)
+                             seed=args.seed, data_dir=args.data_dir,
+                             kafka_version=args.kafka_version, **overrides)
     except ValueError as e:
         fail(one_line(e))
 
@@ -104,7 +105,7 @@ async def _serve(args, config: ClusterConfig) -> None:
         cluster.enable_fault_admin()
     if args.processes and config.brokers > 1:
         from minibroker.processes import ChildBrokers
-        children = ChildBrokers(cluster)     # brokers 2..N leave this process
+        children = ChildBrokers(cluster, restart=not args.no_restart)   # brokers 2..N leave
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -130,21 +131,38 @@ async def _serve(args, config: ClusterConfig) -> None:
             await cluster.stop()
             fail(f"cannot serve metrics on {config.host} port {args.metrics_port}: "
                  f"{os_reason(e)}")
+    bootstrap = cluster.bootstrap if children is None else children.bootstrap(cluster.bootstrap)
+    console = None
+    if args.console_port is not None:
+        from minibroker.console.server import ConsoleServer
+        try:
+            console = await ConsoleServer(bootstrap, config.host, args.console_port).start()
+        except OSError as e:
+            await cluster.stop()
+            fail(f"cannot serve the console on {config.host} port {args.console_port}: "
+                 f"{os_reason(e)}")
     # Everything allocated so far (modules, kafka-python's schemas: ~45,000 objects) lives as long
     # as the process: out of the collector's sight, a full collection scans only what the brokers
     # hold, and no longer stalls every broker for 10-35 ms once produced batches trigger one.
     gc.collect()
     gc.freeze()
-    bootstrap = cluster.bootstrap if children is None else children.bootstrap(cluster.bootstrap)
     print(f"BOOTSTRAP {bootstrap}", flush=True)
     if metrics is not None:
         print(f"METRICS http://{config.host}:{metrics.port}/metrics", flush=True)
+    if console is not None:
+        print(f"CONSOLE {console.url}", flush=True)
     cap = config.log_memory_max_bytes
+    overflow = "" if cap < 0 else (
+        " (past it the oldest batches spill to files in a temporary directory, removed at exit)"
+        if config.log_memory_overflow == "spill" else
+        " (past it the oldest batches are DELETED: log.memory.overflow=delete)")
     print(f"minibroker: {config.brokers} brokers, cluster id {cluster.cluster_id}, "
-          f"log.memory.max.bytes={cap} per broker"
+          f"log.memory.max.bytes={cap} per broker{overflow}"
           f"{f', data in {config.data_dir}' if config.data_dir else ''}; Ctrl-C to stop",
           file=sys.stderr, flush=True)
     await stop.wait()
+    if console is not None:
+        await console.stop()
     if metrics is not None:
         await metrics.stop()
     if children is not None:
@@ -196,11 +214,19 @@ def add_serve_parser(sub, description: str) -> None:
                    help="keep logs, the metadata log (with snapshots) and the internal topics on "
                         "disk under DIR (Kafka's log.dirs; DIR/broker-N per broker) and start "
                         "from what DIR holds; default: in memory only")
+    s.add_argument("--kafka-version", default=None, metavar="X.Y",
+                   choices=emulated_releases(),
+                   help="emulate this Kafka release: ApiVersions advertises what its brokers "
+                        "did (2.1 to 4.1; docs/client-authors.md)")
     s.add_argument("--log-level", default="WARNING", type=str.upper, choices=LOG_LEVELS,
                    help="logging level on stderr")
     s.add_argument("--processes", action="store_true",
                    help="one broker per process (uses as many cores); the controller runs in "
                         "the first, with broker 1")
+    s.add_argument("--no-restart", action="store_true",
+                   help="with --processes: leave a broker process that died down (by default "
+                        "it is started again, from --data-dir if given, else as an empty "
+                        "replica that catches up)")
     s.add_argument("--faults", action="store_true",
                    help="serve the fault control API (FaultControl, key 1004) that "
                         "`minibroker faults` uses: any client may then stop brokers, cut the "
@@ -208,6 +234,9 @@ def add_serve_parser(sub, description: str) -> None:
     s.add_argument("--metrics-port", type=port, default=None,
                    help="serve Prometheus metrics on this port (0 = any free port; needs the "
                         "'metrics' extra, prometheus_client)")
+    s.add_argument("--console-port", type=port, default=None,
+                   help="serve the web console on this port (0 = any free port; needs the "
+                        "'console' extra)")
 
 
 def run_serve(args) -> None:
@@ -216,5 +245,8 @@ def run_serve(args) -> None:
             import prometheus_client  # noqa: F401
         except ImportError:
             fail("--metrics-port needs prometheus_client: pip install 'minibroker[metrics]'")
+    if args.console_port is not None:
+        from minibroker.cli.console import require_console_extra
+        require_console_extra()
     config = _config(args)
     _run(_serve(args, config))

@@ -71,6 +71,7 @@ class ConnectionPool:
         self._conns: dict[int, KafkaClientConnection] = {}
         self._connecting: dict[int, asyncio.Task] = {}
         self._backoff_until: dict[int, float] = {}
+        self._why: dict[int, str] = {}                      # node -> why the last connect failed
         self._listeners: list[Callable[[], None]] = []
         self._next_bootstrap = 0
         self.closed = False
@@ -133,7 +134,10 @@ class ConnectionPool:
                     self._connect(node))
         conn = await asyncio.shield(task)
         if conn is None:
-            raise KafkaConnectionError(f"cannot connect to node {node} at {self._address(node)}")
+            host, port = self._address(node)
+            who = "bootstrap server" if node <= BOOTSTRAP else f"broker {node}"
+            raise KafkaConnectionError(f"cannot reach {who} at {host}:{port} "
+                                       f"({self._why.get(node, 'connection failed')})")
         return conn
 
     async def _connect(self, node: int) -> KafkaClientConnection | None:
@@ -153,6 +157,9 @@ class ConnectionPool:
                 ApiVersionsFailed) as e:
             (log.warning if isinstance(e, ApiVersionsFailed) else log.debug)(
                 "connect to node %s failed: %r", node, e)
+            self._why[node] = str(e) or (
+                f"no connection in {self.request_timeout * 1000:.0f} ms"
+                if isinstance(e, asyncio.TimeoutError) else type(e).__name__)
             self._backoff_until[node] = asyncio.get_running_loop().time() + self.reconnect_backoff
             return None
         finally:

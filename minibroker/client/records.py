@@ -5,7 +5,7 @@ when their libraries are installed). `decode_records` walks fetched bytes batch 
 control batches and records before `fetch_offset`, and tells the caller where the next fetch starts
 (the end of the last whole batch seen). An uncompressed v2 batch's records are read in one loop here;
 a compressed or pre-v2 batch goes through kafka-python's `MemoryRecords` (which decompresses), whose
-pure-Python reader makes a record object and ~15 calls per record (benchmarks/NOTES.md).
+pure-Python reader makes a record object and ~15 calls per record (docs/performance.md).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from minibroker.coordinator.group.classic_group import ClassicGroup
 from minibroker.coordinator.shard import Shard
 
 if TYPE_CHECKING:
-    from minibroker.broker.metadata_cache import MetadataCache
+    from minibroker.metadata.cache import MetadataCache
     from minibroker.clock import Clock
     from minibroker.config import ClusterConfig
     from minibroker.ids import IdSource

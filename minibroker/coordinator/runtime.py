@@ -52,7 +52,7 @@ from minibroker.log.config import VALIDATORS
 from minibroker.log.transactions import COMMIT, control_type
 
 if TYPE_CHECKING:
-    from minibroker.broker.metadata_cache import MetadataCache
+    from minibroker.metadata.cache import MetadataCache
     from minibroker.clock import Clock
     from minibroker.config import ClusterConfig
     from minibroker.ids import IdSource

@@ -21,7 +21,7 @@ from minibroker.coordinator.offsets import partition_for
 from minibroker.log.batch import next_offset
 
 if TYPE_CHECKING:
-    from minibroker.broker.metadata_cache import MetadataCache
+    from minibroker.metadata.cache import MetadataCache
     from minibroker.clock import Clock
     from minibroker.config import ClusterConfig
     from minibroker.coordinator.partition_writer import PartitionWriter

@@ -2,7 +2,7 @@
 
 Opt-in (`--override minibroker.log.heap.huge.pages=true`): re-measured on 2026-11-27 on this VM,
 the 3-broker README serve moved 10 KiB produce at 0.56x the librdkafka mock with it and 1.09x
-without, and a fresh broker's 100 B produce cost twice the CPU (benchmarks/NOTES.md). What
+without, and a fresh broker's 100 B produce cost twice the CPU (docs/performance.md). What
 follows is the case made for it when it was on by default.
 
 A served broker keeps its batches on glibc's heap (memory.keep_freed_batches_for_reuse) and, past

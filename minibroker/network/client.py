@@ -166,7 +166,17 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         except asyncio.TimeoutError:
             # A lost response desynchronises the stream: the connection is unusable.
             self.close("request timed out")
-            raise
+            name = type(req).__name__.removesuffix("Request")
+            raise asyncio.TimeoutError(f"{self.peer()} did not answer {name} in "
+                                       f"{timeout * 1000:.0f} ms") from None
+
+    def peer(self) -> str:
+        """"host:port" of the other end, for messages ("broker" when unknown: memory pipes)."""
+        try:
+            host, port = self.transport.get_extra_info("peername")[:2]
+            return f"{host}:{port}"
+        except (AttributeError, TypeError):
+            return "broker"
 
     # Responses are received straight into the FrameReader's buffer (one copy at most per frame).
     def get_buffer(self, sizehint: int) -> memoryview:

@@ -1,7 +1,7 @@
 """A follower's FetchRequest v12, encoded by hand.
 
 The replica fetcher sends one per fetch, several per acks=all write at RF 3; kafka-python's generic
-encoder built it from request objects field by field (~150 Python calls each: benchmarks/NOTES.md).
+encoder built it from request objects field by field (~150 Python calls each: docs/performance.md).
 The bytes are identical to kafka-python's (tests/protocol/test_fetch_request.py). v12's tagged
 fields (cluster_id) are left unset, as the fetcher's request left them. The fetcher keeps a fetch
 session with its leader (KIP-227, as Kafka's followers do): its requests carry the session id and

@@ -12,7 +12,8 @@ thread, and the control API is synchronous (call it from sync or async tests ali
 from one test to the next (use unique topic names, restart what you stop). Both set
 group.initial.rebalance.delay.ms=0 (Kafka's 3000 would delay every first group join by 3 s).
 
-Options: --minibroker-brokers N (default 3).
+Options: --minibroker-brokers N (default 3), --minibroker-kafka-version X.Y (emulate a Kafka
+release's ApiVersions, 2.1 to 4.1).
 """
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ def pytest_addoption(parser) -> None:
     group = parser.getgroup("minibroker")
     group.addoption("--minibroker-brokers", type=int, default=3,
                     help="brokers in the minibroker_cluster fixtures (default 3)")
+    group.addoption("--minibroker-kafka-version", default=None, metavar="X.Y",
+                    help="emulate this Kafka release in the minibroker_cluster fixtures")
 
 
 def pytest_configure(config) -> None:
@@ -44,6 +47,7 @@ def pytest_configure(config) -> None:
 def _cluster(request):
     from minibroker.testing.threaded import ThreadedCluster
     return ThreadedCluster(brokers=request.config.getoption("--minibroker-brokers"),
+                           kafka_version=request.config.getoption("--minibroker-kafka-version"),
                            **FIXTURE_CONFIG)
 
 

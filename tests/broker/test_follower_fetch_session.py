@@ -31,7 +31,7 @@ class Recorder:
 
     def __call__(self, req, ctx):
         if req.replica_id >= 0:
-            self.requests.append((ctx.broker.node_id, req.replica_id, req.session_id,
+            self.requests.append((ctx.node_id, req.replica_id, req.session_id,
                                   req.session_epoch, {(t.topic, p.partition) for t in req.topics
                                                       for p in t.partitions}))
         return None

@@ -9,7 +9,7 @@ from kafka.errors import (NotLeaderForPartitionError, OffsetOutOfRangeError,
                           UnknownTopicOrPartitionError)
 from kafka.protocol.consumer import FetchRequest
 
-from minibroker.broker.metadata_cache import MetadataCache
+from minibroker.metadata.cache import MetadataCache
 from minibroker.broker.replica_manager import EARLIEST, LATEST, ReplicaManager
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig

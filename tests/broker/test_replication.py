@@ -47,7 +47,7 @@ class FetchStall:
     def __call__(self, req, ctx):
         if not self.followers or req.replica_id not in self.followers:
             return None
-        if self.served_by is not None and ctx.broker.node_id != self.served_by:
+        if self.served_by is not None and ctx.node_id != self.served_by:
             return None
         self.stalled += 1
         self.stalled_ids.add(req.replica_id)

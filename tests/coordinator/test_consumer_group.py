@@ -16,7 +16,7 @@ import uuid
 
 from minibroker.broker.broker import Broker
 from minibroker.broker.faults import Faults
-from minibroker.broker.metadata_cache import BrokerInfo, PartitionInfo, TopicInfo
+from minibroker.metadata.cache import BrokerInfo, PartitionInfo, TopicInfo
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
 from minibroker.coordinator import errors as E

@@ -13,7 +13,7 @@ import pytest
 from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from minibroker.broker.metadata_cache import PartitionInfo, TopicInfo
+from minibroker.metadata.cache import PartitionInfo, TopicInfo
 from minibroker.cluster import Cluster
 from minibroker.network.client import KafkaClientConnection
 from minibroker.protocol.records import GroupMetadataKey, OffsetCommitKey

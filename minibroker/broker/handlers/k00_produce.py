@@ -17,7 +17,8 @@ from kafka.errors import InvalidRequiredAcksError, NotLeaderForPartitionError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceRequest
 
-from minibroker.broker.dispatch import RawResponse, RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import RawResponse, handles
 from minibroker.broker.leader_hints import LeaderHints
 from minibroker.broker.txn_verify import verify_transactional
 from minibroker.protocol.fast import ProduceTopic, decode_produce
@@ -39,22 +40,22 @@ def _leader_hints(ctx: RequestContext, results: dict[str, list]) -> list:
     for topic, parts in results.items():
         for part in parts:
             if part.error_code == NotLeaderForPartitionError.errno:
-                hints = hints or LeaderHints(ctx.broker.metadata)
+                hints = hints or LeaderHints(ctx.metadata)
                 part.current_leader = hints.current_leader(topic, part.index)
     return hints.node_endpoints() if hints is not None else []
 
 
 @handles(ApiKey.Produce, ProduceRequest, versions=(3, 12), raw=True)
-async def handle_produce(ctx: RequestContext, body: memoryview):
+async def handle_produce(ctx: RequestContext, body: memoryview) -> RawResponse | None:
     req = decode_produce(body, ctx.api_version)
     acks = req.acks
     if acks not in (0, 1, -1):
         results = _refused(req.topics, InvalidRequiredAcksError.errno)
     else:
-        rm = ctx.broker.replica_manager
+        rm = ctx.replica_manager
         topics, refused = req.topics, {}
         if req.transactional_id is not None:
-            refused = await verify_transactional(ctx.broker, req.transactional_id, topics)
+            refused = await verify_transactional(ctx.services, req.transactional_id, topics)
             if refused:
                 topics = [ProduceTopic(td.name, [pd for pd in td.partitions
                                                  if (td.name, pd.index) not in refused],

@@ -24,7 +24,8 @@ import uuid
 from kafka.errors import FencedLeaderEpochError, NotLeaderForPartitionError, UnknownTopicIdError
 from kafka.protocol.api_key import ApiKey
 
-from minibroker.broker.dispatch import RawResponse, RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import RawResponse, handles
 from minibroker.broker.leader_hints import LeaderHints
 from minibroker.broker.replica_manager import fetch_error as _error
 from minibroker.protocol.fast import encode_fetch_response
@@ -45,7 +46,7 @@ def _response(ctx: RequestContext, error_code: int, topics, session_id: int = 0)
 def _resolve_topic_ids(ctx: RequestContext, req) -> None:
     """v13+: name each topic by its id; an id this broker does not know stays a uuid.UUID, which
     no partition is keyed by (answered UNKNOWN_TOPIC_ID)."""
-    by_id = ctx.broker.metadata.topics_by_id
+    by_id = ctx.metadata.topics_by_id
     for t in (*req.topics, *(req.forgotten_topics_data or ())):
         info = by_id.get(t.topic_id)
         t.topic = t.topic_id if info is None else info.name
@@ -54,7 +55,7 @@ def _resolve_topic_ids(ctx: RequestContext, req) -> None:
 def _by_topic_id(ctx: RequestContext, topics) -> tuple[list, list]:
     """v13+ answers name topics by id; v16+ (KIP-951) a partition whose leader moved names the
     current leader, and the response carries the endpoints of those leaders."""
-    cache = ctx.broker.metadata
+    cache = ctx.metadata
     hints = LeaderHints(cache) if ctx.api_version >= 16 else None
     out = []
     for name, parts in topics:
@@ -98,8 +99,7 @@ def _unknown_ids(items) -> tuple[list, dict]:
 
 
 @handles(ApiKey.Fetch, FetchRequest, versions=(4, 17))
-async def handle_fetch(ctx: RequestContext, req: FetchRequest):
-    broker = ctx.broker
+async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
     session, incremental, items = None, False, None
     replica_id = req.replica_id
     if ctx.api_version >= 13:
@@ -107,7 +107,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
         if ctx.api_version >= 15:
             replica_id = req.replica_state.replica_id if req.replica_state is not None else -1
     if req.session_id != 0 or req.session_epoch == 0:
-        err, session, incremental, items = broker.fetch_sessions.resolve(req)
+        err, session, incremental, items = ctx.services.fetch_sessions.resolve(req)
         if err:
             return _response(ctx, err, [])
     if items is None:
@@ -116,11 +116,11 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest):
     ctx.frame = None        # the request is decoded: free the receive buffer behind it
     # As Kafka's: the broker's fetch.max.bytes caps the request's, and min_bytes by that (KIP-541)
     max_bytes = min(req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF,
-                    broker.config.fetch_max_bytes)
+                    ctx.config.fetch_max_bytes)
     unknown = {}
     if ctx.api_version >= 13:
         items, unknown = _unknown_ids(items)
-    results = await broker.replica_manager.fetch_records(
+    results = await ctx.replica_manager.fetch_records(
         items, replica_id, req.max_wait_ms, req.min_bytes, max_bytes, req.isolation_level,
         incremental, session)
     results.update(unknown)

@@ -12,15 +12,16 @@ from __future__ import annotations
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Topic = ListOffsetsResponse.ListOffsetsTopicResponse
 _Part = _Topic.ListOffsetsPartitionResponse
 
 
 @handles(ApiKey.ListOffsets, ListOffsetsRequest, versions=(1, 9))
-async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest):
-    rm = ctx.broker.replica_manager
+async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+    rm = ctx.replica_manager
     topics = []
     for t in req.topics:
         parts = []

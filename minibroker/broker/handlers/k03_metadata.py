@@ -28,10 +28,11 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBufferPool
 
 from minibroker.broker import acl_operations
-from minibroker.broker.dispatch import RawResponse, RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import RawResponse, handles
 from minibroker.broker.metadata_wait import topic_has_leaders, wait_for_metadata
 from minibroker.protocol.framing import frame_parts, response_header
-from minibroker.broker.topic_names import invalid_reason
+from minibroker.protocol.topic_names import invalid_reason
 from minibroker.protocol.messages import MetadataResponseKip253 as MetadataResponse
 from minibroker.protocol.varint import uvarint_bytes as _uvarint
 
@@ -102,12 +103,12 @@ _MAX_CACHED_RESPONSES = 1024
 
 
 @handles(ApiKey.Metadata, MetadataRequest, versions=(0, 13))
-async def handle_metadata(ctx: RequestContext, req: MetadataRequest):
-    cache = ctx.broker.metadata
+async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> RawResponse:
+    cache = ctx.metadata
     version = ctx.api_version
     wanted = None if req.topics is None else tuple(
         (t.name, t.topic_id if version >= 10 else None) for t in req.topics)
-    auto = ctx.broker.config.auto_create_topics_enable and (
+    auto = ctx.config.auto_create_topics_enable and (
         version < 4 or bool(req.allow_auto_topic_creation))
     ops = (version >= 8 and bool(req.include_topic_authorized_operations),
            8 <= version <= 10 and bool(req.include_cluster_authorized_operations))
@@ -119,7 +120,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest):
     if body is None:
         body, to_create = _metadata(ctx, req)
         if to_create:
-            creating, names = ctx.broker.controller.auto_create_topics(to_create), to_create
+            creating, names = ctx.controller.auto_create_topics(to_create), to_create
             if await wait_for_metadata(ctx, lambda: creating.done() or all(
                     topic_has_leaders(ctx, n, 1) for n in names), _AUTO_CREATE_WAIT_MS):
                 # topics the controller turned down stay LEADER_NOT_AVAILABLE, uncached
@@ -134,7 +135,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest):
 def _metadata(ctx: RequestContext, req: MetadataRequest) -> tuple[bytes, list[str]]:
     """The encoded response body, and the requested topics to auto-create (LEADER_NOT_AVAILABLE
     in the body)."""
-    cache = ctx.broker.metadata
+    cache = ctx.metadata
     to_create = []
     version = ctx.api_version
     topic_ops = acl_operations.topic_operations(
@@ -145,7 +146,7 @@ def _metadata(ctx: RequestContext, req: MetadataRequest) -> tuple[bytes, list[st
     if req.topics is None or (version == 0 and not req.topics):
         topics = [_cached_entry(cache, cache.topics[n], version, topic_ops) for n in sorted(cache.topics)]
     else:
-        auto = ctx.broker.config.auto_create_topics_enable and (
+        auto = ctx.config.auto_create_topics_enable and (
             version < 4 or req.allow_auto_topic_creation)
         for t in req.topics:
             name = t.name

@@ -8,7 +8,8 @@ from __future__ import annotations
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.control_requests import check_control_request
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.protocol.messages import LeaderAndIsrRequest, LeaderAndIsrResponse
 
 _Topic = LeaderAndIsrResponse.LeaderAndIsrTopicError
@@ -16,9 +17,10 @@ _Err = _Topic.LeaderAndIsrPartitionError
 
 
 @handles(ApiKey.LeaderAndIsr, LeaderAndIsrRequest, versions=(7, 7))
-async def handle_leader_and_isr(ctx: RequestContext, req: LeaderAndIsrRequest):
-    rm = ctx.broker.replica_manager
-    err = check_control_request(ctx.broker, req)
+async def handle_leader_and_isr(ctx: RequestContext, req: LeaderAndIsrRequest
+        ) -> LeaderAndIsrResponse:
+    rm = ctx.replica_manager
+    err = check_control_request(ctx, req)
     if err:
         return LeaderAndIsrResponse(error_code=err, topics=[])
     topics = []
@@ -33,6 +35,6 @@ async def handle_leader_and_isr(ctx: RequestContext, req: LeaderAndIsrRequest):
                 [(e.partition_index, e.leader_epoch) for e in p.leader_epoch_before_deletion or ()])
             errs.append(_Err(partition_index=p.partition_index, error_code=code))
         topics.append(_Topic(topic_id=t.topic_id, partition_errors=errs))
-    ctx.broker.groups.on_leadership_change()
-    ctx.broker.txn.on_leadership_change()
+    ctx.groups.on_leadership_change()
+    ctx.txn.on_leadership_change()
     return LeaderAndIsrResponse(error_code=0, topics=topics)

@@ -4,16 +4,17 @@ from __future__ import annotations
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.control_requests import check_control_request
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.protocol.messages import StopReplicaRequest, StopReplicaResponse
 
 _Err = StopReplicaResponse.StopReplicaPartitionError
 
 
 @handles(ApiKey.StopReplica, StopReplicaRequest, versions=(4, 4))
-async def handle_stop_replica(ctx: RequestContext, req: StopReplicaRequest):
-    rm = ctx.broker.replica_manager
-    err = check_control_request(ctx.broker, req)
+async def handle_stop_replica(ctx: RequestContext, req: StopReplicaRequest) -> StopReplicaResponse:
+    rm = ctx.replica_manager
+    err = check_control_request(ctx, req)
     if err:
         return StopReplicaResponse(error_code=err, partition_errors=[])
     errs = []
@@ -22,6 +23,6 @@ async def handle_stop_replica(ctx: RequestContext, req: StopReplicaRequest):
             code = rm.stop_replica(t.topic_name, p.partition_index, p.delete_partition)
             errs.append(_Err(topic_name=t.topic_name, partition_index=p.partition_index,
                              error_code=code))
-    ctx.broker.groups.on_leadership_change()
-    ctx.broker.txn.on_leadership_change()
+    ctx.groups.on_leadership_change()
+    ctx.txn.on_leadership_change()
     return StopReplicaResponse(error_code=0, partition_errors=errs)

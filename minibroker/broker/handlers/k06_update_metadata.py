@@ -20,9 +20,10 @@ import asyncio
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.control_requests import check_control_request
-from minibroker.broker.dispatch import RequestContext, handles
-from minibroker.broker.metadata_cache import BrokerInfo, PartitionInfo, TopicInfo
-from minibroker.broker.topic_names import INTERNAL_TOPICS
+from minibroker.broker.context import RequestContext, Services
+from minibroker.broker.dispatch import handles
+from minibroker.metadata.cache import BrokerInfo, PartitionInfo, TopicInfo
+from minibroker.protocol.topic_names import INTERNAL_TOPICS
 from minibroker.protocol.messages import UpdateMetadataRequest, UpdateMetadataResponse
 
 LEADER_DURING_DELETE = -2
@@ -33,23 +34,24 @@ def _pairs(entries):
 
 
 @handles(ApiKey.UpdateMetadata, UpdateMetadataRequest, versions=(8, 8))
-async def handle_update_metadata(ctx: RequestContext, req: UpdateMetadataRequest):
-    broker = ctx.broker
-    err = check_control_request(ctx.broker, req)
+async def handle_update_metadata(ctx: RequestContext, req: UpdateMetadataRequest
+        ) -> UpdateMetadataResponse:
+    err = check_control_request(ctx, req)
     if err:
         return UpdateMetadataResponse(error_code=err)
-    if broker.faults.take_lost_update_metadata(broker.node_id):
+    if ctx.faults.take_lost_update_metadata(ctx.node_id):
         return UpdateMetadataResponse(error_code=0)
-    topics = _complete_topics(broker.metadata_pieces.setdefault(ctx.conn, {}), req.topic_states)
-    delay_ms = broker.faults.update_metadata_delay_ms.get(
-        broker.node_id, broker.config.minibroker_metadata_propagation_delay_ms)
-    pending = broker.pending_metadata
+    state = ctx.services.pending_metadata
+    topics = _complete_topics(state.pieces.setdefault(ctx.conn, {}), req.topic_states)
+    delay_ms = ctx.faults.update_metadata_delay_ms.get(
+        ctx.node_id, ctx.config.minibroker_metadata_propagation_delay_ms)
+    pending = state.task
     if delay_ms <= 0 and (pending is None or pending.done()):
-        _apply(broker, req, topics)
+        _apply(ctx.services, req, topics)
     else:
-        loop = asyncio.get_running_loop()
-        broker.pending_metadata = loop.create_task(
-            _apply_later(broker, req, topics, pending, loop.time() + max(delay_ms, 0) / 1000))
+        due = ctx.clock.monotonic() + max(delay_ms, 0) / 1000
+        state.task = asyncio.get_running_loop().create_task(
+            _apply_later(ctx.services, req, topics, pending, due))
     return UpdateMetadataResponse(error_code=0)
 
 
@@ -84,15 +86,17 @@ def _complete_topics(pieces: dict, topic_states) -> list[TopicInfo | str]:
     return out
 
 
-async def _apply_later(broker, req: UpdateMetadataRequest, topics, before, due: float) -> None:
+async def _apply_later(services: Services, req: UpdateMetadataRequest,
+                       topics: list[TopicInfo | str], before: asyncio.Task[None] | None,
+                       due: float) -> None:
     if before is not None:
         await asyncio.gather(before, return_exceptions=True)
-    await asyncio.sleep(max(0.0, due - asyncio.get_running_loop().time()))
-    _apply(broker, req, topics)
+    await services.clock.sleep(max(0.0, due - services.clock.monotonic()))
+    _apply(services, req, topics)
 
 
-def _apply(broker, req: UpdateMetadataRequest, topics: list[TopicInfo | str]) -> None:
-    cache = broker.metadata
+def _apply(services: Services, req: UpdateMetadataRequest, topics: list[TopicInfo | str]) -> None:
+    cache = services.metadata
     cache.controller_id = req.controller_id
     cache.controller_epoch = req.controller_epoch
     cache.max_partition_epoch = req.max_partition_epoch
@@ -106,5 +110,5 @@ def _apply(broker, req: UpdateMetadataRequest, topics: list[TopicInfo | str]) ->
         else:
             cache.put_topic(t)
             names.append(t.name)
-    broker.apply_dynamic_configs(req.broker_configs or ())
-    broker.replica_manager.on_metadata_update(names)
+    services.node.apply_dynamic_configs(req.broker_configs or ())
+    services.replica_manager.on_metadata_update(names)

@@ -14,14 +14,16 @@ from __future__ import annotations
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 _Partition = _Topic.OffsetCommitResponsePartition
 
 
 @handles(ApiKey.OffsetCommit, OffsetCommitRequest, versions=(0, 9))
-async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest):
+async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest
+        ) -> OffsetCommitResponse:
     v = ctx.api_version
     offsets = []
     for t in req.topics:
@@ -30,7 +32,7 @@ async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest):
                             p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata,
                             p.commit_timestamp if v == 1 else -1))
     retention = req.retention_time_ms if 2 <= v <= 4 else -1
-    results = await ctx.broker.groups.offsets.commit_offsets(
+    results = await ctx.groups.offsets.commit_offsets(
         req.group_id, req.generation_id_or_member_epoch if v >= 1 else -1,
         req.member_id if v >= 1 else "", req.group_instance_id if v >= 7 else None,
         retention, offsets)

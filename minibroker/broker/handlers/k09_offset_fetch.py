@@ -14,7 +14,8 @@ from __future__ import annotations
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.coordinator.txn_offsets import has_pending
 
 UNSTABLE_OFFSET_COMMIT = 88
@@ -27,12 +28,12 @@ _Part = _Topic.OffsetFetchResponsePartition
 
 def _fetch(ctx: RequestContext, group_id: str, topics, require_stable: bool = False):
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    code, found = ctx.broker.groups.offsets.fetch_offsets(group_id, wanted)
+    code, found = ctx.groups.offsets.fetch_offsets(group_id, wanted)
     if code and wanted is not None and ctx.api_version < 2:
         # v0/1 have no top-level error: put it on every partition.
         found = [(t, [(p, -1, -1, "", code) for p in ps]) for t, ps in wanted]
     if not code and require_stable:
-        shard, _ = ctx.broker.groups.shard_for(group_id)
+        shard, _ = ctx.groups.shard_for(group_id)
         if shard is not None and shard.pending_txn_offsets:
             found = [(t, [(p, -1, -1, "", UNSTABLE_OFFSET_COMMIT)
                           if has_pending(shard, group_id, t, p) else (p, o, e, m, c)
@@ -41,7 +42,7 @@ def _fetch(ctx: RequestContext, group_id: str, topics, require_stable: bool = Fa
 
 
 @handles(ApiKey.OffsetFetch, OffsetFetchRequest, versions=(0, 9))
-async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest):
+async def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     if ctx.api_version >= 8:
         groups = []
         for g in req.groups:

@@ -17,7 +17,8 @@ Not implemented: —
 """
 from __future__ import annotations
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.protocol.messages import (ConsumerGroupPositionRequest,
                                           ConsumerGroupPositionResponse, PrivateApiKey)
 
@@ -28,7 +29,7 @@ _Part = _Topic.ConsumerGroupPositionResponsePartition
 @handles(PrivateApiKey.ConsumerGroupPosition, ConsumerGroupPositionRequest, versions=(0, 0))
 async def handle_consumer_group_position(ctx: RequestContext, req: ConsumerGroupPositionRequest
                                          ) -> ConsumerGroupPositionResponse:
-    code, topics = ctx.broker.groups.positions.consumer_group_position(
+    code, topics = ctx.groups.positions.consumer_group_position(
         req.group_id, req.generation_id, req.member_id,
         [(t.topic, [(p.partition, p.need_position, p.position) for p in t.partitions])
          for t in req.topics])

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from kafka.errors import UnknownTopicOrPartitionError
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.protocol.messages import (PartitionLeaderEpochsForPartitionsRequest,
                                           PartitionLeaderEpochsForPartitionsResponse, PrivateApiKey)
 
@@ -23,8 +24,9 @@ def _entries(cls, pairs):
 @handles(PrivateApiKey.PartitionLeaderEpochsForPartitions,
          PartitionLeaderEpochsForPartitionsRequest, versions=(0, 0))
 async def handle_partition_leader_epochs_for_partitions(
-        ctx: RequestContext, req: PartitionLeaderEpochsForPartitionsRequest):
-    cache = ctx.broker.metadata
+        ctx: RequestContext, req: PartitionLeaderEpochsForPartitionsRequest
+        ) -> PartitionLeaderEpochsForPartitionsResponse:
+    cache = ctx.metadata
     topics = []
     for t in req.topics:
         info = cache.topics.get(t.topic)

@@ -6,7 +6,8 @@ answers with the request id to ask PartitionAssignmentStatus about, and an error
 """
 from __future__ import annotations
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.protocol.messages import (AssignPartitionsRequest, AssignPartitionsResponse,
                                           PrivateApiKey)
 
@@ -14,8 +15,9 @@ _Result = AssignPartitionsResponse.PartitionAssignmentResult
 
 
 @handles(PrivateApiKey.AssignPartitions, AssignPartitionsRequest, versions=(0, 0))
-async def handle_assign_partitions(ctx: RequestContext, req: AssignPartitionsRequest):
-    accepted = await ctx.broker.controller.assign_partitions(
+async def handle_assign_partitions(ctx: RequestContext, req: AssignPartitionsRequest
+        ) -> AssignPartitionsResponse:
+    accepted = await ctx.controller.assign_partitions(
         [(a.topic, a.partition, list(a.brokers)) for a in req.assignments])
     return AssignPartitionsResponse(
         throttle_time_ms=0, error_code=accepted.error_code, error_message=accepted.error_message,

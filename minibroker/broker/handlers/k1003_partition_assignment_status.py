@@ -7,7 +7,8 @@ an unknown id: INVALID_REQUEST.
 """
 from __future__ import annotations
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.protocol.messages import (PartitionAssignmentStatusRequest,
                                           PartitionAssignmentStatusResponse, PrivateApiKey)
 
@@ -17,8 +18,9 @@ _Replica = PartitionAssignmentStatusResponse.PartitionReplicaProgress
 @handles(PrivateApiKey.PartitionAssignmentStatus, PartitionAssignmentStatusRequest,
          versions=(0, 0))
 async def handle_partition_assignment_status(ctx: RequestContext,
-                                             req: PartitionAssignmentStatusRequest):
-    code, request_id, progress = await ctx.broker.controller.partition_assignment_status(
+                                             req: PartitionAssignmentStatusRequest
+        ) -> PartitionAssignmentStatusResponse:
+    code, request_id, progress = await ctx.controller.partition_assignment_status(
         req.request_id)
     return PartitionAssignmentStatusResponse(
         throttle_time_ms=0, error_code=code, request_id=request_id,

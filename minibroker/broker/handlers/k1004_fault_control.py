@@ -9,17 +9,19 @@ from __future__ import annotations
 
 from kafka.errors import ClusterAuthorizationFailedError
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.protocol.messages import FaultControlRequest, FaultControlResponse, PrivateApiKey
 
 OFF = "fault injection is off: start the cluster with `minibroker serve --faults`"
 
 
 @handles(PrivateApiKey.FaultControl, FaultControlRequest, versions=(0, 0))
-async def handle_fault_control(ctx: RequestContext, req: FaultControlRequest):
-    admin = ctx.broker.fault_admin
+async def handle_fault_control(ctx: RequestContext, req: FaultControlRequest
+        ) -> FaultControlResponse:
+    admin = ctx.node.fault_admin
     if admin is None:
         return FaultControlResponse(throttle_time_ms=0,
                                     error_code=ClusterAuthorizationFailedError.errno,
                                     error_message=OFF, controller_id=-1, state="{}")
-    return await admin.handle(req, ctx.broker.node_id)
+    return await admin.handle(req, ctx.node_id)

@@ -13,7 +13,8 @@ import kafka.errors as Errors
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Coordinator = FindCoordinatorResponse.Coordinator
 GROUP, TRANSACTION = 0, 1
@@ -26,19 +27,20 @@ def _message(code: int) -> str:
 def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str, int]:
     """(error, node_id, host, port)."""
     if key_type == TRANSACTION:
-        code, node_id = ctx.broker.txn.coordinator_for(key)
+        code, node_id = ctx.txn.coordinator_for(key)
     elif key_type == GROUP:
-        code, node_id = ctx.broker.groups.coordinator_for(key)
+        code, node_id = ctx.groups.coordinator_for(key)
     else:
         return Errors.InvalidRequestError.errno, -1, "", -1
     if code:
         return code, -1, "", -1
-    b = ctx.broker.metadata.brokers[node_id]
+    b = ctx.metadata.brokers[node_id]
     return 0, node_id, b.host, b.port
 
 
 @handles(ApiKey.FindCoordinator, FindCoordinatorRequest, versions=(0, 4))
-async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest):
+async def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest
+        ) -> FindCoordinatorResponse:
     key_type = req.key_type if ctx.api_version >= 1 else GROUP
     if ctx.api_version >= 4:
         coordinators = []

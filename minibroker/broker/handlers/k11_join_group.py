@@ -12,7 +12,8 @@ from __future__ import annotations
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Member = JoinGroupResponse.JoinGroupResponseMember
 
@@ -25,7 +26,7 @@ def client_host(ctx: RequestContext) -> str:
 @handles(ApiKey.JoinGroup, JoinGroupRequest, versions=(0, 9))
 async def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
     v = ctx.api_version
-    waiter = ctx.broker.groups.classic.join_group(
+    waiter = ctx.groups.classic.join_group(
         req.group_id, req.member_id, req.group_instance_id if v >= 5 else None,
         require_known_member_id=v >= 4, client_id=ctx.header.client_id or "",
         client_host=client_host(ctx),

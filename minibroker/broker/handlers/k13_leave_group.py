@@ -10,7 +10,8 @@ from __future__ import annotations
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import LeaveGroupRequest, LeaveGroupResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Member = LeaveGroupResponse.MemberResponse
 
@@ -23,7 +24,7 @@ async def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> Lea
                    for m in req.members]
     else:
         members = [(req.member_id, None, None)]
-    code, codes = ctx.broker.groups.classic.leave_group(req.group_id, members)
+    code, codes = ctx.groups.classic.leave_group(req.group_id, members)
     if v < 3:
         if code == 0 and codes:
             code = codes[0]

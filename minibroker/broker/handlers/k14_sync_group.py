@@ -11,13 +11,14 @@ from __future__ import annotations
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import SyncGroupRequest, SyncGroupResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 
 @handles(ApiKey.SyncGroup, SyncGroupRequest, versions=(0, 5))
 async def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
     v = ctx.api_version
-    waiter = ctx.broker.groups.classic.sync_group(
+    waiter = ctx.groups.classic.sync_group(
         req.group_id, req.generation_id, req.member_id,
         req.group_instance_id if v >= 3 else None,
         req.protocol_type if v >= 5 else None, req.protocol_name if v >= 5 else None,

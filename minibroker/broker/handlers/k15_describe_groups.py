@@ -13,18 +13,20 @@ from kafka.protocol.admin import DescribeGroupsRequest, DescribeGroupsResponse
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker import acl_operations
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Group = DescribeGroupsResponse.DescribedGroup
 _Member = _Group.DescribedGroupMember
 
 
 @handles(ApiKey.DescribeGroups, DescribeGroupsRequest, versions=(0, 6))
-async def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest):
+async def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest
+        ) -> DescribeGroupsResponse:
     groups = []
     asked = ctx.api_version >= 3 and bool(req.include_authorized_operations)
     for gid in req.groups:
-        code, state, ptype, pdata, members = ctx.broker.groups.classic.describe_group(gid)
+        code, state, ptype, pdata, members = ctx.groups.classic.describe_group(gid)
         message = None
         if ctx.api_version >= 6 and code == 0 and state == "Dead":
             code, message = GroupIdNotFoundError.errno, f"Group {gid} not found."

@@ -11,18 +11,19 @@ from __future__ import annotations
 from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
 from kafka.protocol.api_key import ApiKey
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Group = ListGroupsResponse.ListedGroup
 
 
 @handles(ApiKey.ListGroups, ListGroupsRequest, versions=(0, 5))
-async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest):
+async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
     v = ctx.api_version
-    code, groups = ctx.broker.groups.classic.list_groups(
+    code, groups = ctx.groups.classic.list_groups(
         req.states_filter if v >= 4 else None, req.types_filter if v >= 5 else None)
     listed = [(gid, ptype, state, "classic") for gid, ptype, state in groups]
-    listed += ctx.broker.groups.consumer.list_groups(
+    listed += ctx.groups.consumer.list_groups(
         req.states_filter if v >= 4 else None, req.types_filter if v >= 5 else None)
     return ListGroupsResponse(
         throttle_time_ms=0, error_code=code,

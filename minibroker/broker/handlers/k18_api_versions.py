@@ -11,19 +11,20 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from minibroker.broker.dispatch import (
-    HANDLERS, RawResponse, RequestContext, api_versions_response, handles)
+    RawResponse, RequestContext, api_versions_response, handles)
 from minibroker.protocol.framing import frame_parts, response_header
 
-# (version, number of registered APIs, control plane) → encoded body
-_cache: dict[tuple[int, int, bool], bytes] = {}
+# (version, the broker's table and its size, control plane) → encoded body
+_cache: dict[tuple[int, int, int, bool], bytes] = {}
 
 
 @handles(ApiKey.ApiVersions, ApiVersionsRequest, versions=(0, 4))
-async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest):
-    key = (ctx.api_version, len(HANDLERS), ctx.control_plane)
+async def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> RawResponse:
+    handlers = ctx.services.handlers    # HANDLERS, or an emulated release's (broker/releases.py)
+    key = (ctx.api_version, id(handlers), len(handlers), ctx.control_plane)
     body = _cache.get(key)
     if body is None:
-        body = _cache[key] = bytes(api_versions_response(0, ctx.control_plane).encode(
+        body = _cache[key] = bytes(api_versions_response(0, ctx.control_plane, handlers).encode(
             version=ctx.api_version))
     # ApiVersions responses always use header v0 (KIP-511).
     return RawResponse(frame_parts([response_header(ctx.header.correlation_id, False), body]))

@@ -24,7 +24,8 @@ from kafka.errors import (InvalidPartitionsError, InvalidReplicationFactorError,
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import CreateTopicsRequest, CreateTopicsResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.broker.metadata_wait import topic_has_leaders, wait_for_metadata
 from minibroker.log import config as log_config
 
@@ -55,13 +56,14 @@ def _configs(set_configs: dict[str, str], defaults: dict[str, str]) -> list:
 
 
 @handles(ApiKey.CreateTopics, CreateTopicsRequest, versions=(0, 7))
-async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest):
+async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest
+        ) -> CreateTopicsResponse:
     counts: dict[str, int] = {}
     for t in req.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
     results: list[_Result | None] = []
     specs, pending = [], []         # pending: (index in results, name, configs)
-    quota, client_id = ctx.broker.controller_mutation_quota, ctx.header.client_id or ""
+    quota, client_id = ctx.quota, ctx.header.client_id or ""
     strict, refused_ms = ctx.api_version >= 6, 0
     limited = quota.limited(client_id) and not req.validate_only
     answered: set[str] = set()
@@ -90,7 +92,7 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest):
         results.append(None)
     if specs and limited:
         # Kafka validates first: only topics that would be created count, in request order.
-        checked = await ctx.broker.controller.create_topics(specs, validate_only=True)
+        checked = await ctx.controller.create_topics(specs, validate_only=True)
         kept = []
         for spec, (i, name, configs), res in zip(specs, pending, checked):
             throttle = 0 if res.error_code else quota.try_record(
@@ -104,7 +106,7 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest):
                 kept.append((spec, (i, name, configs)))
         specs, pending = [s for s, _ in kept], [p for _, p in kept]
     if specs:
-        items = await ctx.broker.controller.create_topics(specs, validate_only=req.validate_only)
+        items = await ctx.controller.create_topics(specs, validate_only=req.validate_only)
         for (i, name, configs), res in zip(pending, items):
             if res.error_code:
                 results[i] = _error(name, res.error_code, res.message)
@@ -113,7 +115,7 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest):
                                      error_message=None, topic_config_error_code=0,
                                      num_partitions=res.partitions,
                                      replication_factor=res.replication_factor,
-                                     configs=_configs(configs, ctx.broker.log_defaults.to_configs()))
+                                     configs=_configs(configs, ctx.services.log_defaults.to_configs()))
         created = [(i, results[i].name, results[i].num_partitions) for i, _, _ in pending
                    if results[i].error_code == 0]
         if created and not req.validate_only and req.timeout_ms > 0:

@@ -19,7 +19,8 @@ from kafka.errors import (InvalidRequestError, RequestTimedOutError,
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import DeleteTopicsRequest, DeleteTopicsResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.broker.metadata_wait import wait_for_metadata
 
 _Result = DeleteTopicsResponse.DeletableTopicResult
@@ -32,8 +33,9 @@ def _result(name, topic_id, code=0, message=None) -> _Result:
 
 
 @handles(ApiKey.DeleteTopics, DeleteTopicsRequest, versions=(0, 6))
-async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest):
-    cache = ctx.broker.metadata
+async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest
+        ) -> DeleteTopicsResponse:
+    cache = ctx.metadata
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id if t.topic_id not in (None, _ZERO_UUID) else None)
                   for t in req.topics]
@@ -48,7 +50,7 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest):
     results: list[_Result | None] = []
     answered: set = set()
     to_delete: list[tuple[int, str, uuid.UUID | None]] = []    # (result index, name, id)
-    quota, client_id = ctx.broker.controller_mutation_quota, ctx.header.client_id or ""
+    quota, client_id = ctx.quota, ctx.header.client_id or ""
     strict, refused_ms, limited = ctx.api_version >= 5, 0, quota.limited(client_id)
     recorded: dict[str, int] = {}
     for (name, topic_id), key in zip(wanted, keys):
@@ -85,7 +87,7 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest):
         to_delete.append((len(results), name, topic_id))
         results.append(None)
     if to_delete:
-        items = await ctx.broker.controller.delete_topics([name for _, name, _ in to_delete])
+        items = await ctx.controller.delete_topics([name for _, name, _ in to_delete])
         deleted = []
         for (i, name, topic_id), res in zip(to_delete, items):
             topic_id = topic_id or res.topic_id

@@ -13,15 +13,17 @@ from __future__ import annotations
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Topic = DeleteRecordsResponse.DeleteRecordsTopicResult
 _Part = _Topic.DeleteRecordsPartitionResult
 
 
 @handles(ApiKey.DeleteRecords, DeleteRecordsRequest, versions=(0, 2))
-async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest):
-    rm = ctx.broker.replica_manager
+async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest
+        ) -> DeleteRecordsResponse:
+    rm = ctx.replica_manager
     topics = []
     for t in req.topics:
         parts = []

@@ -15,19 +15,21 @@ from kafka.errors import InvalidProducerEpochError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import InitProducerIdRequest, InitProducerIdResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 
 @handles(ApiKey.InitProducerId, InitProducerIdRequest, versions=(0, 5))
-async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest):
+async def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest
+        ) -> InitProducerIdResponse:
     if req.transactional_id is not None:
         v3 = ctx.api_version >= 3
-        code, pid, epoch = await ctx.broker.txn.init_producer_id(
+        code, pid, epoch = await ctx.txn.init_producer_id(
             req.transactional_id, req.transaction_timeout_ms,
             req.producer_id if v3 else -1, req.producer_epoch if v3 else -1,
             fenced_code=0 if ctx.api_version >= 4 else InvalidProducerEpochError.errno)
         return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=pid,
                                       producer_epoch=epoch)
-    producer_id = await ctx.broker.next_producer_id()
+    producer_id = await ctx.node.next_producer_id()
     return InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=producer_id,
                                   producer_epoch=0)

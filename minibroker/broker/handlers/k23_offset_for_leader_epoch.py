@@ -13,7 +13,8 @@ from __future__ import annotations
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.broker.replica_manager import DEBUGGING_REPLICA_ID
 
 _Topic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
@@ -21,8 +22,9 @@ _Part = _Topic.EpochEndOffset
 
 
 @handles(ApiKey.OffsetForLeaderEpoch, OffsetForLeaderEpochRequest, versions=(2, 4))
-async def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpochRequest):
-    rm = ctx.broker.replica_manager
+async def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpochRequest
+        ) -> OffsetForLeaderEpochResponse:
+    rm = ctx.replica_manager
     any_replica = ctx.api_version >= 3 and req.replica_id == DEBUGGING_REPLICA_ID
     topics = []
     for t in req.topics:

@@ -11,7 +11,8 @@ from kafka.errors import InvalidProducerEpochError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
 _TopicResult = _Result.AddPartitionsToTxnTopicResult
@@ -27,8 +28,9 @@ def _topics(codes: dict) -> list:
 
 
 @handles(ApiKey.AddPartitionsToTxn, AddPartitionsToTxnRequest, versions=(0, 5))
-async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsToTxnRequest):
-    txn = ctx.broker.txn
+async def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsToTxnRequest
+        ) -> AddPartitionsToTxnResponse:
+    txn = ctx.txn
     fenced = 0 if ctx.api_version >= 2 else InvalidProducerEpochError.errno
     if ctx.api_version <= 3:
         tps = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]

@@ -9,12 +9,13 @@ from kafka.errors import InvalidProducerEpochError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import EndTxnRequest, EndTxnResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 
 @handles(ApiKey.EndTxn, EndTxnRequest, versions=(0, 4))
-async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest):
+async def handle_end_txn(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     fenced = 0 if ctx.api_version >= 2 else InvalidProducerEpochError.errno
-    code = await ctx.broker.txn.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
+    code = await ctx.txn.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
                                         req.committed, fenced)
     return EndTxnResponse(throttle_time_ms=0, error_code=code)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 
-from kafka.errors import KafkaError, NotLeaderForPartitionError, RequestTimedOutError
+from kafka.errors import NotLeaderForPartitionError, RequestTimedOutError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
-from minibroker.log.batch import build_control_batch
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 MARKER_TIMEOUT_S = 25.0         # below the coordinator's 30 s request timeout
 _Result = WriteTxnMarkersResponse.WritableTxnMarkerResult
@@ -35,26 +35,19 @@ async def _code(fut) -> int:
 
 
 @handles(ApiKey.WriteTxnMarkers, WriteTxnMarkersRequest, versions=(1, 2))
-async def handle_write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequest):
-    rm = ctx.broker.replica_manager
+async def handle_write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequest
+        ) -> WriteTxnMarkersResponse:
+    rm = ctx.replica_manager
     now = ctx.clock.now_ms()
     pending = []            # (marker index, topic, partition, future or error code)
     for i, m in enumerate(req.markers):
-        batch = build_control_batch(m.transaction_result, m.producer_id, m.producer_epoch,
-                                    coordinator_epoch=m.coordinator_epoch, timestamp=now)
         for t in m.topics:
             for partition in t.partition_indexes:
-                p, err = rm.leader_partition(t.name, partition)
-                if err:
-                    pending.append((i, t.name, partition, err))
-                    continue
-                try:
-                    fut = rm.append_coordinator_batch(t.name, partition, p.leader_epoch, batch, now)
-                except KafkaError as e:
-                    pending.append((i, t.name, partition, e.errno))
-                    continue
-                ctx.broker.groups.on_txn_marker(t.name, partition, m.producer_id,
-                                                m.transaction_result)
+                fut = rm.write_txn_marker(t.name, partition, m.transaction_result, m.producer_id,
+                                          m.producer_epoch, m.coordinator_epoch, now)
+                if not isinstance(fut, int):
+                    ctx.groups.on_txn_marker(t.name, partition, m.producer_id,
+                                             m.transaction_result)
                 pending.append((i, t.name, partition, fut))
     codes = await asyncio.gather(*(_code(f) for *_, f in pending))
     results = [_Result(producer_id=m.producer_id, topics=[]) for m in req.markers]

@@ -11,7 +11,8 @@ from kafka.errors import InvalidProducerEpochError, ProducerFencedError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.coordinator.txn_offsets import commit_txn_offsets
 
 _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
@@ -19,13 +20,14 @@ _Part = _Topic.TxnOffsetCommitResponsePartition
 
 
 @handles(ApiKey.TxnOffsetCommit, TxnOffsetCommitRequest, versions=(0, 4))
-async def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequest):
+async def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequest
+        ) -> TxnOffsetCommitResponse:
     v = ctx.api_version
     offsets = [(t.name, p.partition_index, p.committed_offset,
                 p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata)
                for t in req.topics for p in t.partitions]
     results = await commit_txn_offsets(
-        ctx.broker.groups, req.group_id, req.producer_id, req.producer_epoch,
+        ctx.groups, req.group_id, req.producer_id, req.producer_epoch,
         req.generation_id if v >= 3 else -1, (req.member_id or "") if v >= 3 else "",
         req.group_instance_id if v >= 3 else None, offsets)
     fenced = ProducerFencedError.errno

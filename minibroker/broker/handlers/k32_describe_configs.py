@@ -21,10 +21,12 @@ from kafka.errors import InvalidRequestError, InvalidTopicError, UnknownTopicOrP
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext, Services
+from minibroker.broker.dispatch import handles
 from minibroker.broker.throttle import RATE_CONFIGS
-from minibroker.broker.topic_names import invalid_reason
+from minibroker.protocol.topic_names import invalid_reason
 from minibroker.config import ClusterConfig
+from minibroker.controller import dynamic_broker_configs as dyn
 from minibroker.log import config as log_config
 
 _Result = DescribeConfigsResponse.DescribeConfigsResult
@@ -92,55 +94,59 @@ def topic_configs(set_configs: dict[str, str], keys, include_synonyms: bool,
     return out
 
 
-def broker_values(broker) -> dict[str, str | None]:
+def broker_values(services: Services) -> dict[str, str | None]:
     """What a broker describes read-only: its ClusterConfig, the topic defaults under their broker
     names, and its identity (broker.id, node.id, broker.rack, listeners)."""
     values: dict[str, str | None] = {}
-    topic_defaults = broker.log_defaults.to_configs()
+    node = services.node
+    topic_defaults = services.log_defaults.to_configs()
     for name, definition in log_config.TOPIC_CONFIGS.items():
         if definition.synonyms:
             values[definition.synonyms[0]] = topic_defaults[name]
-    values.update(broker.config.describe())
-    listener = f"PLAINTEXT://{broker.host}:{broker.port}"
-    values.update({"broker.id": str(broker.node_id), "node.id": str(broker.node_id),
-                   "broker.rack": broker.rack, "process.roles": "broker",
+    values.update(services.config.describe())
+    listener = f"PLAINTEXT://{node.host}:{node.port}"
+    values.update({"broker.id": str(node.node_id), "node.id": str(node.node_id),
+                   "broker.rack": node.rack, "process.roles": "broker",
                    "listeners": listener, "advertised.listeners": listener,
                    "replica.selector.class":
                        "org.apache.kafka.common.replica.RackAwareReplicaSelector"})
     return values
 
 
-def broker_configs(broker, keys, include_synonyms: bool, include_docs: bool = False,
+def broker_configs(services: Services, keys, include_synonyms: bool, include_docs: bool = False,
                    resource_name: str = "") -> list[_Entry]:
-    """The static configs (read-only), and the dynamic throttle rates: set for this broker
-    (DYNAMIC_BROKER_CONFIG), for the cluster (DYNAMIC_DEFAULT_BROKER_CONFIG), else Kafka's
-    default (Long.MAX_VALUE); synonyms list every level that has a value, most specific first."""
-    values, defaults = broker_values(broker), ClusterConfig().describe()
-    dynamic = broker.dynamic_configs or {}
-    entries = []
+    """The static configs, and the dynamic ones (KIP-226) where set: for this broker
+    (DYNAMIC_BROKER_CONFIG), for the cluster (DYNAMIC_DEFAULT_BROKER_CONFIG), over the static
+    value or Kafka's default; synonyms list every level that has a value, most specific first.
+    Configs Kafka cannot change at runtime are read-only."""
+    values, defaults = broker_values(services), ClusterConfig().describe()
+    dynamic = services.node.dynamic_configs or {}
+    levels_of: dict[str, list] = {}
     for name in sorted(values):
         value = values[name]
         source = (STATIC_BROKER_CONFIG if name in BROKER_DOCS and value is not None
-                  or name in broker.config.extra
+                  or name in services.config.extra
                   or name in defaults and defaults[name] != value else DEFAULT_CONFIG)
-        entries.append((name, True, [(value, source)]))
+        levels_of[name] = [(value, source)]
     for name in RATE_CONFIGS:
-        levels = []
-        if resource_name and name in dynamic.get(resource_name, {}):
-            levels.append((dynamic[resource_name][name], DYNAMIC_BROKER_CONFIG))
+        levels_of[name] = [(str(2**63 - 1), DEFAULT_CONFIG)]
+    mine = dynamic.get(resource_name, {}) if resource_name else {}
+    for name in sorted(set(mine) | set(dynamic.get("", {}))):
+        levels = [(mine[name], DYNAMIC_BROKER_CONFIG)] if name in mine else []
         if name in dynamic.get("", {}):
             levels.append((dynamic[""][name], DYNAMIC_DEFAULT_BROKER_CONFIG))
-        entries.append((name, False, levels + [(str(2**63 - 1), DEFAULT_CONFIG)]))
+        levels_of[name] = levels + levels_of.get(name, [])
     out = []
-    for name, read_only, levels in sorted(entries, key=lambda e: e[0]):
+    for name, levels in sorted(levels_of.items()):
         if keys is not None and name not in keys:
             continue
         value, source = levels[0]
+        read_only = not dyn.is_dynamic(name)
         synonyms = ([_Synonym(name=name, value=v, source=s) for v, s in levels]
                     if include_synonyms else [])
         doc = BROKER_DOCS.get(name, "") if include_docs else None
-        out.append(_entry(name, value, source, read_only, LONG if not read_only else UNKNOWN,
-                          synonyms, doc))
+        out.append(_entry(name, value, source, read_only,
+                          LONG if name in RATE_CONFIGS else UNKNOWN, synonyms, doc))
     return out
 
 
@@ -150,8 +156,8 @@ def _error(r, code: int, message: str | None) -> _Result:
 
 
 @handles(ApiKey.DescribeConfigs, DescribeConfigsRequest, versions=(0, 4))
-async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsRequest):
-    broker = ctx.broker
+async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsRequest
+        ) -> DescribeConfigsResponse:
     synonyms = ctx.api_version >= 1 and req.include_synonyms
     results = []
     for r in req.resources:
@@ -159,7 +165,7 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
         docs = ctx.api_version >= 3 and bool(req.include_documentation)
         if r.resource_type == TOPIC:
             reason = invalid_reason(r.resource_name)
-            topic = broker.metadata.topics.get(r.resource_name)
+            topic = ctx.metadata.topics.get(r.resource_name)
             if reason:
                 results.append(_error(r, InvalidTopicError.errno, reason))
             elif topic is None:
@@ -169,16 +175,16 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
                 results.append(_Result(error_code=0, error_message=None,
                                        resource_type=TOPIC, resource_name=r.resource_name,
                                        configs=topic_configs(topic.configs, keys, synonyms,
-                                                              broker_values(broker), docs)))
+                                                              broker_values(ctx.services), docs)))
         elif r.resource_type == BROKER:
-            if r.resource_name not in ("", str(broker.node_id)):
+            if r.resource_name not in ("", str(ctx.node_id)):
                 results.append(_error(r, InvalidRequestError.errno,
-                                      f"Unexpected broker id, expected {broker.node_id} or empty "
+                                      f"Unexpected broker id, expected {ctx.node_id} or empty "
                                       f"string, but received {r.resource_name}"))
             else:
                 results.append(_Result(error_code=0, error_message=None,
                                        resource_type=BROKER, resource_name=r.resource_name,
-                                       configs=broker_configs(broker, keys, synonyms, docs,
+                                       configs=broker_configs(ctx.services, keys, synonyms, docs,
                                                               r.resource_name)))
         else:
             results.append(_error(r, InvalidRequestError.errno,

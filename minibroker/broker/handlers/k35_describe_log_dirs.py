@@ -1,9 +1,9 @@
 """DescribeLogDirs (key 35), v0-4.
 
 One log dir, "/minibroker/data" (logs live in memory), holding every partition this broker hosts,
-each with its size in bytes (PartitionLog.size_bytes); offset_lag 0 and is_future_key false (no
-future replicas, as when no AlterReplicaLogDirs is in progress). topics null: all partitions; else
-only the listed ones hosted here.
+each with the bytes its log holds (ReplicaManager.log_sizes); offset_lag 0 and is_future_key
+false (no future replicas, as when no AlterReplicaLogDirs is in progress). topics null: all
+partitions; else only the listed ones hosted here.
 v1: throttle_time_ms.  v2: flexible.  v3: top-level error_code.  v4: total/usable bytes (-1,
 unknown: memory is not a volume).
 """
@@ -12,7 +12,8 @@ from __future__ import annotations
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Result = DescribeLogDirsResponse.DescribeLogDirsResult
 _Topic = _Result.DescribeLogDirsTopic
@@ -21,18 +22,14 @@ LOG_DIR = "/minibroker/data"
 
 
 @handles(ApiKey.DescribeLogDirs, DescribeLogDirsRequest, versions=(0, 4))
-async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequest):
-    hosted = ctx.broker.replica_manager.partitions
-    if req.topics is None:
-        keys = sorted(hosted)
-    else:
-        keys = sorted({(t.topic, p) for t in req.topics for p in t.partitions} & set(hosted))
+async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequest
+        ) -> DescribeLogDirsResponse:
+    wanted = None if req.topics is None else \
+        {(t.topic, p) for t in req.topics for p in t.partitions}
     by_topic: dict[str, list] = {}
-    for topic, partition in keys:
-        log = hosted[(topic, partition)].log
+    for topic, partition, size in ctx.replica_manager.log_sizes(wanted):
         by_topic.setdefault(topic, []).append(_Part(
-            partition_index=partition, partition_size=log.size_bytes, offset_lag=0,
-            is_future_key=False))
+            partition_index=partition, partition_size=size, offset_lag=0, is_future_key=False))
     result = _Result(error_code=0, log_dir=LOG_DIR, total_bytes=-1, usable_bytes=-1,
                      topics=[_Topic(name=n, partitions=ps) for n, ps in by_topic.items()])
     return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[result])

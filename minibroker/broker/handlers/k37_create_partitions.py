@@ -28,7 +28,8 @@ from kafka.errors import (InvalidRequestError, RequestTimedOutError,
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import CreatePartitionsRequest, CreatePartitionsResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.protocol.framing import ProtocolViolation
 from minibroker.protocol.nulls import first_null
 
@@ -40,15 +41,15 @@ _QUOTA_MESSAGE = "The throttling quota has been exceeded."
 
 def _mutations(ctx: RequestContext, name: str, count: int) -> int:
     """Partitions added or marked for deletion (KIP-599 counts both), by this broker's metadata."""
-    t = ctx.broker.metadata.topics.get(name)
+    t = ctx.metadata.topics.get(name)
     return abs(count - t.undeleted_partition_count) if t is not None else count
 
 
 @handles(ApiKey.CreatePartitions, CreatePartitionsRequest, versions=(0, 3))
-async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsRequest):
-    broker = ctx.broker
-    faults = broker.faults
-    quota = broker.controller_mutation_quota
+async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsRequest
+        ) -> CreatePartitionsResponse:
+    faults = ctx.faults
+    quota = ctx.quota
     client_id = ctx.header.client_id or ""
     strict = ctx.api_version >= 3
     counts: dict[str, int] = {}
@@ -63,8 +64,8 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
     results: dict[str, _Result] = {}
     order: list[str] = []
     throttle_ms = 0
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + req.timeout_ms / 1000 if req.timeout_ms > 0 else None
+    clock = ctx.clock
+    deadline = clock.monotonic() + req.timeout_ms / 1000 if req.timeout_ms > 0 else None
 
     async def one(t) -> _Result:
         nonlocal throttle_ms
@@ -78,25 +79,25 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
         mutations = _mutations(ctx, t.name, t.count)
         if not req.validate_only and mutations and quota.limited(client_id):
             # Kafka validates first: a bad request is answered as such, not throttled.
-            res = await broker.controller.create_partitions(t.name, t.count, assignments, True)
+            res = await ctx.controller.create_partitions(t.name, t.count, assignments, True)
             if res.error_code:
                 return _Result(name=t.name, error_code=res.error_code, error_message=res.message)
             refused_ms = quota.try_record(client_id, mutations, ctx.clock.now_ms(), strict)
             if refused_ms:
                 throttle_ms = max(throttle_ms, refused_ms)
                 return _Result(name=t.name, error_code=_THROTTLED, error_message=_QUOTA_MESSAGE)
-        res = await broker.controller.create_partitions(t.name, t.count, assignments,
-                                                        req.validate_only)
+        res = await ctx.controller.create_partitions(t.name, t.count, assignments,
+                                                     req.validate_only)
         return _Result(name=t.name, error_code=res.error_code, error_message=res.message)
 
     async def all_topics() -> None:
         stall = faults.pop_stall_ms(_KEY)
         if stall:
-            await asyncio.sleep(stall / 1000)
+            await clock.sleep(stall / 1000)
         for t in req.topics:
             if t.name in results:
                 continue
-            if deadline is not None and loop.time() >= deadline:
+            if deadline is not None and clock.monotonic() >= deadline:
                 return
             if counts[t.name] > 1:
                 results[t.name] = _Result(name=t.name, error_code=InvalidRequestError.errno,
@@ -112,7 +113,7 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
     if deadline is None:
         await work
     else:
-        done, _ = await asyncio.wait([work], timeout=max(0.0, deadline - loop.time()))
+        done, _ = await asyncio.wait([work], timeout=max(0.0, deadline - clock.monotonic()))
         if not done:
             work.cancel()        # the topic under way (shielded) completes on its own
     if work.done() and not work.cancelled() and work.exception() is not None:

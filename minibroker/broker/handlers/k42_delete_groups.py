@@ -14,13 +14,15 @@ from __future__ import annotations
 from kafka.protocol.admin import DeleteGroupsRequest, DeleteGroupsResponse
 from kafka.protocol.api_key import ApiKey
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Result = DeleteGroupsResponse.DeletableGroupResult
 
 
 @handles(ApiKey.DeleteGroups, DeleteGroupsRequest, versions=(0, 2))
-async def handle_delete_groups(ctx: RequestContext, req: DeleteGroupsRequest):
-    results = await ctx.broker.groups.classic.delete_groups(list(req.groups_names))
+async def handle_delete_groups(ctx: RequestContext, req: DeleteGroupsRequest
+        ) -> DeleteGroupsResponse:
+    results = await ctx.groups.classic.delete_groups(list(req.groups_names))
     return DeleteGroupsResponse(throttle_time_ms=0, results=[
         _Result(group_id=gid, error_code=code) for gid, code in results])

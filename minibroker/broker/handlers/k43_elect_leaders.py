@@ -12,7 +12,8 @@ from kafka.errors import InvalidRequestError
 from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 from kafka.protocol.api_key import ApiKey
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Result = ElectLeadersResponse.ReplicaElectionResult
 _Partition = _Result.PartitionResult
@@ -20,7 +21,8 @@ PREFERRED, UNCLEAN = 0, 1
 
 
 @handles(ApiKey.ElectLeaders, ElectLeadersRequest, versions=(0, 2))
-async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest):
+async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest
+        ) -> ElectLeadersResponse:
     election_type = req.election_type if ctx.api_version >= 1 else PREFERRED
     wanted = None
     if req.topic_partitions is not None:
@@ -28,7 +30,7 @@ async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest):
     if election_type not in (PREFERRED, UNCLEAN):
         return ElectLeadersResponse(throttle_time_ms=0, error_code=InvalidRequestError.errno,
                                     replica_election_results=[])
-    answers = await ctx.broker.controller.elect_leaders(election_type, wanted)
+    answers = await ctx.controller.elect_leaders(election_type, wanted)
     by_topic: dict[str, list] = {}
     for topic, partition, code, message in answers:
         by_topic.setdefault(topic, []).append(_Partition(

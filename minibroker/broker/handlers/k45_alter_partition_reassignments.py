@@ -15,7 +15,8 @@ from kafka.protocol.admin import (AlterPartitionReassignmentsRequest,
                                   AlterPartitionReassignmentsResponse)
 from kafka.protocol.api_key import ApiKey
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Topic = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 _Part = _Topic.ReassignablePartitionResponse
@@ -23,11 +24,12 @@ _Part = _Topic.ReassignablePartitionResponse
 
 @handles(ApiKey.AlterPartitionReassignments, AlterPartitionReassignmentsRequest, versions=(0, 1))
 async def handle_alter_partition_reassignments(ctx: RequestContext,
-                                               req: AlterPartitionReassignmentsRequest):
+                                               req: AlterPartitionReassignmentsRequest
+        ) -> AlterPartitionReassignmentsResponse:
     allow = req.allow_replication_factor_change if ctx.api_version >= 1 else True
     items = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
              for t in req.topics for p in t.partitions]
-    results = await ctx.broker.controller.alter_partition_reassignments(items, allow)
+    results = await ctx.controller.alter_partition_reassignments(items, allow)
     by_topic: dict[str, list] = {}
     for topic, pid, code, msg in results:
         by_topic.setdefault(topic, []).append(

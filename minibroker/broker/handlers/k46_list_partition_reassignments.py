@@ -10,7 +10,8 @@ from kafka.protocol.admin import (ListPartitionReassignmentsRequest,
                                   ListPartitionReassignmentsResponse)
 from kafka.protocol.api_key import ApiKey
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Topic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
 _Part = _Topic.OngoingPartitionReassignment
@@ -18,10 +19,11 @@ _Part = _Topic.OngoingPartitionReassignment
 
 @handles(ApiKey.ListPartitionReassignments, ListPartitionReassignmentsRequest, versions=(0, 0))
 async def handle_list_partition_reassignments(ctx: RequestContext,
-                                              req: ListPartitionReassignmentsRequest):
+                                              req: ListPartitionReassignmentsRequest
+        ) -> ListPartitionReassignmentsResponse:
     wanted = None if req.topics is None else {
         t.name: list(t.partition_indexes) for t in req.topics}
-    moving = await ctx.broker.controller.list_partition_reassignments(wanted)
+    moving = await ctx.controller.list_partition_reassignments(wanted)
     by_topic: dict[str, list] = {}
     for topic, pid, reg in moving:
         by_topic.setdefault(topic, []).append(_Part(

@@ -10,16 +10,18 @@ from __future__ import annotations
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
 _Part = _Topic.OffsetDeleteResponsePartition
 
 
 @handles(ApiKey.OffsetDelete, OffsetDeleteRequest, versions=(0, 0))
-async def handle_offset_delete(ctx: RequestContext, req: OffsetDeleteRequest):
+async def handle_offset_delete(ctx: RequestContext, req: OffsetDeleteRequest
+        ) -> OffsetDeleteResponse:
     wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    code, results = await ctx.broker.groups.offsets.delete_offsets(req.group_id, wanted)
+    code, results = await ctx.groups.offsets.delete_offsets(req.group_id, wanted)
     topics = [] if code else [
         _Topic(name=t.name, partitions=[
             _Part(partition_index=p.partition_index, error_code=results[(t.name, p.partition_index)])

@@ -14,15 +14,17 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
 
 from minibroker.broker import acl_operations
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Broker = DescribeClusterResponse.DescribeClusterBroker
 BROKERS, CONTROLLERS = 1, 2
 
 
 @handles(ApiKey.DescribeCluster, DescribeClusterRequest, versions=(0, 2))
-async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterRequest):
-    cache = ctx.broker.metadata
+async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterRequest
+        ) -> DescribeClusterResponse:
+    cache = ctx.metadata
     endpoint_type = req.endpoint_type if ctx.api_version >= 1 else BROKERS
     if endpoint_type != BROKERS:
         code, message = ((MismatchedEndpointTypeError.errno,

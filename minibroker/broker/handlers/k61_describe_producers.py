@@ -6,7 +6,8 @@ from __future__ import annotations
 from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
 from kafka.protocol.api_key import ApiKey
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Topic = DescribeProducersResponse.TopicResponse
 _Part = _Topic.PartitionResponse
@@ -14,13 +15,14 @@ _State = _Part.ProducerState
 
 
 @handles(ApiKey.DescribeProducers, DescribeProducersRequest, versions=(0, 0))
-async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersRequest):
-    rm = ctx.broker.replica_manager
+async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersRequest
+        ) -> DescribeProducersResponse:
+    rm = ctx.replica_manager
     topics = []
     for t in req.topics:
         parts = []
         for index in t.partition_indexes:
-            p, err = rm.leader_partition(t.name, index)
+            err, producers = rm.describe_producers(t.name, index)
             if err:
                 parts.append(_Part(partition_index=index, error_code=err, error_message=None,
                                    active_producers=[]))
@@ -28,7 +30,7 @@ async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersR
             states = [_State(producer_id=e.producer_id, producer_epoch=e.producer_epoch,
                              last_sequence=e.last_seq, last_timestamp=e.last_timestamp,
                              coordinator_epoch=-1, current_txn_start_offset=e.current_txn_first_offset)
-                      for e in p.log.producers.entries()]
+                      for e in producers]
             parts.append(_Part(partition_index=index, error_code=0, error_message=None,
                                active_producers=states))
         topics.append(_Topic(name=t.name, partitions=parts))

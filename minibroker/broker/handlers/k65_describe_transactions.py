@@ -5,17 +5,19 @@ from __future__ import annotations
 from kafka.protocol.admin import DescribeTransactionsRequest, DescribeTransactionsResponse
 from kafka.protocol.api_key import ApiKey
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _State = DescribeTransactionsResponse.TransactionState
 _Topic = _State.TopicData
 
 
 @handles(ApiKey.DescribeTransactions, DescribeTransactionsRequest, versions=(0, 0))
-async def handle_describe_transactions(ctx: RequestContext, req: DescribeTransactionsRequest):
+async def handle_describe_transactions(ctx: RequestContext, req: DescribeTransactionsRequest
+        ) -> DescribeTransactionsResponse:
     out = []
     for tid in req.transactional_ids:
-        code, txn = ctx.broker.txn.describe(tid)
+        code, txn = ctx.txn.describe(tid)
         if txn is None:
             out.append(_State(error_code=code, transactional_id=tid, transaction_state="",
                               transaction_timeout_ms=0, transaction_start_time_ms=-1,

@@ -6,20 +6,22 @@ from __future__ import annotations
 from kafka.protocol.admin import ListTransactionsRequest, ListTransactionsResponse
 from kafka.protocol.api_key import ApiKey
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.coordinator.txn.records import STATE_NAMES
 
 _State = ListTransactionsResponse.TransactionState
 
 
 @handles(ApiKey.ListTransactions, ListTransactionsRequest, versions=(0, 1))
-async def handle_list_transactions(ctx: RequestContext, req: ListTransactionsRequest):
+async def handle_list_transactions(ctx: RequestContext, req: ListTransactionsRequest
+        ) -> ListTransactionsResponse:
     states = set(req.state_filters or ())
     pids = set(req.producer_id_filters or ())
     duration = req.duration_filter if ctx.api_version >= 1 and req.duration_filter is not None else -1
     now = ctx.clock.now_ms()
     out = []
-    for txn in ctx.broker.txn.list_transactions():
+    for txn in ctx.txn.list_transactions():
         if states and txn.state_name not in states:
             continue
         if pids and txn.producer_id not in pids:

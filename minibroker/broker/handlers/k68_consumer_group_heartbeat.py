@@ -9,9 +9,12 @@ Not implemented: members on the classic protocol inside a consumer group (online
 """
 from __future__ import annotations
 
+from kafka.errors import UnsupportedVersionError
 from kafka.protocol.api_key import ApiKey
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
+from minibroker.broker.error_response import error_response
 from minibroker.broker.handlers.k11_join_group import client_host
 from minibroker.protocol.messages import (ConsumerGroupHeartbeatRequest,
                                           ConsumerGroupHeartbeatResponse)
@@ -20,6 +23,10 @@ from minibroker.protocol.messages import (ConsumerGroupHeartbeatRequest,
 @handles(ApiKey.ConsumerGroupHeartbeat, ConsumerGroupHeartbeatRequest, versions=(0, 1))
 async def handle_consumer_group_heartbeat(ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
                                           ) -> ConsumerGroupHeartbeatResponse:
-    waiter = ctx.broker.groups.consumer.heartbeat(req, ctx.api_version,
-                                                  ctx.header.client_id or "", client_host(ctx))
+    if not ctx.services.consumer_group_protocol:
+        # An emulated 3.x release: its brokers advertised the API but refused it unless
+        # group.coordinator.rebalance.protocols named "consumer" (default "classic", KafkaApis).
+        return error_response(req, ctx.api_version, UnsupportedVersionError.errno)
+    waiter = ctx.groups.consumer.heartbeat(req, ctx.api_version, ctx.header.client_id or "",
+                                           client_host(ctx))
     return await waiter

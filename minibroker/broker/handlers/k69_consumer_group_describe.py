@@ -6,9 +6,12 @@ Not implemented: authorized operations (no ACLs: -2^31).
 """
 from __future__ import annotations
 
+from kafka.errors import UnsupportedVersionError
 from kafka.protocol.api_key import ApiKey
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
+from minibroker.broker.error_response import error_response
 from minibroker.protocol.messages import (ConsumerGroupDescribeRequest,
                                           ConsumerGroupDescribeResponse)
 
@@ -16,5 +19,9 @@ from minibroker.protocol.messages import (ConsumerGroupDescribeRequest,
 @handles(ApiKey.ConsumerGroupDescribe, ConsumerGroupDescribeRequest, versions=(0, 1))
 async def handle_consumer_group_describe(ctx: RequestContext, req: ConsumerGroupDescribeRequest
                                          ) -> ConsumerGroupDescribeResponse:
-    groups = ctx.broker.groups.consumer.describe(list(req.group_ids))
+    if not ctx.services.consumer_group_protocol:
+        # An emulated 3.x release: its brokers advertised the API but refused it unless
+        # group.coordinator.rebalance.protocols named "consumer" (default "classic", KafkaApis).
+        return error_response(req, ctx.api_version, UnsupportedVersionError.errno)
+    groups = ctx.groups.consumer.describe(list(req.group_ids))
     return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=groups)

@@ -18,7 +18,8 @@ from kafka.protocol.admin import DescribeTopicPartitionsRequest, DescribeTopicPa
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker import acl_operations
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 _Topic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
 _Partition = _Topic.DescribeTopicPartitionsResponsePartition
@@ -42,8 +43,9 @@ def _partition(p) -> _Partition:
 
 @handles(ApiKey.DescribeTopicPartitions, DescribeTopicPartitionsRequest, versions=(0, 0))
 async def handle_describe_topic_partitions(ctx: RequestContext,
-                                           req: DescribeTopicPartitionsRequest):
-    cache = ctx.broker.metadata
+                                           req: DescribeTopicPartitionsRequest
+        ) -> DescribeTopicPartitionsResponse:
+    cache = ctx.metadata
     named = sorted({t.name for t in req.topics or []})
     names = named or sorted(cache.topics)
     cursor = req.cursor

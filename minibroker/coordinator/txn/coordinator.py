@@ -37,7 +37,7 @@ from minibroker.log.batch import build_batch
 from minibroker.log.config import VALIDATORS
 
 if TYPE_CHECKING:
-    from minibroker.broker.metadata_cache import MetadataCache
+    from minibroker.metadata.cache import MetadataCache
     from minibroker.clock import Clock
     from minibroker.config import ClusterConfig
     from minibroker.coordinator.partition_writer import PartitionWriter
