@@ -12,6 +12,9 @@ import os
 import sys
 import time
 
+# Python workers that start slowly on a loaded machine still connect (the default is 15 s).
+SLOW_MACHINE = {"spark.python.authenticate.socketTimeout": "180s"}
+
 
 def main() -> None:
     bootstrap, src, dst, ckpt, work, exactly, fail_at = sys.argv[1:8]
@@ -19,7 +22,7 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     from minibroker.spark.session import local_session
-    spark = local_session("local[2,3]", "minibroker-eo-driver")
+    spark = local_session("local[2,3]", "minibroker-eo-driver", conf=SLOW_MACHINE)
     flag = os.path.join(work, "failed-once")
     target = int(fail_at)
 

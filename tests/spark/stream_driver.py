@@ -14,11 +14,14 @@ import os
 import sys
 import time
 
+# Python workers that start slowly on a loaded machine still connect (the default is 15 s).
+SLOW_MACHINE = {"spark.python.authenticate.socketTimeout": "180s"}
+
 
 def main() -> None:
     bootstrap, topic, ckpt, out, ordered = sys.argv[1:6]
     from minibroker.spark.session import local_session
-    spark = local_session("local[2]", "minibroker-stream-driver")
+    spark = local_session("local[2]", "minibroker-stream-driver", conf=SLOW_MACHINE)
 
     def sink(df, batch_id):
         path = os.path.join(out, f"batch-{batch_id:06d}.json")

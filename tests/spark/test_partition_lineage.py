@@ -32,7 +32,7 @@ import pytest
 from minibroker.client import Admin, Producer, TopicPartition
 from minibroker.spark.checker import check_pandas
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = pytest.mark.timeout(1800)
 
 N = 4
 KEYS = [b"k%03d" % i for i in range(96)]
@@ -159,7 +159,7 @@ def scenario(kafka, topic: str, ordered: bool):
         while len(prod.acked) < BURST and time.monotonic() < end:
             time.sleep(0.1)
         driver.start()
-        _wait(lambda: _delivered(driver.out), "a first micro-batch", driver, 240)
+        _wait(lambda: _delivered(driver.out), "a first micro-batch", driver, 600)
         for count in (2 * N, 3 * N):            # expansions while the old partitions have backlog
             _admin(b, lambda a: a.create_partitions({topic: count}))
             _state(b, topic, count, count)
