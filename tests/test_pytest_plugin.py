@@ -92,3 +92,89 @@ def test_loading_the_plugin_raises_no_deprecation_warning():
                         "import minibroker.testing.pytest_plugin, minibroker.cli"],
                        capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stderr) == (0, ""), r.stderr[-2000:]
+
+
+def test_a_failing_test_report_carries_its_trace(pytester):
+    pytester.makepyfile(test_traced="""
+        from kafka import KafkaProducer
+
+        def test_passes(minibroker_cluster):
+            minibroker_cluster.create_topic("ok", 1, 1)
+
+        def test_fails(minibroker_cluster):
+            p = KafkaProducer(bootstrap_servers=minibroker_cluster.bootstrap, client_id="failing")
+            p.send("ok", b"x").get(10)
+            p.close()
+            assert False, "the client's bug"
+    """)
+    result = pytester.runpytest_subprocess("--minibroker-brokers", "1", "--minibroker-trace",
+                                           "-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    assert "minibroker trace" in out
+    section = out[out.index("minibroker trace"):]
+    assert "→ Produce v" in section and "failing" in section
+    assert "(kafka-python/" in section or "ApiVersions" in section
+
+
+def test_strict_mode_fails_the_test_that_broke_a_rule(pytester):
+    pytester.makepyfile(test_strict="""
+        import socket, struct
+
+        def test_well_behaved(minibroker_cluster):
+            minibroker_cluster.create_topic("ok", 1, 1)
+            assert minibroker_cluster.violations == []
+
+        def test_uses_a_version_not_negotiated(minibroker_cluster):
+            from kafka.protocol.metadata import ApiVersionsRequest
+            from minibroker.network.client import encode_request
+            host, port = minibroker_cluster.bootstrap.split(",")[0].rsplit(":", 1)
+            s = socket.create_connection((host, int(port)), timeout=30)
+            s.sendall(b"".join(bytes(p) for p in encode_request(ApiVersionsRequest(), 0, 1,
+                                                                "rude")))
+            size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+            s.recv(size, socket.MSG_WAITALL)
+            s.sendall(struct.pack(">ihhih", 14, 3, 99, 2, 4) + b"rude")     # Metadata v99
+            assert s.recv(1) == b""                                      # closed, as Kafka does
+            s.close()
+    """)
+    result = pytester.runpytest_subprocess("--minibroker-brokers", "1", "--minibroker-strict",
+                                           "-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=1, failed=1)
+    assert "version-not-negotiated by 'rude' (Metadata v99)" in result.stdout.str()
+
+
+def test_a_sasl_ssl_fixture_in_ten_lines(pytester):
+    """docs/security.md's fixture, as a client's suite would write it."""
+    pytester.makeconftest("""
+        import pytest
+        from minibroker.testing import security_config
+
+        @pytest.fixture(scope="session")
+        def minibroker_config(tmp_path_factory):
+            return security_config("SASL_SSL", tls_dir=tmp_path_factory.mktemp("tls"),
+                                   users=["alice:alice-secret"])
+    """)
+    pytester.makepyfile(test_client="""
+        import pytest
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaError
+
+        def settings(cluster, password):
+            return dict(bootstrap_servers=cluster.bootstrap, security_protocol="SASL_SSL",
+                        ssl_cafile=cluster.ca_file, sasl_mechanism="SCRAM-SHA-256",
+                        sasl_plain_username="alice", sasl_plain_password=password)
+
+        def test_authenticated(minibroker_cluster):
+            p = KafkaProducer(**settings(minibroker_cluster, "alice-secret"))
+            p.send("t", b"hello").get(30)
+            p.close()
+
+        def test_wrong_password(minibroker_cluster):
+            with pytest.raises(KafkaError):
+                KafkaProducer(bootstrap_timeout_ms=3000,
+                              **settings(minibroker_cluster, "wrong")).send("t", b"x").get(5)
+    """)
+    result = pytester.runpytest_subprocess("--minibroker-brokers", "1", "-p", "no:cacheprovider",
+                                           timeout=120)
+    result.assert_outcomes(passed=2)

@@ -9,6 +9,7 @@ import signal
 import sys
 
 from minibroker.cli.common import fail, one_line, os_reason, port
+from minibroker.cli.serve_security import add_security_flags, ca_line, security_overrides
 from minibroker.config import ClusterConfig, emulated_releases
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -57,7 +58,8 @@ def _config(args) -> ClusterConfig:
         fail(f"{len(racks)} --rack values for {args.brokers} brokers (at most one per broker)")
     if args.port and args.port + args.brokers - 1 > 65535:
         fail(f"--port {args.port} leaves no room for {args.brokers} brokers (ports end at 65535)")
-    overrides = _overrides(args.override)
+    # The security shortcuts first: a config --override names explicitly wins.
+    overrides = {**security_overrides(args), **_overrides(args.override)}
     if args.controller_quorum_voters:
         try:
             overrides["controller_quorum_voters"] = tuple(
@@ -73,7 +75,8 @@ def _config(args) -> ClusterConfig:
     try:
         return ClusterConfig(brokers=args.brokers, host=args.host, port=args.port, racks=racks,
                              seed=args.seed, data_dir=args.data_dir,
-                             kafka_version=args.kafka_version, **overrides)
+                             kafka_version=args.kafka_version, trace=args.trace,
+                             strict=args.strict, **overrides)
     except ValueError as e:
         fail(one_line(e))
 
@@ -151,6 +154,11 @@ async def _serve(args, config: ClusterConfig) -> None:
         print(f"METRICS http://{config.host}:{metrics.port}/metrics", flush=True)
     if console is not None:
         print(f"CONSOLE {console.url}", flush=True)
+    if ca_line(args) is not None:
+        print(ca_line(args), flush=True)
+    if children is None and len(cluster.brokers[1].listeners) > 1:
+        for listener in cluster.brokers[1].listeners:    # each listener's bootstrap
+            print(f"LISTENER {listener.name} {cluster.bootstrap_for(listener.name)}", flush=True)
     cap = config.log_memory_max_bytes
     overflow = "" if cap < 0 else (
         " (past it the oldest batches spill to files in a temporary directory, removed at exit)"
@@ -218,6 +226,12 @@ def add_serve_parser(sub, description: str) -> None:
                    choices=emulated_releases(),
                    help="emulate this Kafka release: ApiVersions advertises what its brokers "
                         "did (2.1 to 4.1; docs/client-authors.md)")
+    s.add_argument("--trace", default=None, metavar="FILE",
+                   help="write a JSON line per client request and response to FILE (- for "
+                        "stderr); `minibroker trace FILE` prints it as a timeline")
+    s.add_argument("--strict", action="store_true",
+                   help="record each protocol rule a client breaks (serving is unchanged): a "
+                        "WARNING line each, and in the --trace lines")
     s.add_argument("--log-level", default="WARNING", type=str.upper, choices=LOG_LEVELS,
                    help="logging level on stderr")
     s.add_argument("--processes", action="store_true",
@@ -231,6 +245,7 @@ def add_serve_parser(sub, description: str) -> None:
                    help="serve the fault control API (FaultControl, key 1004) that "
                         "`minibroker faults` uses: any client may then stop brokers, cut the "
                         "network, inject errors (see README, Faults on demand)")
+    add_security_flags(s)
     s.add_argument("--metrics-port", type=port, default=None,
                    help="serve Prometheus metrics on this port (0 = any free port; needs the "
                         "'metrics' extra, prometheus_client)")
@@ -248,5 +263,7 @@ def run_serve(args) -> None:
     if args.console_port is not None:
         from minibroker.cli.console import require_console_extra
         require_console_extra()
+    if args.processes and (args.trace or args.strict):
+        fail("--trace and --strict observe the brokers of one process: not with --processes")
     config = _config(args)
     _run(_serve(args, config))

@@ -9,9 +9,11 @@ import dataclasses
 import uuid
 from types import MappingProxyType
 
+from minibroker.security.credentials import ScramCredential
 from minibroker.controller.image import (CONTROL_PLANE_LISTENER, BrokerRegistration,
                                          MetadataImage, PartitionRegistration, Reassignment,
                                          TopicImage)
+from minibroker.security.acl import AclBinding
 
 NO_LEADER_CHANGE = -2
 
@@ -29,12 +31,15 @@ class MetadataDelta:
         self.removed_topics: set[str] = set()
         self.topics_by_id = dict(image.topics_by_id)
         self.broker_configs = dict(image.broker_configs)
+        self.scram_credentials = dict(image.scram_credentials)
+        self.scram_changed = False
         self.next_producer_id = image.next_producer_id
         self.reassignments = dict(image.reassignments)
         self.moving = dict(image.moving)
         self.changed_topics: set[str] = set()
         self.changed_brokers: set[int] = set()
         self.broker_configs_changed = False
+        self.acls: dict | None = None               # a copy of image.acls once one changes
 
     # ------------------------------------------------------------------ helpers
     def _topic(self, topic_id: uuid.UUID) -> dict:
@@ -67,9 +72,13 @@ class MetadataDelta:
     def _replay_RegisterBrokerRecord(self, r) -> None:
         ep = r.end_points[0]
         control = [e.port for e in r.end_points[1:] if e.name == CONTROL_PLANE_LISTENER]
+        listeners = tuple((e.name, e.host, e.port, e.security_protocol) for e in r.end_points
+                          if e.name != CONTROL_PLANE_LISTENER)
+        if listeners == (("PLAINTEXT", ep.host, ep.port, 0),):
+            listeners = ()                  # the default: BrokerRegistration.host/port alone
         self.brokers[r.broker_id] = BrokerRegistration(r.broker_id, r.broker_epoch, ep.host,
                                                        ep.port, r.rack, r.fenced,
-                                                       control[0] if control else -1)
+                                                       control[0] if control else -1, listeners)
         self.changed_brokers.add(r.broker_id)
 
     def _replay_FenceBrokerRecord(self, r) -> None:
@@ -194,6 +203,26 @@ class MetadataDelta:
         else:
             target[r.name] = r.value
 
+    def _replay_AccessControlEntryRecord(self, r) -> None:
+        if self.acls is None:
+            self.acls = dict(self.image.acls)
+        self.acls[r.id] = AclBinding(r.resource_type, r.resource_name, r.pattern_type,
+                                     r.principal, r.host, r.operation, r.permission_type)
+
+    def _replay_RemoveAccessControlEntryRecord(self, r) -> None:
+        if self.acls is None:
+            self.acls = dict(self.image.acls)
+        self.acls.pop(r.id, None)
+
+    def _replay_UserScramCredentialRecord(self, r) -> None:
+        self.scram_credentials[(r.name, r.mechanism)] = ScramCredential(
+            bytes(r.salt), bytes(r.stored_key), bytes(r.server_key), r.iterations)
+        self.scram_changed = True
+
+    def _replay_RemoveUserScramCredentialRecord(self, r) -> None:
+        self.scram_credentials.pop((r.name, r.mechanism), None)
+        self.scram_changed = True
+
     def _replay_ProducerIdsRecord(self, r) -> None:
         self.next_producer_id = r.next_producer_id
 
@@ -215,9 +244,12 @@ class MetadataDelta:
             broker_configs=MappingProxyType({n: MappingProxyType(c) for n, c in sorted(
                 self.broker_configs.items()) if c}) if self.broker_configs_changed
             else self.image.broker_configs,
+            scram_credentials=MappingProxyType(dict(sorted(self.scram_credentials.items())))
+            if self.scram_changed else self.image.scram_credentials,
             next_producer_id=self.next_producer_id,
             reassignments=MappingProxyType(self.reassignments),
-            moving=MappingProxyType(self.moving))
+            moving=MappingProxyType(self.moving),
+            acls=self.image.acls if self.acls is None else MappingProxyType(self.acls))
         old = self.image.topics
         if self.removed_topics or any(name in old and len(t["partitions"]) < len(old[name].partitions)
                                       for name, t in self.topics.items()):

@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
+from minibroker.security.acl import AclBinding
+from minibroker.security.credentials import ScramCredential
+
 EMPTY: Mapping = MappingProxyType({})
 
 
@@ -24,6 +27,9 @@ class BrokerRegistration:
     rack: str | None
     fenced: bool
     control_port: int = -1      # the control-plane listener (KIP-291); -1: none registered
+    # Every client listener, (name, host, port, security protocol id), the inter-broker one
+    # first; empty: one PLAINTEXT listener on host:port.
+    listeners: tuple[tuple[str, str, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +101,9 @@ class MetadataImage:
     topics_by_id: Mapping[uuid.UUID, str] = field(default_factory=lambda: EMPTY)
     # Dynamic broker configs: broker id (or "" for the cluster default) -> {name: value}.
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
+    # SCRAM credentials (UserScramCredentialRecord): (user, mechanism id) -> credential.
+    scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(
+        default_factory=lambda: EMPTY)
     next_producer_id: int = 0
     # KIP-179: reassignment requests by id (see controller/reassignment.py), and the request
     # each partition being moved belongs to.
@@ -103,6 +112,8 @@ class MetadataImage:
     # KIP-253: the largest partition epoch of any partition (-1: none), kept by MetadataDelta.apply
     # so that each UpdateMetadata does not scan every partition.
     max_partition_epoch: int = -1
+    # KIP-11: every ACL by its id (AccessControlEntryRecord), brokers get them all.
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: EMPTY)
 
     def live_brokers(self) -> list[BrokerRegistration]:
         return [b for _, b in sorted(self.brokers.items()) if not b.fenced]

@@ -26,6 +26,8 @@ __all__ = [
     "RegisterBrokerRecord", "TopicRecord", "PartitionRecord", "ConfigRecord", "PartitionChangeRecord",
     "FenceBrokerRecord", "UnfenceBrokerRecord", "RemoveTopicRecord", "TopicPartitionCountRecord",
     "ProducerIdsRecord", "RemovePartitionRecord", "PartitionReassignmentRecord",
+    "AccessControlEntryRecord", "RemoveAccessControlEntryRecord",
+    "UserScramCredentialRecord", "RemoveUserScramCredentialRecord",
     # coordinator
     "OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue",
     "ConsumerGroupMetadataKey", "ConsumerGroupMetadataValue",
@@ -56,6 +58,10 @@ with loading():
     class ProducerIdsRecord(ApiData, load_json=_RECORDS): pass
     class RemovePartitionRecord(ApiData, load_json=_RECORDS): pass
     class PartitionReassignmentRecord(ApiData, load_json=_RECORDS): pass
+    class AccessControlEntryRecord(ApiData, load_json=_RECORDS): pass
+    class RemoveAccessControlEntryRecord(ApiData, load_json=_RECORDS): pass
+    class UserScramCredentialRecord(ApiData, load_json=_RECORDS): pass
+    class RemoveUserScramCredentialRecord(ApiData, load_json=_RECORDS): pass
 
     # --- coordinator ----------------------------------------------------------------------------------
     class OffsetCommitKey(ApiData, load_json=_RECORDS): pass

@@ -47,6 +47,11 @@ class ThreadedCluster:
             raise errors[0]
         return self
 
+    @property
+    def violations(self) -> list[dict]:
+        """Cluster(strict=True)'s record of protocol rules clients broke (broker/strict.py)."""
+        return self.cluster.violations
+
     def call(self, fn, *args, timeout: float = 60.0, **kw) -> Any:
         """Run cluster coroutine fn(*args) on the cluster's loop and return its result."""
         fut = asyncio.run_coroutine_threadsafe(fn(*args, **kw), self._loop)
@@ -68,6 +73,15 @@ class ThreadedCluster:
     @property
     def bootstrap(self) -> str:
         return self.cluster.bootstrap
+
+    @property
+    def ca_file(self) -> str | None:
+        """The CA certificate clients trust (a TLS listener's; security_config's tls_dir/ca.pem)."""
+        return self.cluster.config.ssl_truststore_location or None
+
+    def bootstrap_for(self, listener: str) -> str:
+        """The brokers' addresses on one listener (Cluster.bootstrap_for)."""
+        return self.cluster.bootstrap_for(listener)
 
     @property
     def controller_id(self) -> int:

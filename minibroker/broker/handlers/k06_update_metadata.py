@@ -19,12 +19,14 @@ import asyncio
 
 from kafka.protocol.api_key import ApiKey
 
+from minibroker.security.credentials import SCRAM_MECHANISM_NAMES, ScramCredential
 from minibroker.broker.control_requests import check_control_request
 from minibroker.broker.context import RequestContext, Services
 from minibroker.broker.dispatch import handles
 from minibroker.metadata.cache import BrokerInfo, PartitionInfo, TopicInfo
 from minibroker.protocol.topic_names import INTERNAL_TOPICS
 from minibroker.protocol.messages import UpdateMetadataRequest, UpdateMetadataResponse
+from minibroker.security.acl import binding_of
 
 LEADER_DURING_DELETE = -2
 
@@ -100,7 +102,8 @@ def _apply(services: Services, req: UpdateMetadataRequest, topics: list[TopicInf
     cache.controller_id = req.controller_id
     cache.controller_epoch = req.controller_epoch
     cache.max_partition_epoch = req.max_partition_epoch
-    cache.update_brokers([BrokerInfo(b.id, b.endpoints[0].host, b.endpoints[0].port, b.rack)
+    cache.update_brokers([BrokerInfo(b.id, b.endpoints[0].host, b.endpoints[0].port, b.rack,
+                                     tuple((e.listener, e.host, e.port) for e in b.endpoints))
                           for b in req.live_brokers])
     names = []
     for t in topics:
@@ -111,4 +114,11 @@ def _apply(services: Services, req: UpdateMetadataRequest, topics: list[TopicInf
             cache.put_topic(t)
             names.append(t.name)
     services.node.apply_dynamic_configs(req.broker_configs or ())
+    if req.acls is not None and services.authorizer is not None:
+        services.authorizer.set_acls(binding_of(e) for e in req.acls)
+    if req.scram_credentials is not None:
+        services.credentials.replace_scram({
+            (c.name, SCRAM_MECHANISM_NAMES[c.mechanism]): ScramCredential(
+                bytes(c.salt), bytes(c.stored_key), bytes(c.server_key), c.iterations)
+            for c in req.scram_credentials if c.mechanism in SCRAM_MECHANISM_NAMES})
     services.replica_manager.on_metadata_update(names)
