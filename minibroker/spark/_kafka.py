@@ -125,10 +125,14 @@ def probe(conf: ClientConf) -> None:
         try:
             await admin.metadata.fetch_all()
         except (Errors.KafkaError, OSError, asyncio.TimeoutError) as e:
-            protocol = dict(conf.security).get("kafka.security.protocol", "PLAINTEXT").upper()
-            raise ConnectionError(f"cannot reach {conf.bootstrap} with security.protocol="
-                                  f"{protocol}: {e}") from None
+            raise _unreachable(conf, e) from None
     run_with_admin(conf, go)
+
+
+def _unreachable(conf: ClientConf | str, e: Exception) -> ConnectionError:
+    conf = ClientConf(conf) if isinstance(conf, str) else conf
+    protocol = dict(conf.security).get("kafka.security.protocol", "PLAINTEXT").upper()
+    return ConnectionError(f"cannot reach {conf.bootstrap} with security.protocol={protocol}: {e}")
 
 
 def run_with_admin(bootstrap: ClientConf | str, fn):
@@ -137,6 +141,8 @@ def run_with_admin(bootstrap: ClientConf | str, fn):
         admin = _admin(bootstrap)
         try:
             return await fn(admin)
+        except Errors.NodeNotReadyError as e:     # no broker reachable: say how we tried
+            raise _unreachable(bootstrap, e) from None
         finally:
             await admin.close()
     return asyncio.run(go())
