@@ -166,13 +166,14 @@ class ControllerChannel(Protocol):
     """How a broker reaches the active controller (Kafka's forwarding and AlterPartition RPCs).
 
     In one process: cluster.ControllerChannel; a `serve --processes` broker: processes'
-    RemoteControllerChannel."""
+    RemoteControllerChannel, each call a frame to the parent. tests/test_controller_channel.py
+    checks both against this Protocol, method by method."""
 
     def auto_create_topics(self, names: list[str]) -> asyncio.Task[None]: ...
 
     async def alter_partition(self, broker_id: int, topic: str, partition: int,
-                              leader_epoch: int, partition_epoch: int, new_isr: list[int]
-                              ) -> tuple[int, Any]: ...
+                              leader_epoch: int, partition_epoch: int, new_isr: tuple[int, ...]
+                              ) -> int: ...
 
     async def allocate_producer_ids(self, count: int = 1000) -> tuple[int, int]: ...
 
