@@ -7,7 +7,9 @@ Seeds are valid requests built with kafka-python's encoders (tests/fuzz/corpus.p
 Metadata, Produce, Fetch, ListOffsets, the group APIs, CreateTopics, ...); each frame sent is one
 of them with 1-4 mutations (bit flips, interesting bytes and int32s, cuts, duplicated or deleted
 slices; half of the time past the request header, so that they reach the handlers), or, one time
-in eight, a valid header of a random API and version with random bytes.
+in eight, a valid header of a random API and version with random bytes. A share (--extremes,
+default 1/4) are instead well-formed requests of any served API and version with every field at
+an extreme: null, empty, max/min int, negative (tests/fuzz/extremes.py, as the CI property test).
 
 --parallel fuzzing connections each keep --window frames unanswered: most mutated frames are
 refused by closing the connection (as Kafka does), and the frames behind a refused one are never
@@ -44,6 +46,7 @@ sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
 sys.path.insert(0, str(ROOT))
 
 from corpus import mutate, seeds  # noqa: E402
+from extremes import extreme_frame  # noqa: E402
 
 IDLE = 1.0
 PROBE_TOPIC = "probe"
@@ -141,9 +144,14 @@ class Stats:
         self.deleted_topics = 0
 
 
-def _frame(corpus, headers, rng) -> bytes:
+def _frame(corpus, headers, rng, extremes: float = 0.0) -> bytes:
+    if rng.random() < extremes:     # a served schema with its fields at extremes (issue 42)
+        cls, version = rng.choice(headers)[3]
+        body = extreme_frame(cls, version, rng)
+        if body is not None:
+            return struct.pack(">i", len(body)) + body
     if rng.random() < 0.125:
-        _, _, head = rng.choice(headers)
+        _, _, head, _ = rng.choice(headers)
         body = head + rng.randbytes(rng.randrange(64))
     elif rng.random() < 0.5:
         body = mutate(rng.choice(corpus)[2], rng)
@@ -209,7 +217,7 @@ class FuzzConnection(asyncio.Protocol):
 
 
 async def fuzz_connection(hosts, corpus, headers, rng, stats: Stats, window: int,
-                          deadline: float) -> None:
+                          deadline: float, extremes: float) -> None:
     """Connections one after another until the limit or the deadline: each ends when the broker
     closes it, or is dropped once nothing was answered for IDLE seconds (frames the broker
     holds: long-poll Fetch, JoinGroup, acks=0 Produce)."""
@@ -218,7 +226,8 @@ async def fuzz_connection(hosts, corpus, headers, rng, stats: Stats, window: int
         host, port = rng.choice(hosts)
         try:
             _, conn = await loop.create_connection(
-                lambda: FuzzConnection(lambda: _frame(corpus, headers, rng), stats, window),
+                lambda: FuzzConnection(lambda: _frame(corpus, headers, rng, extremes), stats,
+                                       window),
                 host, port)
         except OSError:
             await asyncio.sleep(0.1)
@@ -269,7 +278,7 @@ async def janitor(hosts, stats: Stats, keep: set[str], every_s: float, deadline:
 
 
 async def fuzz(bootstrap: str, limit: int, max_seconds: float, seed: int, parallel: int,
-               window: int, janitor_s: float) -> Stats:
+               window: int, janitor_s: float, extremes: float) -> Stats:
     from minibroker.broker.dispatch import supported_versions
     import minibroker.broker.handlers  # noqa: F401 — registers the handlers
     from minibroker.broker.dispatch import HANDLERS
@@ -280,11 +289,11 @@ async def fuzz(bootstrap: str, limit: int, max_seconds: float, seed: int, parall
         for v in range(lo, hi + 1):
             flexible = v >= HANDLERS[key].flexible_from
             headers.append((key, v, struct.pack(">hhih", key, v, 1, 4) + b"fuzz"
-                            + (b"\x00" if flexible else b"")))
+                            + (b"\x00" if flexible else b""), (HANDLERS[key].request_class, v)))
     stats = Stats(limit)
     deadline = time.monotonic() + max_seconds
     jobs = [fuzz_connection(hosts, corpus, headers, random.Random(seed + i), stats, window,
-                            deadline) for i in range(parallel)]
+                            deadline, extremes) for i in range(parallel)]
     if janitor_s > 0:
         jobs.append(janitor(hosts, stats, {PROBE_TOPIC}, janitor_s, deadline))
     await asyncio.gather(*jobs)
@@ -301,6 +310,9 @@ def main() -> None:
                     help="frames each fuzzing connection keeps unanswered")
     ap.add_argument("--janitor-seconds", type=float, default=10,
                     help="delete the topics the fuzzing created this often (0: never)")
+    ap.add_argument("--extremes", type=float, default=0.25,
+                    help="share of frames that are served schemas with every field at an "
+                         "extreme (null, empty, max/min int, negative), unmutated")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--brokers", type=int, default=3)
     ap.add_argument("--profile-broker", metavar="FILE",
@@ -312,7 +324,7 @@ def main() -> None:
     # CPU time, not wall time: on a shared machine the wall clock charges other processes' turns
     # to whatever function was running.
     run_broker = (["-c", PROFILED_SERVE, args.profile_broker] if args.profile_broker
-                  else ["-m", "minibroker.cli"])
+                  else ["-m", "minibroker"])
     broker = subprocess.Popen(
         [sys.executable, *run_broker, "serve", "--brokers", str(args.brokers), "--port", "0",
          "--log-level", "WARNING"],
@@ -343,7 +355,7 @@ def main() -> None:
                 await asyncio.sleep(1)
         w = asyncio.ensure_future(watch())
         stats = await fuzz(bootstrap, args.frames, args.max_seconds, args.seed, args.parallel,
-                           args.window, args.janitor_seconds)
+                           args.window, args.janitor_seconds, args.extremes)
         w.cancel()
         return stats, time.monotonic() - t0
 

@@ -125,9 +125,10 @@ class ControllerChannel:
         return await self._forward(lambda c: c.alter_topic_configs(
             name, changes, replace=replace, validate_only=validate_only))
 
-    async def alter_broker_configs(self, resource_name: str, changes: dict, validate_only: bool):
+    async def alter_broker_configs(self, resource_name: str, changes: dict, validate_only: bool,
+                                   replace: bool = False):
         return await self._forward(lambda c: c.alter_broker_configs(
-            resource_name, changes, validate_only=validate_only))
+            resource_name, changes, validate_only=validate_only, replace=replace))
 
     async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None):
         return await self._forward(lambda c: c.elect_leaders(election_type, partitions))

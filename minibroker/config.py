@@ -10,7 +10,9 @@ from minibroker.protocol.schemas import SCHEMAS_DIR
 
 
 # Kafka's ConfigDef lower bounds (atLeast) for the broker configs that have one.
-_AT_LEAST = {"num_partitions": 1, "default_replication_factor": 1, "min_insync_replicas": 1,
+_AT_LEAST = {"leader_imbalance_check_interval_seconds": 1,
+             "leader_imbalance_per_broker_percentage": 0, "max_connections": 0, "max_connections_per_ip": 0, "max_partitions": 0,
+             "num_partitions": 1, "default_replication_factor": 1, "min_insync_replicas": 1,
              "socket_request_max_bytes": 1, "offsets_topic_num_partitions": 1,
              "offsets_topic_replication_factor": 1, "transaction_state_log_num_partitions": 1,
              "transaction_state_log_replication_factor": 1, "transaction_state_log_min_isr": 1,
@@ -61,8 +63,15 @@ class ClusterConfig:
     min_insync_replicas: int = 1
     socket_request_max_bytes: int = 104857600
     connections_max_idle_ms: int = 600000   # <= 0: never closed for idleness
+    max_connections: int = 2147483647       # the client listener's; then accepting waits
+    max_connections_per_ip: int = 2147483647
+    queued_max_request_bytes: int = -1      # a pool for requests being read; -1: none (Kafka's)
     message_max_bytes: int = 1048588
     replica_lag_time_max_ms: int = 30000
+    # Preferred-leader rebalancing (controller/elections.py), Kafka's names and defaults.
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
     replica_fetch_wait_max_ms: int = 500
     replica_fetch_max_bytes: int = 1048576
     replica_fetch_response_max_bytes: int = 10485760
@@ -71,6 +80,11 @@ class ClusterConfig:
     log_cleaner_enable: bool = True
     log_cleaner_backoff_ms: int = 15000     # how often the cleaner looks for logs to compact
     log_memory_max_bytes: int = -1          # cap on a broker's log bytes; -1: none (serve: from RAM)
+    # Ours: past log.memory.max.bytes, "spill" the oldest batches to files (still readable), or
+    # "delete" them, as if a retention had been set (log/memory.py).
+    log_memory_overflow: str = "spill"
+    # KIP-578's max.partitions (ours: the KIP was not adopted): partitions in the whole cluster.
+    max_partitions: int = 2147483647
     replica_high_watermark_checkpoint_interval_ms: int = 5000   # and the other checkpoints
     # KRaft's: a metadata snapshot once this many record bytes were appended after the last one
     # (in memory too: the log before a snapshot is dropped).
@@ -147,6 +161,9 @@ class ClusterConfig:
             elif fname in _AT_LEAST and value < _AT_LEAST[fname]:
                 return (f"Invalid value {value} for configuration {kname}: "
                         f"Value must be at least {_AT_LEAST[fname]}")
+        if self.log_memory_overflow not in ("spill", "delete"):
+            return (f"Invalid value {self.log_memory_overflow} for configuration "
+                    "log.memory.overflow: String must be one of: spill, delete")
         if self.kafka_version is not None and self.kafka_version not in emulated_releases():
             return (f"Invalid value {self.kafka_version} for kafka version: emulated releases "
                     f"are {', '.join(emulated_releases())}")

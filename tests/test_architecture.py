@@ -35,6 +35,9 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli", "minibroker.cli.faults"),
     ("minibroker.cli", "minibroker.cli.serve"),
     ("minibroker.cli", "minibroker.cli.console"),
+    ("minibroker.cli", "minibroker.cli.kafka_home"),
+    ("minibroker.cli", "minibroker.cli.offsets_tools"),
+    ("minibroker.cli", "minibroker.cli.leader_election"),
     # The `console` extra: loaded only by `minibroker console` and `serve --console-port`.
     ("minibroker.cli.console", "minibroker.console.server"),
     ("minibroker.cli.console", "jinja2"),
@@ -45,6 +48,7 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli.serve", "minibroker.metrics"),           # only with serve --metrics-port
     ("minibroker.cli.serve", "minibroker.processes"),         # only with serve --processes
     ("minibroker.cli.common", "minibroker.network.client"),
+    ("minibroker.cli.common", "kafka"),                 # ApiVersions and error names, on use
     ("minibroker.cli.reassign", "kafka"),
     ("minibroker.cli.reassign", "minibroker.protocol.errors"),
     # The pytest11 plugin loads in every pytest run of a project that installs minibroker: the

@@ -27,16 +27,20 @@ def test_serve_prints_three_brokers_and_topics_round_trip(served):
                "--replication-factor", "3", "--config", "retention.ms=60000")
     assert r.returncode == 0 and r.stdout == "Created topic orders.\n", r.stderr
     r = topics(served, "--create", "--topic", "orders", "--partitions", "2")
-    assert r.returncode == 1 and "TopicAlreadyExistsError" in r.stderr
+    assert (r.returncode, r.stderr) == (1, "minibroker topics: error: Error while executing "
+                                        "topic command : Topic 'orders' already exists.\n")
     r = topics(served, "--alter", "--topic", "orders", "--partitions", "4")
     assert r.returncode == 0, r.stderr
     r = topics(served, "--describe", "--topic", "orders")
     assert "PartitionCount: 4\tReplicationFactor: 3" in r.stdout, r.stdout
-    # KIP-253: shrinking is an --alter to a lower count, not below the initial count.
-    r = topics(served, "--alter", "--topic", "orders", "--partitions", "1")
+    # KIP-253: shrinking is an --alter to a lower count with --delete-partitions, not below
+    # the initial count.
+    r = topics(served, "--alter", "--topic", "orders", "--partitions", "2")
+    assert r.returncode == 1 and "add --delete-partitions" in r.stderr, r.stderr
+    r = topics(served, "--alter", "--topic", "orders", "--partitions", "1", "--delete-partitions")
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
     assert "orders was created with 2 partitions and cannot shrink below that" in r.stderr
-    r = topics(served, "--alter", "--topic", "orders", "--partitions", "2")
+    r = topics(served, "--alter", "--topic", "orders", "--partitions", "2", "--delete-partitions")
     assert r.returncode == 0, r.stderr
     r = topics(served, "--list")
     assert r.stdout.splitlines() == ["orders"]
@@ -48,7 +52,7 @@ def test_serve_prints_three_brokers_and_topics_round_trip(served):
     for action in ("--describe", "--delete"):
         r = topics(served, action, "--topic", "orders")
         assert (r.returncode, r.stderr) == (
-            1, "minibroker topics: error: Topic 'orders' does not exist\n")
+            1, "minibroker topics: error: Topic 'orders' does not exist as expected\n")
 
 
 def reassign(bootstrap: str, *args: str) -> subprocess.CompletedProcess:

@@ -116,3 +116,35 @@ async def test_a_restart_loads_the_snapshot_on_disk_and_the_records_after_it(tmp
         assert {n: t.topic_id for n, t in image.topics.items()} == ids and "t3" not in ids
         assert image.topics["t5"].configs == {"retention.ms": "1005"}
         assert image.next_producer_id == pid_block >= 1000
+
+
+async def test_topic_churn_keeps_every_voters_log_bounded_and_a_restart_loads_the_snapshot(
+        tmp_path):
+    """Issue 42: after many creations and deletions every voter's copy of the metadata log holds
+    at most the snapshot interval's bytes (plus one commit), on disk as in memory, and a restarted
+    cluster loads each voter's snapshot and only the records after it.
+    benchmarks/metadata_snapshots.py does 100,000 and times the restart."""
+    interval = 4000
+    config = dict(brokers=3, data_dir=str(tmp_path), offsets_topic_num_partitions=1,
+                  metadata_log_max_record_bytes_between_snapshots=interval)
+    async with Cluster(**config) as c:
+        peak = {v: 0 for v in c.quorum.copies}
+        for i in range(150):
+            await c.create_topic(f"churn-{i}", 1, 3)
+            await c.channel.delete_topics([f"churn-{i}"])
+            for v, copy in c.quorum.copies.items():
+                peak[v] = max(peak[v], copy.bytes_since_snapshot)
+        ends = {v: len(copy) for v, copy in c.quorum.copies.items()}
+        assert min(ends.values()) > 550                 # records written in all
+        assert all(copy.snapshots >= 4 for copy in c.quorum.copies.values()), \
+            {v: (copy.snapshots, copy.base, len(copy)) for v, copy in c.quorum.copies.items()}
+        # One commit past the interval at most (a create or a delete is a few hundred bytes).
+        assert max(peak.values()) < interval + 1000, peak
+        for v in c.quorum.copies:
+            files = os.listdir(os.path.join(str(tmp_path), f"broker-{v}", "__cluster_metadata-0"))
+            assert sum(n.endswith(".checkpoint") for n in files) == 1, files
+    async with Cluster(**config) as c:
+        for v, copy in c.quorum.copies.items():
+            assert copy.snapshot is not None and copy.base > 450
+            assert copy.bytes_since_snapshot < interval + 1000
+        assert not any(n.startswith("churn-") for n in c.controller.image.topics)

@@ -55,7 +55,36 @@ def test_a_seed_replays_its_plan_and_trace():
     assert first.plan == again.plan and first.trace == again.trace
     assert first.digest == again.digest
     assert (other.plan, other.digest) != (first.plan, first.digest)
-    assert first.acked > 0 and first.acked == again.acked
+    assert first.acked > 0 and first.observed and again.observed
+    # The timing-dependent part is reported, apart from the digest.
+    assert not any("acked=" in line for line in first.trace)
+    assert any("acked=" in line for line in first.observed)
+
+
+def test_seeds_0_to_29_give_the_same_digest_on_two_passes():
+    """Issue 42: 23 of 200 seeds gave another digest on a second pass (acked counts and
+    committed offsets in the trace). benchmarks/simulation_digests.py runs seeds 0-499."""
+    first = {seed: Simulation(seed, steps=CI_STEPS).run().digest for seed in range(30)}
+    again = {seed: Simulation(seed, steps=CI_STEPS).run().digest for seed in range(30)}
+    assert {s for s in first if first[s] != again[s]} == set()
+    assert len(set(first.values())) == 30
+
+
+def test_a_simulation_serves_on_the_port_it_is_given():
+    import socket
+    with socket.socket() as s:          # a free port, and the two after it, for three brokers
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sim = Simulation(5, steps=1, port=port)
+    seen = []
+    original = sim._act
+
+    async def act(cluster, admin, step):
+        seen.append(sorted(b.port for b in cluster.brokers.values()))
+        await original(cluster, admin, step)
+    sim._act = act
+    sim.run()
+    assert seen and seen[0][0] == port
 
 
 class LosesAnAckedRecord(Simulation):

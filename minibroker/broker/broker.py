@@ -33,6 +33,8 @@ from minibroker.coordinator.runtime import GroupCoordinatorRuntime
 from minibroker.coordinator.txn.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoordinator
 from minibroker.ids import IdSource
 from minibroker.log.config import broker_defaults
+from minibroker.network.accept import Listener
+from minibroker.network.request_pool import RequestMemoryPool
 from minibroker.network.tcp import close_idle_connections, start_listener
 
 log = logging.getLogger("minibroker.broker")
@@ -105,8 +107,10 @@ class Broker:
         # LeaderAndIsr, StopReplica and UpdateMetadata arrive here only; Metadata never lists it.
         self.control_handle = handler_for(self.services, control_plane=True)
         self.control_port = 0
-        self._server: asyncio.base_events.Server | None = None
-        self._control_server: asyncio.base_events.Server | None = None
+        queued = self.config.queued_max_request_bytes
+        self.request_pool = RequestMemoryPool(queued) if queued > 0 else None
+        self._server: Listener | None = None
+        self._control_server: Listener | None = None
         self._idle_reaper: asyncio.Task | None = None
         self.running = False
         # The cluster's FaultControl runner (fault_admin.FaultAdmin), set by `serve --faults`.
@@ -121,7 +125,9 @@ class Broker:
             self._server = await start_listener(
                 self.handle, self.host, self.port, connections=self.connections,
                 max_request_bytes=self.config.socket_request_max_bytes,
-                name=f"broker {self.node_id}")
+                name=f"broker {self.node_id}", max_connections=self.config.max_connections,
+                max_connections_per_ip=self.config.max_connections_per_ip,
+                pool=self.request_pool)
             self.port = self._server.sockets[0].getsockname()[1]
             self._control_server = await start_listener(
                 self.control_handle, self.host, self.control_port, connections=self.connections,

@@ -13,6 +13,14 @@ so a write to one partition costs a fetch of one partition, however many the pai
 A fetcher is given what it uses (its node id, the config, the metadata cache for the leader's
 address, and a hook run after each append with its size: the log memory cap and the replication
 byte counter), not the replica manager.
+
+A fetcher cannot stop silently: a watchdog beside it checks that a fetch from the leader
+completed within `replica.lag.time.max.ms` (an idle leader answers every
+replica.fetch.wait.max.ms); past that, it logs a WARNING naming the leader and what the fetcher
+was doing (waiting for an answer, backing off after an error, the task ended), and restarts it on
+a new connection and session. Without it a fetch the leader never answered held the fetcher for
+the 30 s request timeout, and anything that ended its loop stopped it for good, while the ISR
+shrank with nothing at WARNING (issue 42).
 """
 from __future__ import annotations
 
@@ -96,11 +104,52 @@ class ReplicaFetcher:
         self._dirty: set[tuple[str, int]] | None = None
         self._sent: dict = {}
         self._next_look_all = 0.0
+        # The watchdog's view: when a fetch last completed, what the fetcher is doing now.
+        self.last_fetch_completed = 0.0
+        self.doing = "starting"
+        self.restarts = 0
+        self._watchdog: asyncio.Task | None = None
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        loop = asyncio.get_running_loop()
+        self.last_fetch_completed = loop.time()
+        self._task = loop.create_task(self._run())
+        if self._watchdog is None:
+            self._watchdog = loop.create_task(self._watch())
 
-    async def stop(self) -> None:
+    async def _watch(self) -> None:
+        """Restart a fetcher that has not completed a fetch for replica.lag.time.max.ms."""
+        loop = asyncio.get_running_loop()
+        lag_s = self.config.replica_lag_time_max_ms / 1000
+        while True:
+            await asyncio.sleep(lag_s / 4)
+            now = loop.time()
+            if not self.partitions:
+                self.last_fetch_completed = now       # nothing to fetch is not a stall
+                continue
+            if self._task is not None and not self._task.done() and \
+                    now - self.last_fetch_completed < lag_s:
+                continue
+            why = self.doing if self._task is not None and not self._task.done() else \
+                f"its task ended ({self._ended_reason()})"
+            log.warning("broker %d: the replica fetcher for leader %d has not completed a fetch "
+                        "for %.1f s (replica.lag.time.max.ms=%d): %s; restarting it",
+                        self.node_id, self.leader_id, now - self.last_fetch_completed,
+                        self.config.replica_lag_time_max_ms, why)
+            self.restarts += 1
+            await self._stop_task()
+            self.session.reset()
+            self._dirty = None
+            self.start()
+
+    def _ended_reason(self) -> str:
+        task = self._task
+        if task is None or task.cancelled():
+            return "cancelled"
+        exc = task.exception()
+        return repr(exc) if exc is not None else "returned"
+
+    async def _stop_task(self) -> None:
         if self._task is not None:
             # Python 3.11's wait_for swallows a cancel that races a completing future (gh-86296),
             # so one cancel() can leave the retry loop running: cancel until the task ends.
@@ -109,6 +158,14 @@ class ReplicaFetcher:
                 await asyncio.wait([self._task], timeout=0.1)
         if self._conn is not None:
             self._conn.close()
+            self._conn = None
+
+    async def stop(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            await asyncio.gather(self._watchdog, return_exceptions=True)
+            self._watchdog = None
+        await self._stop_task()
 
     def add(self, p: "Partition") -> None:
         self.partitions[(p.topic, p.partition)] = p
@@ -138,9 +195,11 @@ class ReplicaFetcher:
                 await self._wake.wait()
                 continue
             try:
+                self.doing = f"connecting to leader {self.leader_id}"
                 conn = await self._connect()
                 body, sent = self._build_request()
                 if body is None:         # every partition is throttled: wait for the quota
+                    self.last_fetch_completed = loop.time()     # held back on purpose: no stall
                     await asyncio.sleep(min(max(self.throttle.follower.seconds_until_available(),
                                                 0.01), 1.0))
                     continue
@@ -148,6 +207,7 @@ class ReplicaFetcher:
                 # and a follower's next fetch is what completes the leader's acks=all waiters); a
                 # timer closes a connection that does not answer, which fails the future.
                 fut = conn.send_encoded(FETCH, FETCH_VERSION, body, flexible=True, gathered=True)
+                self.doing = f"waiting for a fetch response since {loop.time():.1f}"
                 timer = loop.call_later(REQUEST_TIMEOUT_S, conn.close, "request timed out")
                 try:
                     body = await fut
@@ -165,6 +225,7 @@ class ReplicaFetcher:
                         continue
                     if resp.error_code == 0:
                         self.session.answered(resp.session_id)
+                        self.last_fetch_completed = loop.time()
                     progressed = self._handle_response(resp, sent)
                 finally:
                     resp = body = None
@@ -175,6 +236,7 @@ class ReplicaFetcher:
                 raise
             except Exception as e:  # noqa: BLE001 — leader down or restarting: retry
                 log.debug("broker %d fetcher for %d: %r", self.node_id, self.leader_id, e)
+                self.doing = f"backing off after {e!r}"
                 self.session.reset()
                 if self._conn is not None:
                     self._conn.close()

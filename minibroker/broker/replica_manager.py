@@ -74,7 +74,7 @@ class ReplicaManager(AppendPath, FetchPath, PartitionReads, IsrManager, LogMaint
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._tasks: list[asyncio.Task] = []
         # Bytes held by this broker's logs, capped by log.memory.max.bytes (minibroker.log.memory).
-        self.log_memory = LogMemory(config.log_memory_max_bytes)
+        self.log_memory = LogMemory(config.log_memory_max_bytes, config.log_memory_overflow)
         # Followers yet to fetch a partition we newly lead, and their waiting fetches.
         self.first_fetches = FirstFetches()
         self.log_manager = None if data_dir is None else LogManager(data_dir, clock, self.log_memory)
@@ -110,6 +110,7 @@ class ReplicaManager(AppendPath, FetchPath, PartitionReads, IsrManager, LogMaint
         self._tasks = []
         if self.log_manager is not None:
             self.log_manager.close()
+        self.log_memory.close()         # its spill directory (log/spill.py)
 
     # ------------------------------------------------------------------ LeaderAndIsr
     def check_controller_epoch(self, controller_epoch: int) -> int:

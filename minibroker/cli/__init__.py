@@ -6,10 +6,12 @@
 """
 from __future__ import annotations
 
+import argparse
 import logging
+import os
 import sys
 
-from minibroker.cli.common import CommandError, Parser, one_line
+from minibroker.cli.common import CommandError, Parser, user_message
 
 
 def parser() -> Parser:
@@ -34,11 +36,55 @@ def parser() -> Parser:
     add_faults_parser(sub)
     from minibroker.cli.console import add_console_parser
     add_console_parser(sub)
+    from minibroker.cli.offsets_tools import add_offsets_tools_parsers
+    add_offsets_tools_parsers(sub)
+    from minibroker.cli.leader_election import add_leader_election_parser
+    add_leader_election_parser(sub)
+    from minibroker.cli.kafka_home import add_kafka_home_parser
+    add_kafka_home_parser(sub)
     return ap
 
 
+def _parse(argv: list[str] | None):
+    """parse_args, except that an unknown flag of a subcommand is reported by that subcommand
+    (its usage, not `minibroker --help`'s)."""
+    ap = parser()
+    argv = sys.argv[1:] if argv is None else argv
+    _unknown_flags(ap, argv)
+    args, extra = ap.parse_known_args(argv)
+    if extra:
+        sub = subparser(ap, args.command)
+        (sub or ap).error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def _unknown_flags(ap: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An unknown --flag is reported by the (sub)command it was given to, before argparse's own
+    checks (which would speak of a missing required flag instead)."""
+    current, unknown = ap, []
+    for arg in argv:
+        nested = subparser(current, arg)
+        if nested is not None:
+            if unknown:
+                break
+            current = nested
+        elif arg.startswith("--") and arg != "--":
+            found = current._parse_optional(arg)
+            if found is not None and found[0] is None:
+                unknown.append(arg)
+    if unknown and current is not ap:
+        current.error(f"unrecognized arguments: {' '.join(unknown)}")
+
+
+def subparser(ap, command: str | None):
+    for action in ap._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices.get(command)
+    return None
+
+
 def main(argv: list[str] | None = None) -> None:
-    args = parser().parse_args(argv)
+    args = _parse(argv)
     level = getattr(args, "log_level", "WARNING")
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -51,9 +97,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"minibroker {args.command}: error: {e}")
     except KeyboardInterrupt:
         sys.exit(130)
+    except BrokenPipeError:         # `... | head`: the reader left; no message, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     except Exception as e:  # noqa: BLE001 — one line for the user; the traceback at DEBUG
         logging.getLogger("minibroker.cli").debug("%s failed", args.command, exc_info=True)
-        sys.exit(f"minibroker {args.command}: error: {type(e).__name__}: {one_line(e)}")
+        sys.exit(f"minibroker {args.command}: error: {user_message(e)}")
 
 
 if __name__ == "__main__":

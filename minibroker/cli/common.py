@@ -74,6 +74,8 @@ def bootstrap_parser(sub, name: str, doc: str, help: str) -> argparse.ArgumentPa
     p = sub.add_parser(name, description=doc, help=help)
     p.add_argument("--bootstrap-server", required=True, type=bootstrap_servers,
                    metavar="HOST:PORT[,HOST:PORT...]", help="brokers to talk to")
+    refuse(p, "--zookeeper", "minibroker, like Kafka 4, has no ZooKeeper: use "
+           "--bootstrap-server HOST:PORT")
     return p
 
 
@@ -90,15 +92,141 @@ def os_reason(e: OSError) -> str:
 
 
 async def connect_any(servers: str, client_id: str, timeout: float = 10.0):
-    """A connection to the first of `servers` that accepts one, each tried in turn."""
+    """A connection to the first of `servers` that accepts one and answers, each tried in turn."""
+    return await probe(servers, client_id, int(timeout * 1000))
+
+
+# ---------------------------------------------------------------- client settings and timeouts
+# Client properties the tools act on; the rest of a Kafka client's settings are accepted and
+# ignored (they tune a Java client), except security ones the reference client cannot honour.
+_TIMEOUT_KEYS = ("default.api.timeout.ms", "request.timeout.ms")
+
+
+def positive_ms(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid milliseconds {text!r}: not a number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"invalid milliseconds {value}: must be above 0")
+    return value
+
+
+def add_client_flags(p: argparse.ArgumentParser) -> None:
+    """--command-config and --timeout-ms, as every Kafka admin tool takes them."""
+    p.add_argument("--command-config", metavar="FILE",
+                   help="Java-properties file of client settings (request.timeout.ms, "
+                        "default.api.timeout.ms, client.id)")
+    p.add_argument("--timeout-ms", type=positive_ms, default=None, metavar="MS",
+                   help="how long to wait to connect and for each answer (default: "
+                        "--command-config's request.timeout.ms, else 30000)")
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java .properties file: key=value or key: value, # and ! comments, \\ continuations."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        fail(f"cannot read --command-config {path}: {os_reason(e)}")
+    out: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        key, value = (line, "") if cut < 0 else (line[:cut], line[cut + 1:])
+        out[key.strip()] = value.strip()
+    return out
+
+
+def client_settings(args: argparse.Namespace) -> dict[str, str]:
+    """--command-config's properties (checked), and "timeout.ms": the wait, in ms, for connect
+    and for each request: --timeout-ms, else the file's request.timeout.ms /
+    default.api.timeout.ms, else 30000."""
+    path = getattr(args, "command_config", None)
+    props = read_properties(path) if path else {}
+    proto = props.get("security.protocol", "PLAINTEXT").upper()
+    if proto != "PLAINTEXT":
+        fail(f"security.protocol={proto} in {path}: minibroker's tools speak PLAINTEXT only")
+    timeout = getattr(args, "timeout_ms", None)
+    if timeout is None:
+        for key in _TIMEOUT_KEYS:
+            if key in props:
+                try:
+                    timeout = positive_ms(props[key])
+                except argparse.ArgumentTypeError as e:
+                    fail(f"{key} in {path}: {e}")
+                break
+    props["timeout.ms"] = str(timeout or 30000)
+    return props
+
+
+async def probe(servers: str, client_id: str, timeout_ms: int):
+    """A connection to the first bootstrap server that accepts one *and* answers ApiVersions
+    within `timeout_ms`; one sentence naming each server and what it did otherwise."""
+    from kafka.protocol.metadata import ApiVersionsRequest
     from minibroker.network.client import KafkaClientConnection
+    timeout = timeout_ms / 1000
     tried = []
+    accepted = False            # some server took the connection
     for host, p in split_servers(servers):
         try:
-            return await asyncio.wait_for(
+            conn = await asyncio.wait_for(
                 KafkaClientConnection.connect(host, p, client_id=client_id), timeout)
         except OSError as e:
             tried.append(f"{host}:{p} ({os_reason(e)})")
+            continue
         except asyncio.TimeoutError:
-            tried.append(f"{host}:{p} (no answer in {timeout:g} s)")
-    fail(f"cannot connect to any bootstrap server: {', '.join(tried)}")
+            tried.append(f"{host}:{p} (no connection in {timeout_ms} ms)")
+            continue
+        try:
+            await conn.request(ApiVersionsRequest(), 0, timeout=timeout)
+            return conn
+        except asyncio.TimeoutError:
+            tried.append(f"{host}:{p} (accepted the connection but did not answer ApiVersions "
+                         f"in {timeout_ms} ms)")
+        except (ConnectionError, OSError):
+            tried.append(f"{host}:{p} (closed the connection without answering ApiVersions)")
+        accepted = True
+        conn.close()
+    what = "no bootstrap server answered" if accepted else \
+        "cannot connect to any bootstrap server"
+    fail(f"{what}: {', '.join(tried)}")
+
+
+def user_message(e: BaseException) -> str:
+    """One sentence for an error no tool caught: Kafka's error name and what it means, the
+    operating system's reason, or the message, without Python's exception class names."""
+    from kafka.errors import KafkaError
+    if isinstance(e, asyncio.TimeoutError):
+        return one_line(e) if str(e) else "no answer in time (--timeout-ms)"
+    if isinstance(e, KafkaError):
+        name = getattr(type(e), "message", "") or type(e).__name__
+        detail = one_line(e) if e.args else getattr(type(e), "description", "")
+        return f"{name}: {detail}" if detail and detail != name else name
+    if isinstance(e, OSError) and e.errno:
+        where = f" {e.filename}" if e.filename else ""
+        return f"{os_reason(e)}{where}"
+    if isinstance(e, ConnectionError):
+        return f"the connection closed: {one_line(e)}"
+    return one_line(e)
+
+
+class _Refused(argparse.Action):
+    """A Kafka flag that cannot apply here: giving it is one line saying why."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise argparse.ArgumentError(self, self.help)
+
+
+def refuse(p: argparse.ArgumentParser, flag: str, why: str, takes_value: bool = True) -> None:
+    """Register Kafka's `flag` on `p` as refused, `why` being the one-line reason (also shown in
+    --help and in docs/cli.md)."""
+    p.add_argument(flag, action=_Refused, nargs=None if takes_value else 0, help=why,
+                   default=argparse.SUPPRESS)

@@ -24,7 +24,8 @@ import argparse
 import asyncio
 import json
 
-from minibroker.cli.common import bootstrap_parser, connect_any, fail
+from minibroker.cli.common import (add_client_flags, bootstrap_parser, client_settings, fail,
+                                   probe, user_message)
 from minibroker.fault_admin import BadCommand, api_key_of, error_code_of
 from minibroker.protocol.messages import FaultControlRequest
 
@@ -74,6 +75,7 @@ def _non_negative(text: str) -> int:
 
 def add_faults_parser(sub) -> None:
     f = bootstrap_parser(sub, "faults", __doc__, "inject faults into a `serve --faults` cluster")
+    add_client_flags(f)
     cmd = f.add_subparsers(dest="fault_command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str, api=False, broker=False, count=False, ms=False):
@@ -141,11 +143,12 @@ def request(args) -> FaultControlRequest:
 
 
 async def _main(args) -> None:
-    conn = await connect_any(args.bootstrap_server, "minibroker-faults")
+    ms = int(client_settings(args)["timeout.ms"])
+    conn = await probe(args.bootstrap_server, "minibroker-faults", ms)
     try:
-        resp = await conn.request(request(args), VERSION)
+        resp = await conn.request(request(args), VERSION, timeout=ms / 1000)
     except Exception as e:  # noqa: BLE001 — the broker closed or timed out: one line
-        fail(f"no answer from the cluster: {e}")
+        fail(f"no answer from the cluster: {user_message(e)}")
     finally:
         conn.close()
     if resp.error_code:

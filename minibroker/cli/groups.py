@@ -1,12 +1,14 @@
 """`minibroker consumer-groups` — kafka-consumer-groups.sh's flags and output, over the wire.
 
-    minibroker consumer-groups --bootstrap-server 127.0.0.1:9092 --list
-    minibroker consumer-groups --bootstrap-server ... --describe --group g [--members [--verbose] |
-        --state]
-    minibroker consumer-groups --bootstrap-server ... --reset-offsets --group g \\
-        --topic t[:0,1] | --all-topics  --to-earliest | --to-latest | --to-offset N | --shift-by N \\
-        --dry-run | --execute
-    minibroker consumer-groups --bootstrap-server ... --delete --group g
+    minibroker consumer-groups --bootstrap-server 127.0.0.1:9092 --list [--state [S]] [--type [T]]
+    minibroker consumer-groups --bootstrap-server ... --describe --group g | --all-groups \\
+        [--offsets | --members [--verbose] | --state]
+    minibroker consumer-groups --bootstrap-server ... --reset-offsets --group g | --all-groups \\
+        --topic t[:0,1] | --all-topics  --to-earliest | --to-latest | --to-offset N | \\
+        --shift-by N | --to-current | --to-datetime T | --by-duration D | --from-file CSV \\
+        --dry-run | --execute  [--export]
+    minibroker consumer-groups --bootstrap-server ... --delete-offsets --group g --topic t[:P,P]
+    minibroker consumer-groups --bootstrap-server ... --delete --group g | --all-groups
 
 Classic groups are described with DescribeGroups, KIP-848 groups with ConsumerGroupDescribe;
 lag is the log end offset (the high watermark) minus the committed offset. As in Kafka, offsets
@@ -18,10 +20,12 @@ from __future__ import annotations
 import sys
 
 from minibroker.cli.admin_tool import add_admin_tool_parser
+from minibroker.cli.common import fail, positive_ms
+from minibroker.cli.groups_reset import (INACTIVE, delete_offsets, plan_reset, print_plans,
+                                         target_given)
 from minibroker.client.admin import Admin
 from minibroker.client.records import TopicPartition
 
-_INACTIVE = ("empty", "dead")
 
 
 def add_groups_parser(sub) -> None:
@@ -35,16 +39,25 @@ def add_groups_parser(sub) -> None:
     action.add_argument("--reset-offsets", action="store_true",
                         help="reset the committed offsets of an inactive --group")
     action.add_argument("--delete", action="store_true", help="delete an empty --group")
+    action.add_argument("--delete-offsets", action="store_true",
+                        help="delete --group's committed offsets of --topic (KIP-496)")
     g.add_argument("--group", action="append", default=[], help="group id (repeat for several)")
+    g.add_argument("--all-groups", action="store_true",
+                   help="--describe/--reset-offsets/--delete: every group")
     what = g.add_mutually_exclusive_group()
+    what.add_argument("--offsets", action="store_true",
+                      help="--describe: offsets and lag per partition (the default)")
     what.add_argument("--members", action="store_true",
                       help="--describe: the members and how many partitions each has")
-    what.add_argument("--state", action="store_true",
-                      help="--describe: coordinator, assignment strategy, state, member count")
+    g.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
+                   help="--describe: coordinator, strategy, state, member count; --list: the "
+                        "state column, only groups in these comma-separated states if given")
+    g.add_argument("--type", nargs="?", const="", default=None, metavar="TYPES",
+                   help="--list: the type column (classic, consumer), only these if given")
     g.add_argument("--verbose", action="store_true",
                    help="--describe --members: each member's partitions too")
     g.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P...]",
-                   help="--reset-offsets: a topic, or some of its partitions")
+                   help="--reset-offsets/--delete-offsets: a topic, or some of its partitions")
     g.add_argument("--all-topics", action="store_true",
                    help="--reset-offsets: every topic the group has offsets for")
     to = g.add_mutually_exclusive_group()
@@ -52,35 +65,75 @@ def add_groups_parser(sub) -> None:
     to.add_argument("--to-latest", action="store_true", help="to the log end offset")
     to.add_argument("--to-offset", type=int, help="to this offset (kept within the log)")
     to.add_argument("--shift-by", type=int, help="committed offset + N (kept within the log)")
+    to.add_argument("--to-current", action="store_true", help="to the committed offset")
+    to.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss",
+                    help="to the first offset at or after this time (optional zone)")
+    to.add_argument("--by-duration", metavar="PnDTnHnMnS",
+                    help="to the first offset at or after now minus this duration")
+    to.add_argument("--from-file", metavar="CSV",
+                    help="to the offsets in this CSV (topic,partition,offset)")
     run = g.add_mutually_exclusive_group()
     run.add_argument("--dry-run", action="store_true", help="print the new offsets only (default)")
     run.add_argument("--execute", action="store_true", help="commit the new offsets")
+    g.add_argument("--export", action="store_true",
+                   help="--reset-offsets: print the plan as CSV, for --from-file")
+    g.add_argument("--timeout", type=positive_ms, dest="timeout_ms", metavar="MS",
+                   help="Kafka's name for --timeout-ms in this tool")
 
 
 def _check(args) -> None:
-    if not args.list and not args.group:
-        sys.exit("Error: --group is required with --describe, --reset-offsets and --delete")
+    if args.all_groups and args.group:
+        fail("--all-groups and --group cannot be given together")
+    if not args.list and not args.group and not args.all_groups:
+        fail("--group or --all-groups is required with --describe, --reset-offsets, "
+             "--delete and --delete-offsets")
+    if args.delete_offsets and (args.all_groups or len(args.group) != 1 or not args.topic):
+        fail("--delete-offsets needs one --group and --topic")
+    if args.reset_offsets and not target_given(args):
+        fail("--reset-offsets needs one of --to-earliest, --to-latest, --to-offset, "
+             "--shift-by, --to-current, --to-datetime, --by-duration, --from-file")
+    if args.export and not args.reset_offsets:
+        fail("--export goes with --reset-offsets")
+    if args.type is not None and not args.list:
+        fail("--type goes with --list")
 
 
 async def _main(admin: Admin, args) -> None:
+    groups = await admin.list_groups_typed() if not args.list or args.state is not None \
+        or args.type is not None else None
+    names = sorted(groups) if args.all_groups else args.group
     if args.list:
-        for group in await admin.list_groups_typed():
-            print(group)
+        await _list(admin, args, groups)
     elif args.describe:
-        groups = await admin.list_groups_typed()
-        for group in args.group:
+        for group in names:
             if args.members:
                 await _describe_members(admin, group, groups.get(group), args.verbose)
-            elif args.state:
+            elif args.state is not None:
                 await _describe_state(admin, group, groups.get(group))
             else:
                 await _describe(admin, group, groups.get(group))
     elif args.reset_offsets:
-        groups = await admin.list_groups_typed()
-        for group in args.group:
-            await _reset(admin, args, group, groups.get(group))
+        await _reset(admin, args, names, groups)
+    elif args.delete_offsets:
+        await delete_offsets(admin, names[0], args.topic)
     else:
-        await _delete(admin, args.group)
+        await _delete(admin, names)
+
+
+async def _list(admin: Admin, args, groups: dict | None) -> None:
+    if groups is None:
+        for group in await admin.list_groups_typed():
+            print(group)
+        return
+    states = {s.strip().lower() for s in (args.state or "").split(",") if s.strip()}
+    types = {t.strip().lower() for t in (args.type or "").split(",") if t.strip()}
+    rows = [(g, kind, state) for g, (_, state, kind) in groups.items()
+            if (not states or state.lower() in states) and (not types or kind.lower() in types)]
+    width = max([15] + [len(g) for g, _, _ in rows]) + 10
+    cols = [("GROUP", 0, width)] + ([("TYPE", 1, 20)] if args.type is not None else []) + \
+        ([("STATE", 2, 20)] if args.state is not None else [])
+    for row in [("GROUP", "TYPE", "STATE")] + rows:
+        print(" ".join(f"{row[i]:<{w}}" for _, i, w in cols))
 
 
 async def _members(admin: Admin, group: str, kind: tuple | None) -> tuple[str, list[dict]]:
@@ -163,7 +216,7 @@ async def _describe(admin: Admin, group: str, kind: tuple | None) -> None:
     tps = sorted(set(committed) | set(owner))
     ends = {tp: off for tp, (off, _) in (await admin.list_offsets(
         {tp: "latest" for tp in tps})).items()} if tps else {}
-    if not members and state.lower() in _INACTIVE:
+    if not members and state.lower() in INACTIVE:
         print(f"\nConsumer group '{group}' has no active members.")
     rows = []
     for tp in tps:
@@ -183,63 +236,21 @@ async def _describe(admin: Admin, group: str, kind: tuple | None) -> None:
                  [None, None, 10, 15, 15, 15, None, None, None]))
 
 
-def _wanted(args, committed: dict[TopicPartition, int], partitions: dict[str, int]
-            ) -> list[TopicPartition]:
-    if args.all_topics:
-        return sorted(committed)
-    if not args.topic:
-        sys.exit("Error: --reset-offsets needs --topic or --all-topics")
-    out = []
-    for spec in args.topic:
-        topic, _, parts = spec.partition(":")
-        if topic not in partitions:
-            sys.exit(f"Error: topic '{topic}' does not exist")
-        ids = [int(p) for p in parts.split(",")] if parts else range(partitions[topic])
-        out += [TopicPartition(topic, p) for p in ids]
-    return sorted(out)
-
-
-async def _reset(admin: Admin, args, group: str, kind: tuple | None) -> None:
-    if not (args.to_earliest or args.to_latest or args.to_offset is not None
-            or args.shift_by is not None):
-        sys.exit("Error: --reset-offsets needs one of --to-earliest, --to-latest, --to-offset, "
-                 "--shift-by")
-    state, _ = await _members(admin, group, kind)
-    if args.execute and state.lower() not in _INACTIVE:
-        sys.exit(f"Error: Assignments can only be reset if the group '{group}' is inactive, "
-                 f"but the current state is {state}.")
-    if not args.execute and not args.dry_run:
+async def _reset(admin: Admin, args, groups: list[str], kinds: dict) -> None:
+    if not args.execute and not args.dry_run and not args.export:
         print("WARN: No action will be performed as the --execute option is missing. "
               "In a future major release, the default behavior of this command will be to "
               "prompt the user before executing the reset rather than doing a dry run. "
               "You should add the --dry-run option explicitly if you are scripting this "
               "command and want to keep the current default behavior without prompting.")
-    committed = await admin.list_group_offsets(group)
-    tps = _wanted(args, committed, await admin.list_topics())
-    if not tps:
-        sys.exit(f"Error: group '{group}' has no committed offsets to reset")
-    starts = {tp: o for tp, (o, _) in (await admin.list_offsets(
-        {tp: "earliest" for tp in tps})).items()}
-    ends = {tp: o for tp, (o, _) in (await admin.list_offsets(
-        {tp: "latest" for tp in tps})).items()}
-    new = {}
-    for tp in tps:
-        if args.to_earliest:
-            target = starts[tp]
-        elif args.to_latest:
-            target = ends[tp]
-        elif args.to_offset is not None:
-            target = args.to_offset
-        else:
-            if tp not in committed:
-                sys.exit(f"Error: Cannot shift offset for partition {tp.topic}-{tp.partition} "
-                         "since there is no current committed offset")
-            target = committed[tp] + args.shift_by
-        new[tp] = min(max(target, starts[tp]), ends[tp])     # Kafka clamps into the log
+    plans = {}
+    for group in groups:
+        state, _ = await _members(admin, group, kinds.get(group))
+        plans[group] = await plan_reset(admin, args, group, state)
     if args.execute:
-        await admin.alter_group_offsets(group, new)
-    print(_table([(group, tp.topic, tp.partition, off) for tp, off in sorted(new.items())],
-                 ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"), [None, None, 10, None]))
+        for group, plan in plans.items():
+            await admin.alter_group_offsets(group, plan)
+    print_plans(plans, args.export, _table)
 
 
 async def _delete(admin: Admin, groups: list[str]) -> None:

@@ -21,6 +21,7 @@ import sys
 
 from minibroker import reassign_throttle as throttle
 from minibroker.cli.admin_tool import add_admin_tool_parser
+from minibroker.cli.common import fail, one_line, os_reason
 from minibroker.client.admin import Admin
 from minibroker.client.records import TopicPartition
 
@@ -53,8 +54,17 @@ def _targets(path: str | None) -> dict[TopicPartition, list[int]]:
             doc = json.load(f)
         return {TopicPartition(p["topic"], int(p["partition"])): [int(b) for b in p["replicas"]]
                 for p in doc["partitions"]}
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        sys.exit(f"Error reading {path}: {e!r}")
+    except OSError as e:
+        fail(f"cannot read {path}: {os_reason(e)}")
+    except json.JSONDecodeError as e:
+        fail(f"{path} is not JSON: {e.msg} at line {e.lineno} column {e.colno}")
+    except (ValueError, KeyError, TypeError) as e:
+        fail(f"{path} is not a reassignment ({{\"version\": 1, \"partitions\": [{{\"topic\": "
+             f"..., \"partition\": N, \"replicas\": [...]}}]}}): {_what(e)}")
+
+
+def _what(e: Exception) -> str:
+    return f"no {e.args[0]!r} field" if isinstance(e, KeyError) else one_line(e)
 
 
 async def _reassign(admin: Admin, args) -> None:

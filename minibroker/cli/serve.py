@@ -152,8 +152,12 @@ async def _serve(args, config: ClusterConfig) -> None:
     if console is not None:
         print(f"CONSOLE {console.url}", flush=True)
     cap = config.log_memory_max_bytes
+    overflow = "" if cap < 0 else (
+        " (past it the oldest batches spill to files in a temporary directory, removed at exit)"
+        if config.log_memory_overflow == "spill" else
+        " (past it the oldest batches are DELETED: log.memory.overflow=delete)")
     print(f"minibroker: {config.brokers} brokers, cluster id {cluster.cluster_id}, "
-          f"log.memory.max.bytes={cap} per broker"
+          f"log.memory.max.bytes={cap} per broker{overflow}"
           f"{f', data in {config.data_dir}' if config.data_dir else ''}; Ctrl-C to stop",
           file=sys.stderr, flush=True)
     await stop.wait()

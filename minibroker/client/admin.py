@@ -22,10 +22,12 @@ import kafka.errors as Errors
 from kafka.protocol.admin import (CreatePartitionsRequest, CreateTopicsRequest,
                                   DeleteGroupsRequest, DeleteRecordsRequest, DeleteTopicsRequest,
                                   DescribeClusterRequest, DescribeConfigsRequest,
-                                  DescribeGroupsRequest, IncrementalAlterConfigsRequest,
+                                  DescribeGroupsRequest, ElectLeadersRequest,
+                                  IncrementalAlterConfigsRequest,
                                   ListGroupsRequest)
-from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
-from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.consumer import (OffsetCommitRequest, OffsetDeleteRequest,
+                                     OffsetFetchRequest)
+from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from minibroker.client.connection_pool import ConnectionPool
 from minibroker.client.lifecycle import PooledClient
@@ -37,6 +39,7 @@ from minibroker.protocol.errors import for_code
 from minibroker.protocol.messages import (AssignPartitionsRequest, AssignPartitionsResponse,
                                           ConsumerGroupDescribeRequest,
                                           ConsumerGroupDescribeResponse,
+                                          MetadataResponseKip253,
                                           PartitionAssignmentStatusRequest,
                                           PartitionAssignmentStatusResponse)
 
@@ -50,6 +53,8 @@ class NewTopic:
     num_partitions: int = -1
     replication_factor: int = -1
     configs: dict[str, str] = field(default_factory=dict)
+    # Manual placement, {partition: [broker, ...]} (then both counts above stay -1).
+    assignments: dict[int, list[int]] = field(default_factory=dict)
 
 
 def _check(results: dict, raise_on_error: bool) -> dict:
@@ -68,8 +73,9 @@ def _err(code: int, what: str, message: str | None = None) -> Exception | None:
 
 class Admin(PooledClient):
     def __init__(self, bootstrap_servers: str | list[str], *, client_id: str = "minibroker-admin",
-                 request_timeout_ms: int = 30000) -> None:
-        self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms)
+                 request_timeout_ms: int = 30000, ssl_context: Any = None) -> None:
+        self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms,
+                                   ssl_context=ssl_context)
         self.metadata = ClusterMetadata(self.pool, allow_auto_topic_creation=False)
         self.timeout_ms = request_timeout_ms
         self.last_throttle_time_ms = 0
@@ -107,7 +113,8 @@ class Admin(PooledClient):
         items = [t if isinstance(t, NewTopic) else NewTopic(*t) for t in topics]
         req = CreateTopicsRequest(topics=[T(
             name=t.name, num_partitions=t.num_partitions, replication_factor=t.replication_factor,
-            assignments=[], configs=[T.CreatableTopicConfig(name=k, value=v)
+            assignments=[T.CreatableReplicaAssignment(partition_index=p, broker_ids=list(b))
+                         for p, b in sorted(t.assignments.items())], configs=[T.CreatableTopicConfig(name=k, value=v)
                                      for k, v in sorted(t.configs.items())]) for t in items],
             timeout_ms=self.timeout_ms, validate_only=validate_only)
         resp = await self._to_controller(req)
@@ -130,12 +137,17 @@ class Admin(PooledClient):
                        for r in resp.responses}, raise_on_error)
 
     async def create_partitions(self, counts: dict[str, int], validate_only: bool = False,
-                                raise_on_error: bool = True) -> dict:
-        """Set each topic's partition count; lower than now = KIP-253 deletion. The response's
-        throttle_time_ms (KIP-599: how long to wait before mutating again) is kept in
-        `last_throttle_time_ms`."""
-        req = CreatePartitionsRequest(topics=[CreatePartitionsRequest.CreatePartitionsTopic(
-            name=t, count=n, assignments=None) for t, n in counts.items()],
+                                raise_on_error: bool = True,
+                                assignments: dict[str, list[list[int]]] | None = None) -> dict:
+        """Set each topic's partition count; lower than now = KIP-253 deletion. `assignments`:
+        the new partitions' replicas, per topic. The response's throttle_time_ms (KIP-599: how
+        long to wait before mutating again) is kept in `last_throttle_time_ms`."""
+        P = CreatePartitionsRequest.CreatePartitionsTopic
+        placed = assignments or {}
+        req = CreatePartitionsRequest(topics=[P(
+            name=t, count=n, assignments=[P.CreatePartitionsAssignment(broker_ids=list(b))
+                                          for b in placed[t]] if t in placed else None)
+            for t, n in counts.items()],
             timeout_ms=self.timeout_ms, validate_only=validate_only)
         resp = await self._to_controller(req)
         self.last_throttle_time_ms = resp.throttle_time_ms
@@ -197,6 +209,48 @@ class Admin(PooledClient):
             out[(r.resource_type, r.resource_name)] = {c.name: c.value for c in r.configs}
         return out
 
+    async def describe_config_entries(self, resources: Iterable[tuple[int, str]],
+                                      synonyms: bool = False) -> dict[tuple[int, str], list]:
+        """{(type, name): DescribeConfigs entries (name, value, config_source, is_sensitive,
+        synonyms ...)}; a broker's own configs are asked of that broker, as Kafka's Admin does."""
+        R = DescribeConfigsRequest.DescribeConfigsResource
+        out = {}
+        for rt, name in resources:
+            req = DescribeConfigsRequest(resources=[R(resource_type=rt, resource_name=name,
+                                                      configuration_keys=None)],
+                                         include_synonyms=synonyms, include_documentation=False)
+            if rt == BROKER and name.isdigit():
+                if not self.metadata.brokers:
+                    await self.metadata.fetch_all()
+                resp = await self.pool.request(int(name), req, lo=1)
+            else:
+                resp = await self._to_controller(req, lo=1)
+            r = resp.results[0]
+            if r.error_code:
+                raise _err(r.error_code, f"describe configs {name or '<default>'}",
+                           r.error_message)
+            out[(rt, name)] = list(r.configs)
+        return out
+
+    async def partition_counts_by_broker(self, topic: str) -> dict[int, tuple[int, int]]:
+        """{broker: (partitions it lists, KIP-253 undeleted count or -1)} for `topic`, asking
+        every broker for its own metadata (each learns the controller's changes on its own)."""
+        if not self.metadata.brokers:
+            await self.metadata.fetch_all()
+        req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                              allow_auto_topic_creation=False,
+                              include_cluster_authorized_operations=False,
+                              include_topic_authorized_operations=False)
+        out = {}
+        for node in sorted(self.metadata.brokers):
+            conn = await self.pool.get(node)
+            version = self.pool.version(conn, MetadataRequest, hi=12)
+            resp = await conn.request(req, version, timeout=self.pool.request_timeout,
+                                      response_class=MetadataResponseKip253)
+            t = resp.topics[0]
+            out[node] = (len(t.partitions), getattr(t, "undeleted_partition_count", -1))
+        return out
+
     async def alter_configs(self, changes: dict[tuple[int, str], dict[str, tuple[int, str | None] | str | None]],
                             validate_only: bool = False, raise_on_error: bool = True) -> dict:
         """Incremental: {(type, name): {config: value | None (delete) | (op, value)}}."""
@@ -247,6 +301,24 @@ class Admin(PooledClient):
                 if isinstance(v, Exception):
                     raise v
         return out
+
+    async def elect_leaders(self, election_type: int, partitions: Iterable[TopicPartition] | None
+                            ) -> dict[TopicPartition, Exception | None]:
+        """ElectLeaders (KIP-183/460): 0 preferred, 1 unclean; None = every partition that needs
+        one. {tp: None (elected) or the error, ElectionNotNeededError included}."""
+        by_topic: dict[str, list[int]] = collections.defaultdict(list)
+        for tp in partitions or []:
+            by_topic[tp.topic].append(tp.partition)
+        req = ElectLeadersRequest(election_type=election_type, timeout_ms=self.timeout_ms,
+                                  topic_partitions=None if partitions is None else [
+                                      ElectLeadersRequest.TopicPartitions(topic=t, partitions=ps)
+                                      for t, ps in sorted(by_topic.items())])
+        resp = await self._to_controller(req, lo=1)
+        if getattr(resp, "error_code", 0):
+            raise _err(resp.error_code, "elect leaders")
+        return {TopicPartition(r.topic, p.partition_id):
+                _err(p.error_code, f"elect leader {r.topic}-{p.partition_id}", p.error_message)
+                for r in resp.replica_election_results for p in r.partition_result}
 
     # ------------------------------------------------------------------ groups
     async def _coordinator(self, group: str) -> int:
@@ -382,6 +454,22 @@ class Admin(PooledClient):
             for p in t.partitions:
                 if p.error_code:
                     raise _err(p.error_code, f"commit offset of {t.name}-{p.partition_index}")
+
+    async def delete_group_offsets(self, group: str, partitions: Iterable[TopicPartition]
+                                   ) -> tuple[Exception | None, dict]:
+        """OffsetDelete (KIP-496): (the group-level error or None, {tp: error or None})."""
+        by_topic: dict[str, list[int]] = collections.defaultdict(list)
+        for tp in partitions:
+            by_topic[tp.topic].append(tp.partition)
+        O = OffsetDeleteRequest.OffsetDeleteRequestTopic
+        node = await self._coordinator(group)
+        resp = await self.pool.request(node, OffsetDeleteRequest(group_id=group, topics=[
+            O(name=t, partitions=[O.OffsetDeleteRequestPartition(partition_index=p)
+                                  for p in sorted(ps)]) for t, ps in sorted(by_topic.items())]))
+        return (_err(resp.error_code, f"delete offsets of group {group}"),
+                {TopicPartition(t.name, p.partition_index): _err(
+                    p.error_code, f"delete offset {t.name}-{p.partition_index}")
+                 for t in resp.topics for p in t.partitions})
 
     async def delete_groups(self, groups: Iterable[str], raise_on_error: bool = True) -> dict:
         out = {}

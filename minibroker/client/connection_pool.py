@@ -1,7 +1,7 @@
 """Connections of the reference client: one pipelined connection per broker, ApiVersions on connect.
 
 Every broker connection is a `KafkaClientConnection` (many requests in flight, responses in order).
-On connect the pool asks ApiVersions (v3, falling back to v0) and keeps the broker's ranges on the
+On connect the pool asks ApiVersions (v3, falling back by KIP-511's rule) and keeps the broker's ranges on the
 connection, so `version(conn, RequestClass)` picks the highest version both sides speak.
 Connections are created lazily: `get_nowait(node)` never blocks the caller (a producer's sender),
 it starts a connect in the background and returns None until it is up.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from typing import Any, Callable
 
 from kafka.errors import KafkaConnectionError, NodeNotReadyError, UnsupportedVersionError
@@ -18,6 +19,29 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 from minibroker.network.client import ConnectionClosed, KafkaClientConnection
 
 log = logging.getLogger("minibroker.client")
+
+_I16 = struct.Struct(">h")
+_API_VERSIONS_TOP = 3       # the version asked first (v3: KIP-511's client software name)
+
+
+class ApiVersionsFailed(KafkaConnectionError):
+    """The broker's ApiVersions answer could not be decoded at any version tried."""
+
+
+def _decode_api_versions(body: bytes, version: int) -> dict[int, tuple[int, int]] | None:
+    """An ApiVersions response body (after the header, never flexible) decoded at `version`:
+    None unless the decode consumes exactly the body (a truncated or mis-versioned one can decode
+    "successfully" with short fields)."""
+    flexible = ApiVersionsResponse.flexible_version_q(version)
+    decode = ApiVersionsResponse._struct.compiled_decode_from(
+        version, compact=flexible, tagged=flexible, data_class=ApiVersionsResponse[None])
+    try:
+        obj, end = decode(memoryview(body), 0)
+    except (struct.error, ValueError, IndexError, UnicodeDecodeError):
+        return None
+    if end != len(body):
+        return None
+    return {k.api_key: (k.min_version, k.max_version) for k in obj.api_keys}
 
 BOOTSTRAP = -1      # pseudo node ids below this are bootstrap servers: -1, -2, ...
 
@@ -36,8 +60,10 @@ def parse_bootstrap(servers: str | list[str]) -> list[tuple[str, int]]:
 
 class ConnectionPool:
     def __init__(self, bootstrap_servers: str | list[str], client_id: str,
-                 request_timeout_ms: int = 30000, reconnect_backoff_ms: int = 50) -> None:
+                 request_timeout_ms: int = 30000, reconnect_backoff_ms: int = 50,
+                 ssl_context: Any = None) -> None:
         self.client_id = client_id
+        self.ssl_context = ssl_context      # security.protocol=SSL: every connection uses TLS
         self.request_timeout = request_timeout_ms / 1000
         self.reconnect_backoff = reconnect_backoff_ms / 1000
         self.bootstrap = parse_bootstrap(bootstrap_servers)
@@ -45,6 +71,7 @@ class ConnectionPool:
         self._conns: dict[int, KafkaClientConnection] = {}
         self._connecting: dict[int, asyncio.Task] = {}
         self._backoff_until: dict[int, float] = {}
+        self._why: dict[int, str] = {}                      # node -> why the last connect failed
         self._listeners: list[Callable[[], None]] = []
         self._next_bootstrap = 0
         self.closed = False
@@ -107,14 +134,18 @@ class ConnectionPool:
                     self._connect(node))
         conn = await asyncio.shield(task)
         if conn is None:
-            raise KafkaConnectionError(f"cannot connect to node {node} at {self._address(node)}")
+            host, port = self._address(node)
+            who = "bootstrap server" if node <= BOOTSTRAP else f"broker {node}"
+            raise KafkaConnectionError(f"cannot reach {who} at {host}:{port} "
+                                       f"({self._why.get(node, 'connection failed')})")
         return conn
 
     async def _connect(self, node: int) -> KafkaClientConnection | None:
         try:
             host, port = self._address(node)
             conn = await KafkaClientConnection.connect(host, port, self.client_id,
-                                                      timeout=self.request_timeout)
+                                                      timeout=self.request_timeout,
+                                                      ssl=self.ssl_context)
             conn.api_versions = await self._api_versions(conn)
             if self.closed:
                 conn.close()
@@ -122,8 +153,13 @@ class ConnectionPool:
             self._conns[node] = conn
             self._backoff_until.pop(node, None)
             return conn
-        except (OSError, ConnectionClosed, asyncio.TimeoutError, KeyError) as e:
-            log.debug("connect to node %s failed: %r", node, e)
+        except (OSError, ConnectionClosed, asyncio.TimeoutError, KeyError,
+                ApiVersionsFailed) as e:
+            (log.warning if isinstance(e, ApiVersionsFailed) else log.debug)(
+                "connect to node %s failed: %r", node, e)
+            self._why[node] = str(e) or (
+                f"no connection in {self.request_timeout * 1000:.0f} ms"
+                if isinstance(e, asyncio.TimeoutError) else type(e).__name__)
             self._backoff_until[node] = asyncio.get_running_loop().time() + self.reconnect_backoff
             return None
         finally:
@@ -132,14 +168,36 @@ class ConnectionPool:
                 fn()
 
     async def _api_versions(self, conn: KafkaClientConnection) -> dict[int, tuple[int, int]]:
-        req = ApiVersionsRequest(client_software_name="minibroker-client",
-                                 client_software_version="0.1")
-        resp = await conn.request(req, 3, timeout=self.request_timeout,
-                                  response_class=ApiVersionsResponse)
-        if resp.error_code == UnsupportedVersionError.errno:
-            resp = await conn.request(ApiVersionsRequest(), 0, timeout=self.request_timeout,
-                                      response_class=ApiVersionsResponse)
-        return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        """The broker's version ranges, by KIP-511's rule: a broker that does not speak our
+        ApiVersions version answers UNSUPPORTED_VERSION at v0 (some, librdkafka's mock cluster,
+        in a shape no version decodes); retry at the highest version it lists, else at v0."""
+        version = _API_VERSIONS_TOP
+        for _ in range(3):
+            body = await self._api_versions_body(conn, version)
+            error = _I16.unpack_from(body, 0)[0] if len(body) >= 2 else None
+            if error == 0:
+                ranges = _decode_api_versions(body, version)
+                if ranges is not None:
+                    return ranges
+            elif error == UnsupportedVersionError.errno and version > 0:
+                listed = _decode_api_versions(body, 0) or {}
+                top = listed.get(ApiVersionsRequest.API_KEY, (0, 0))[1]
+                version = top if top < version else 0
+                continue
+            break
+        raise ApiVersionsFailed(f"no usable ApiVersions answer at v{version} "
+                                f"(body {bytes(body[:16]).hex()}…)")
+
+    async def _api_versions_body(self, conn: KafkaClientConnection, version: int) -> bytes:
+        req = (ApiVersionsRequest(client_software_name="minibroker-client",
+                                  client_software_version="0.1") if version >= 3
+               else ApiVersionsRequest())
+        fut = conn.send(req, version, response_class=ApiVersionsResponse, raw=True)
+        try:
+            return bytes(await asyncio.wait_for(fut, self.request_timeout))
+        except asyncio.TimeoutError:
+            conn.close("ApiVersions timed out")
+            raise
 
     async def any_connection(self, prefer: list[int] | None = None) -> tuple[int, KafkaClientConnection]:
         """A connection to some live broker: a known one first, then the bootstrap list."""

@@ -76,7 +76,7 @@ class Consumer(GroupMembership, PooledClient):
                  isolation_level: str = "read_uncommitted", request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, assignors: Iterable[str] = ("range", "roundrobin"),
                  allow_auto_create_topics: bool = True, ordering_barrier: bool = True,
-                 metadata_max_age_ms: int = 300000) -> None:
+                 metadata_max_age_ms: int = 300000, ssl_context: Any = None) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"auto_offset_reset {auto_offset_reset!r}")
         self.group_id = group_id
@@ -97,7 +97,8 @@ class Consumer(GroupMembership, PooledClient):
         for a in self.assignors:
             if a not in ASSIGNORS:
                 raise ValueError(f"unknown assignor {a!r}")
-        self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms)
+        self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms,
+                                   ssl_context=ssl_context)
         self.metadata = ClusterMetadata(self.pool,
                                         allow_auto_topic_creation=allow_auto_create_topics)
         self._parts: dict[TopicPartition, PartitionState] = {}

@@ -16,6 +16,7 @@ from minibroker.client.metadata import ClusterMetadata
 from minibroker.client.records import TopicPartition
 
 EARLIEST, LATEST = -2, -1
+MISSING_ROUNDS = 5
 
 # Partition errors that a metadata refresh (a moved leader, a removed partition) may cure.
 REFRESH_ERRORS = {Errors.NotLeaderForPartitionError.errno, Errors.FencedLeaderEpochError.errno,
@@ -26,16 +27,35 @@ REFRESH_ERRORS = {Errors.NotLeaderForPartitionError.errno, Errors.FencedLeaderEp
 
 async def list_offsets(pool: ConnectionPool, metadata: ClusterMetadata,
                        specs: dict[TopicPartition, int], isolation_level: int = 0,
-                       timeout: float = 30.0) -> dict[TopicPartition, tuple[int, int]]:
+                       timeout: float = 30.0, drop_missing: bool = False,
+                       leader_epochs: dict[TopicPartition, int] | None = None
+                       ) -> dict[TopicPartition, tuple[int, int]]:
     """{tp: timestamp spec (-2 earliest, -1 latest, ...)} -> {tp: (offset, timestamp)}, from leaders.
 
     Retries partitions whose leader moved until `timeout`; raises the last error then.
+    drop_missing: a partition (or topic) the refreshed metadata no longer has was deleted (KIP-253
+    removal, topic deletion): it is left out of the answer instead of retried until the timeout;
+    so is one whose leader still answers UNKNOWN_TOPIC_OR_PARTITION (or that has none) after
+    MISSING_ROUNDS refreshes (a metadata answer that lags the deletion, or a partition not yet
+    on its leader): the caller asks again later.
+    leader_epochs, when given, receives each answer's leader epoch (-1 from brokers without it).
     """
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     out: dict[TopicPartition, tuple[int, int]] = {}
     todo = dict(specs)
+    missing: collections.Counter = collections.Counter()    # rounds a partition looked missing
     while todo:
+        if drop_missing:
+            for tp in sorted(todo):
+                md = metadata.topic(tp.topic)
+                if md is None or tp.partition not in md.partitions or \
+                        missing[tp] >= MISSING_ROUNDS:
+                    del todo[tp]
+                elif metadata.leader(tp.topic, tp.partition) < 0:
+                    missing[tp] += 1
+            if not todo:
+                break
         for t in {tp.topic for tp in todo}:
             if metadata.topic(t) is None:
                 await metadata.wait_for_topic(t, timeout=max(0.1, end - loop.time()))
@@ -68,7 +88,11 @@ async def list_offsets(pool: ConnectionPool, metadata: ClusterMetadata,
                     if p.error_code == 0:
                         out[tp] = (p.offset, p.timestamp)
                         todo.pop(tp, None)
+                        if leader_epochs is not None:
+                            leader_epochs[tp] = getattr(p, "leader_epoch", -1)
                     else:
+                        if p.error_code == Errors.UnknownTopicOrPartitionError.errno:
+                            missing[tp] += 1
                         err = Errors.for_code(p.error_code)
                         last_err = err(f"ListOffsets {tp}")
                         if not err.retriable and p.error_code not in REFRESH_ERRORS:

@@ -146,7 +146,7 @@ class Producer:
                  delivery_timeout_ms: int = 120000, request_timeout_ms: int = 30000,
                  metadata_timeout_ms: int = 60000, clock: Clock | None = None,
                  tombstone_check_interval_ms: int = 1000, transactional_id: str | None = None,
-                 transaction_timeout_ms: int = 60000) -> None:
+                 transaction_timeout_ms: int = 60000, ssl_context: Any = None) -> None:
         acks = -1 if acks == "all" else int(acks)
         if acks not in (-1, 0, 1):
             raise ValueError(f"acks must be -1/'all', 0 or 1, not {acks}")
@@ -169,7 +169,8 @@ class Producer:
         self.request_timeout_ms = request_timeout_ms
         self.metadata_timeout = metadata_timeout_ms / 1000
         self.clock = clock or Clock()
-        self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms)
+        self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms,
+                                   ssl_context=ssl_context)
         self.metadata = ClusterMetadata(self.pool)
         self._parts: dict[TopicPartition, _PartitionState] = {}
         self._undesignated: dict[str, list] = {}        # topic -> [(key, value, headers, ts, fut, created)]

@@ -14,6 +14,7 @@ import struct
 from typing import Iterator, NamedTuple, Sequence
 
 import crc32c
+from kafka import codec as kafka_codec
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
@@ -22,12 +23,28 @@ from minibroker.protocol.varint import SMALL_UVARINTS, uvarint_bytes
 CODECS = {None: 0, "none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 
+# codec -> (whether kafka-python can use it here, the package it needs)
+_CODEC_LIBS = {2: (kafka_codec.has_snappy, "python-snappy"), 3: (kafka_codec.has_lz4, "lz4"),
+               4: (kafka_codec.has_zstd, "zstandard")}
+
+
+class CodecNotInstalledError(ValueError):
+    """compression.type names a codec whose library is not installed."""
+
+
 def codec_id(compression: str | None) -> int:
+    """The batch attribute of a compression.type; an unknown one, or one whose library is
+    missing, raises here (at configuration), never later in a sender."""
     try:
-        return CODECS[compression]
+        codec = CODECS[compression]
     except KeyError:
         raise ValueError(f"unknown compression {compression!r}; one of "
                          f"{sorted(k for k in CODECS if k)}") from None
+    if codec in _CODEC_LIBS and not _CODEC_LIBS[codec][0]():
+        raise CodecNotInstalledError(
+            f"compression.type={compression} needs the {_CODEC_LIBS[codec][1]} package, which "
+            f"is not installed: pip install 'minibroker[codecs]'")
+    return codec
 
 
 class TopicPartition(NamedTuple):

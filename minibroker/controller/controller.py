@@ -19,7 +19,7 @@ import asyncio
 import logging
 from typing import Any, Callable
 
-from kafka.errors import RequestTimedOutError
+from kafka.errors import PolicyViolationError, RequestTimedOutError
 
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
@@ -88,6 +88,10 @@ class Controller:
             await self.commit(resumed, propagate=False)
         await self.propagator.full_sync(self.image)
         self.spawn(removal_loop(self, self.config.partition_deletion_check_interval_ms))
+        if self.config.auto_leader_rebalance_enable:
+            self.spawn(elections.rebalance_loop(
+                self, self.config.leader_imbalance_check_interval_seconds,
+                self.config.leader_imbalance_per_broker_percentage))
 
     async def stop(self) -> None:
         self.running = False
@@ -206,6 +210,16 @@ class Controller:
             return await self._write(elections.elect_leaders(self.image, election_type,
                                                              partitions))
 
+    async def rebalance_leaders(self, per_broker_percentage: int) -> list[tuple[str, int]]:
+        """One auto leader rebalance round (elections.rebalance_loop): the partitions moved."""
+        async with self._lock:
+            wanted = elections.imbalanced_partitions(self.image, per_broker_percentage)
+            if not wanted:
+                return []
+            results = await self._write(elections.elect_leaders(self.image,
+                                                                elections.PREFERRED, wanted))
+            return [(t, p) for t, p, code, _ in results if code == 0]
+
     def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
         t = self.image.topics.get(topic)
         return t.partitions.get(partition) if t else None
@@ -247,6 +261,12 @@ class Controller:
         async with self._lock:
             res = partition_count.change_partition_count(self.image, name, count, assignments,
                                                          self.ids)
+            limit, t = self.config.max_partitions, self.image.topics.get(name)
+            if res.records and t is not None and count > t.undeleted_partition_count:
+                total, adding = topics.total_partitions(self.image), count - len(t.partitions)
+                if total + adding > limit:
+                    return ItemResult(PolicyViolationError.errno,
+                                      topics.partition_limit_reason(adding, total, limit))
             if validate_only or not res.records:
                 return res.response
             try:
@@ -264,9 +284,10 @@ class Controller:
             return res.response if validate_only else await self._write(res)
 
     async def alter_broker_configs(self, resource_name: str, changes: dict,
-                                   validate_only: bool) -> ItemResult:
+                                   validate_only: bool, replace: bool = False) -> ItemResult:
         async with self._lock:
-            res = broker_configs.alter_broker_configs(self.image, resource_name, changes)
+            res = broker_configs.alter_broker_configs(self.image, resource_name, changes,
+                                                      replace)
             return res.response if validate_only else await self._write(res)
 
     # ------------------------------------------------------------------ reassignment (KIP-179)

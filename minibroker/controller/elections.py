@@ -9,8 +9,19 @@ Per partition, as Kafka's ReplicationControlManager.electLeader:
   it lacks are lost, the point of an unclean election); none alive -> ELIGIBLE_LEADERS_NOT_AVAILABLE.
 `partitions` None: every partition that needs an election (Kafka's "all partitions" form), and
 only those are answered.
+
+Automatic preferred-leader rebalancing (`auto.leader.rebalance.enable`, every
+`leader.imbalance.check.interval.seconds`; `rebalance_loop`): as Kafka's
+checkAndTriggerAutoLeaderRebalance, per broker the partitions whose preferred replica (the first)
+it is but whose leader is another; past `leader.imbalance.per.broker.percentage` of its preferred
+partitions, a preferred election for those of them where it is alive and in the ISR. Partitions
+being reassigned or marked for deletion (KIP-253) are left alone, as Kafka leaves partitions being
+reassigned or deleted.
 """
 from __future__ import annotations
+
+import asyncio
+import logging
 
 from kafka.errors import (ElectionNotNeededError, EligibleLeadersNotAvailableError,
                           PreferredLeaderNotAvailableError, UnknownTopicOrPartitionError)
@@ -18,6 +29,8 @@ from kafka.errors import (ElectionNotNeededError, EligibleLeadersNotAvailableErr
 from minibroker.controller import records
 from minibroker.controller.image import MetadataImage
 from minibroker.controller.result import Result
+
+log = logging.getLogger("minibroker.controller")
 
 PREFERRED, UNCLEAN = 0, 1
 _STRATEGY = {PREFERRED: "PreferredReplicaPartitionLeaderElectionStrategy",
@@ -74,3 +87,39 @@ def elect_leaders(image: MetadataImage, election_type: int,
                        f"{_STRATEGY[election_type]}")
         results.append((topic, index, code, message))
     return Result(tuple(out), results)
+
+
+def imbalanced_partitions(image: MetadataImage, per_broker_percentage: int
+                          ) -> list[tuple[str, int]]:
+    """The partitions a rebalance round moves to their preferred replica, in (topic, index)
+    order: those of every broker past the imbalance ratio, where that broker can lead."""
+    alive = {b.broker_id for b in image.live_brokers()}
+    preferred_count: dict[int, int] = {}
+    imbalanced: dict[int, list[tuple[str, int]]] = {}
+    for name in sorted(image.topics):
+        for index, p in sorted(image.topics[name].partitions.items()):
+            if not p.replicas or p.reassigning or p.marked_for_deletion:
+                continue
+            preferred = p.replicas[0]
+            preferred_count[preferred] = preferred_count.get(preferred, 0) + 1
+            if p.leader != preferred and preferred in alive and preferred in p.isr:
+                imbalanced.setdefault(preferred, []).append((name, index))
+    out = []
+    for broker in sorted(imbalanced):
+        if len(imbalanced[broker]) * 100 > per_broker_percentage * preferred_count[broker]:
+            out += imbalanced[broker]
+    return sorted(out)
+
+
+async def rebalance_loop(ctl, interval_s: float, per_broker_percentage: int) -> None:
+    """Kafka's auto leader rebalance, on the controller while it is active."""
+    while ctl.running:
+        await ctl.clock.sleep(interval_s)
+        try:
+            moved = await ctl.rebalance_leaders(per_broker_percentage)
+        except Exception:  # noqa: BLE001 — a failover meanwhile; the next round tries again
+            log.exception("controller: preferred leader rebalancing failed")
+            continue
+        if moved:
+            log.info("controller: moved the leadership of %d partitions back to their preferred "
+                     "replicas: %s", len(moved), ", ".join(f"{t}-{p}" for t, p in moved[:20]))

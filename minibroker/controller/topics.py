@@ -81,6 +81,8 @@ def plan_topics(image: MetadataImage, specs: list[TopicSpec], ids: IdSource,
     if total_new_partitions(specs, defaults.num_partitions) > MAX_PARTITIONS_PER_BATCH:
         return [], [ItemResult(PolicyViolationError.errno, EXCESSIVE_PARTITIONS) for _ in specs]
     plans, results, names = [], [], set()
+    limit = getattr(defaults, "max_partitions", MAX_PARTITIONS_DEFAULT)
+    total = total_partitions(image) if limit < MAX_PARTITIONS_DEFAULT else 0
     for name, partitions, rf, assignments, configs in specs:
         if name in names:
             results.append(ItemResult(TopicAlreadyExistsError.errno,
@@ -88,11 +90,29 @@ def plan_topics(image: MetadataImage, specs: list[TopicSpec], ids: IdSource,
             continue
         plan, res = _create_topic(image, ids, name, partitions, rf, assignments, configs,
                                   defaults)
+        if plan is not None and total + len(plan.parts) > limit:
+            plan, res = None, ItemResult(PolicyViolationError.errno, partition_limit_reason(
+                len(plan.parts), total, limit))
         results.append(res)
         if plan is not None:
             plans.append(plan)
             names.add(name)
+            total += len(plan.parts)
     return plans, results
+
+
+# KIP-578's max.partitions (a minibroker extension: the KIP was never adopted by Kafka): the
+# partitions the whole cluster may hold, internal topics and auto-created ones included.
+MAX_PARTITIONS_DEFAULT = 2**31 - 1
+
+
+def total_partitions(image: MetadataImage) -> int:
+    return sum(len(t.partitions) for t in image.topics.values())
+
+
+def partition_limit_reason(adding: int, total: int, limit: int) -> str:
+    return (f"Adding {adding} partitions would bring the cluster to {total + adding} "
+            f"partitions, over max.partitions={limit}")
 
 
 def _create_topic(image: MetadataImage, ids: IdSource, name: str, partitions: int,

@@ -37,6 +37,7 @@ from minibroker.coordinator.replay import replay, replay_all
 
 OFFSET_METADATA_TOO_LARGE = Errors.OffsetMetadataTooLargeError.errno
 OFFSET_METADATA_MAX_BYTES = 4096                # offset.metadata.max.bytes
+INT64_MAX = 2**63 - 1
 
 
 class OffsetMetadataManager(CoordinatorPart):
@@ -76,8 +77,9 @@ class OffsetMetadataManager(CoordinatorPart):
                 result[(topic, partition)] = OFFSET_METADATA_TOO_LARGE
                 continue
             ts = commit_ts if commit_ts is not None and commit_ts >= 0 else now
-            expire = ts + retention_time_ms if retention_time_ms is not None and \
-                retention_time_ms >= 0 else -1
+            # A retention past the int64 range means "never" (Kafka's long would wrap negative).
+            expire = min(ts + retention_time_ms, INT64_MAX) if retention_time_ms is not None \
+                and retention_time_ms >= 0 else -1
             om = OffsetAndMetadata(offset, leader_epoch, metadata, ts, expire)
             records.append(offset_commit_record(group_id, topic, partition, om))
             pending.append((group_id, topic, partition))

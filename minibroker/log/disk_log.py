@@ -19,8 +19,9 @@ Decisions:
 - fsync: after `flush.messages` messages (log.flush.interval.messages), after `flush.ms`
   (LogManager's checkpoint tick), when a segment rolls, and at a clean shutdown; by default, as
   Kafka, never per write.
-- `log.memory.max.bytes` does not evict from these logs: they keep every batch in memory too, so
-  retention is what bounds them (a read-from-disk cache is not built).
+- `log.memory.max.bytes` neither evicts nor spills from these logs: they keep every batch in
+  memory too, so retention is what bounds them (reading old batches back from these segments, as
+  log/spill.py does from its own, is not built yet).
 - Compaction swaps a cleaned segment in through a `.cleaned` file renamed over the old one.
 """
 from __future__ import annotations
@@ -252,6 +253,9 @@ class DiskPartitionLog(PartitionLog):
 
     def evict_to(self, share: int) -> int:
         return 0        # see the module docstring: retention bounds a log on disk
+
+    def spill_to(self, share: int, spill: Any) -> int:
+        return 0        # its bytes are in its own segments already (module docstring)
 
     def replace_batches(self, replacements: dict[int, StoredBatch | None]) -> None:
         """Compaction: the cleaned batches replace the segments that held the old ones."""

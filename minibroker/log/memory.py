@@ -1,16 +1,20 @@
 """The bytes a broker's partition logs hold in memory, and a broker-wide cap on them.
 
-`log.memory.max.bytes` (a minibroker extension; -1, the default, means no cap) bounds an
-in-memory broker the way a disk bounds Kafka. It counts what the batches really hold
-(StoredBatch.held: the whole frame an adopted batch keeps alive, plus per-batch objects), not
-their wire size. Past it, the oldest batches of the partitions
-holding the most are deleted, as retention deletes them (the log start offset moves; nothing above
-a partition's high watermark goes), down to an equal share of the cap for each partition that holds
-more than that share (max-min fairness: a partition holding less keeps everything). A round frees
-a sixteenth of the cap, so the next rounds are that many bytes away. Memory freed that way is
-reused by the next batches, which costs a tenth of touching fresh pages (benchmarks/README.md).
+`log.memory.max.bytes` (a minibroker extension; -1, the default, means no cap) bounds the memory
+an in-memory broker's logs hold, never the data: nothing acknowledged is deleted before a
+retention the user set. It counts what the batches really hold (StoredBatch.held: the whole frame
+an adopted batch keeps alive, plus per-batch objects), not their wire size. Past it, the oldest
+batches of the partitions holding the most go to files (`log.memory.overflow=spill`, the
+default; log/spill.py: they stay readable, through a read-only mapping of their segment file),
+down to an equal share of the cap for each partition that holds more than that share (max-min
+fairness: a partition holding less keeps everything). A round frees a sixteenth of the cap, so
+the next rounds are that many bytes away. Memory freed that way is reused by the next batches,
+which costs a tenth of touching fresh pages (benchmarks/README.md). What a spilled batch still
+holds (its objects, BATCH_OVERHEAD) stays counted and cannot go.
 
-What sits above a high watermark cannot go: while followers are behind (acks=0/1 producers
+`log.memory.overflow=delete` is the explicit opt-in to eviction: the oldest batches are deleted
+instead, as if a retention had been set (the log start offset moves; nothing above a partition's
+high watermark goes). In that mode, what sits above a high watermark cannot go: while followers are behind (acks=0/1 producers
 outrun replication; an in-process RF 3 cluster shares one core), a round frees too little and the
 logs grew without bound (9 GB of RSS under a 3 GB cap). Past the cap by more than a sixteenth,
 producers are held back instead, as Kafka's quotas mute a channel: each Produce answer waits
@@ -25,6 +29,10 @@ import os
 from typing import Protocol
 
 from minibroker.log.heap import HEAP
+from minibroker.log.spill import SpillDir
+
+SPILL, DELETE = "spill", "delete"           # log.memory.overflow
+OVERFLOW_POLICIES = (SPILL, DELETE)
 
 
 class EvictableLog(Protocol):
@@ -35,6 +43,9 @@ class EvictableLog(Protocol):
 
     def evict_to(self, share: int) -> int:
         """Delete the oldest batches below the high watermark down to `share` bytes; how many."""
+
+    def spill_to(self, share: int, spill: SpillDir) -> int:
+        """Move the oldest batches' bytes to `spill` down to `share` bytes held; how many."""
 
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3     # glibc's mallopt parameters
@@ -86,8 +97,11 @@ def default_max_bytes(brokers: int) -> int:
 
 
 class LogMemory:
-    def __init__(self, max_bytes: int = -1) -> None:
+    def __init__(self, max_bytes: int = -1, overflow: str = SPILL) -> None:
+        assert overflow in OVERFLOW_POLICIES, overflow
         self.max_bytes = max_bytes
+        self.overflow = overflow
+        self.spill = SpillDir() if overflow == SPILL else None     # its directory: at first use
         self.used = 0
         # A round starts past this: the cap, or, after a round that the high watermarks stopped
         # short of it, a sixteenth of the cap further (not a futile round on every append).
@@ -122,7 +136,9 @@ class LogMemory:
         if self.max_bytes < 0 or self.used <= limit:
             return False
         self._evict()
-        return self.used > limit
+        # Spilling does not wait for high watermarks: what is left is what no round can free
+        # (spilled batches' objects), which holding producers back would not change.
+        return self.overflow == DELETE and self.used > limit
 
     async def room(self, timeout_s: float) -> None:
         """Until a round brings the logs back under the cap, or `timeout_s`."""
@@ -150,8 +166,8 @@ class LogMemory:
             self._evict()
 
     def maybe_evict(self) -> int:
-        """Past the cap: delete the oldest batches of the largest logs down to their fair share of
-        the cap less a sixteenth. Returns how many batches were deleted."""
+        """Past the cap: spill (or delete) the oldest batches of the largest logs down to their
+        fair share of the cap less a sixteenth. Returns how many batches went."""
         if self.max_bytes < 0 or self.used <= max(self.max_bytes, self._threshold):
             return 0
         return self._evict()
@@ -172,7 +188,14 @@ class LogMemory:
             room -= log.held_bytes
         else:
             return 0
+        if self.spill is not None:
+            return sum(log.spill_to(share, self.spill) for log in logs[i:])
         return sum(log.evict_to(share) for log in logs[i:])
+
+    def close(self) -> None:
+        """The broker stopped: its spill directory goes."""
+        if self.spill is not None:
+            self.spill.close()
 
 
 def _done(fut: asyncio.Future) -> None:

@@ -40,6 +40,7 @@ from minibroker.log import append_checks
 from minibroker.log.config import LogConfig
 from minibroker.log.epochs import LeaderEpochCache
 from minibroker.log.memory import LogMemory
+from minibroker.log.spill import SpillDir
 from minibroker.log.records_check import check_records
 from minibroker.log.twins import twin
 from minibroker.log.producer_state import (
@@ -205,6 +206,9 @@ class PartitionLog:
         self.memory = memory if memory is not None else LogMemory()
         self.memory.register(self)
         self.high_watermark_of: Callable[[], int] = lambda: self.log_end_offset
+        # Batches below this offset were spilled (log/spill.py), except rewritten ones: a hint
+        # for where the next spill starts looking.
+        self._spilled_end = 0
         # Compaction (log/cleaner.py): where the last cleaning ended, the earliest delete horizon of
         # the tombstones kept (-1: none), and the active segment (rolled on append by segment.ms /
         # segment.bytes, tracked only on compacted topics: its base offset, start time and bytes).
@@ -373,6 +377,8 @@ class PartitionLog:
             leaders = same[i]
             if leaders is not None:     # and the leader's share of the frame holding them
                 data, share = leaders.data, leaders.held - leaders.size - BATCH_OVERHEAD
+                if share < 0:           # a spilled leader batch: its bytes are in a file
+                    share = 0
             else:
                 data = view[h.offset_in_buf:h.offset_in_buf + h.size]
                 share = shares[i] if shares else 0
@@ -470,6 +476,7 @@ class PartitionLog:
             kept_batches.append(batch)
             kept_bases.append(batch.base_offset)
         self._stored, self._bases, self._head = untracked(kept_batches), untracked(kept_bases), 0
+        self._spilled_end = 0           # rewritten batches are in memory again
         self.memory.released(freed)
         self.memory.stored(added)
 
@@ -577,6 +584,7 @@ class PartitionLog:
         self.log_end_offset = min(self.log_end_offset, offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.first_dirty_offset = min(self.first_dirty_offset, self.log_end_offset)
+        self._spilled_end = min(self._spilled_end, self.log_end_offset)
         if self._segment_base is not None and self._segment_base >= self.log_end_offset:
             self._segment_base = None
         self.epochs.truncate_from_end(self.log_end_offset)
@@ -594,6 +602,7 @@ class PartitionLog:
         self.size_bytes = self.held_bytes = 0
         self.log_start_offset = self.log_end_offset = offset
         self.first_dirty_offset, self._segment_base = offset, None
+        self._spilled_end = offset
         self.epochs.clear()
         self.producers.clear()
         self.txn_index.clear()
@@ -646,6 +655,32 @@ class PartitionLog:
         if dropped:
             self._start_at_first_batch()
         return dropped
+
+    def spill_to(self, share: int, spill: SpillDir) -> int:
+        """LogMemory's cap (log.memory.overflow=spill): move the oldest batches' bytes to a
+        segment file in `spill`, read from there after (log/spill.py), while the log holds more
+        than `share` bytes. Nothing is deleted and no offset moves. Returns how many."""
+        stored = self._stored
+        i = max(bisect_right(self._bases, self._spilled_end, self._head) - 1, self._head)
+        picked = []
+        excess = self.held_bytes - share
+        while i < len(stored) and excess > 0:
+            batch = stored[i]
+            i += 1
+            if batch.held > BATCH_OVERHEAD:     # not spilled yet
+                picked.append(batch)
+                excess -= batch.held - BATCH_OVERHEAD
+        if not picked:
+            return 0
+        freed = 0
+        for batch, view in zip(picked, spill.write(self.topic, self.partition, picked)):
+            freed += batch.held - BATCH_OVERHEAD
+            batch.data = batch.view = view
+            batch.held = BATCH_OVERHEAD
+        self.held_bytes -= freed
+        self.memory.released(freed)
+        self._spilled_end = max(self._spilled_end, picked[-1].last_offset + 1)
+        return len(picked)
 
     def _start_at_first_batch(self) -> None:
         """After whole batches were dropped from the front: the log starts at what is left."""

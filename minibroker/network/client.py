@@ -66,10 +66,12 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
 
     @classmethod
     async def connect(cls, host: str, port: int, client_id: str = "minibroker",
-                      timeout: float = 10.0) -> "KafkaClientConnection":
+                      timeout: float = 10.0, ssl: Any = None) -> "KafkaClientConnection":
+        """ssl: an ssl.SSLContext for a TLS listener (security.protocol=SSL), else plaintext."""
         loop = asyncio.get_running_loop()
+        tls = {"ssl": ssl, "server_hostname": host} if ssl is not None else {}
         _, proto = await asyncio.wait_for(
-            loop.create_connection(lambda: cls(client_id), host, port), timeout)
+            loop.create_connection(lambda: cls(client_id), host, port, **tls), timeout)
         return proto
 
     def connection_made(self, transport) -> None:
@@ -164,7 +166,17 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         except asyncio.TimeoutError:
             # A lost response desynchronises the stream: the connection is unusable.
             self.close("request timed out")
-            raise
+            name = type(req).__name__.removesuffix("Request")
+            raise asyncio.TimeoutError(f"{self.peer()} did not answer {name} in "
+                                       f"{timeout * 1000:.0f} ms") from None
+
+    def peer(self) -> str:
+        """"host:port" of the other end, for messages ("broker" when unknown: memory pipes)."""
+        try:
+            host, port = self.transport.get_extra_info("peername")[:2]
+            return f"{host}:{port}"
+        except (AttributeError, TypeError):
+            return "broker"
 
     # Responses are received straight into the FrameReader's buffer (one copy at most per frame).
     def get_buffer(self, sizehint: int) -> memoryview:

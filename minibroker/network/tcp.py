@@ -15,6 +15,8 @@ import collections
 import logging
 from typing import Any, Callable, Coroutine
 
+from minibroker.network.accept import INT32_MAX, Listener, listen
+from minibroker.network.request_pool import RequestMemoryPool
 from minibroker.network.sockopts import SocketTuning
 from minibroker.protocol.framing import FrameReader, ProtocolViolation
 from minibroker.security.principal import ANONYMOUS
@@ -92,11 +94,13 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
     frames or per completed Task."""
 
     def __init__(self, handle: Handle, max_request_bytes: int, connections: dict,
-                 name: str = "server") -> None:
+                 name: str = "server", pool: RequestMemoryPool | None = None) -> None:
         self.handle = handle
         self.connections = connections      # the server's open connections (closed on stop)
         self.name = name                    # for log lines, e.g. "broker 1"
         self.reader = FrameReader(max_request_bytes)
+        self.reader.pool = pool             # queued.max.request.bytes (network/request_pool.py)
+        self._waiting_for_pool = False
         self.get_buffer = self.reader.get_buffer    # the loop calls it on every receive: one call less
         self.pending: collections.deque = collections.deque()     # Tasks and _Completed, in order
         self.transport: asyncio.Transport | None = None
@@ -130,6 +134,9 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
     def connection_lost(self, exc) -> None:
         self.closed = True
         self.connections.pop(self, None)
+        if self.reader.pool is not None:
+            self.reader.release()
+            self.reader.pool.forget(self._pool_has_room)
 
     def close(self, reason: str, level: int = logging.WARNING) -> None:
         """A WARNING by default: bad input or a failure; a broker stopping closes at DEBUG."""
@@ -155,6 +162,15 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
             self._handle_frames(frames)
         if self.reader.large_frames and not self.closed:
             self.tuning.quick_ack()
+        if self.reader.waiting and not self._waiting_for_pool and not self.closed:
+            self._waiting_for_pool = True       # no room for this request yet: stop reading
+            self.reader.pool.wait(self._pool_has_room)
+            self._update_reading()
+
+    def _pool_has_room(self) -> None:
+        self._waiting_for_pool = False
+        self.reader.waiting = 0                 # tried again on the next receive
+        self._update_reading()
 
     def data_received(self, data: bytes) -> None:
         """asyncio.Protocol form (tests may drive a connection by hand)."""
@@ -270,7 +286,7 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         if self.closed or self.transport is None:
             return
         want_pause = (self._write_paused or len(self.pending) >= MAX_IN_FLIGHT
-                      or bool(self._deferred))
+                      or bool(self._deferred) or self._waiting_for_pool)
         if want_pause and not self._paused_reading:
             self.transport.pause_reading()
             self._paused_reading = True
@@ -339,9 +355,16 @@ class AcceptErrorLimiter:
 
 
 async def start_listener(handle: Handle, host: str, port: int, *, max_request_bytes: int,
-                         connections: dict, name: str = "server") -> asyncio.base_events.Server:
-    loop = asyncio.get_running_loop()
-    AcceptErrorLimiter.install(loop)
-    return await loop.create_server(
-        lambda: KafkaServerConnection(handle, max_request_bytes, connections, name), host, port,
-        reuse_address=True, backlog=1024)
+                         connections: dict, name: str = "server",
+                         max_connections: int = INT32_MAX,
+                         max_connections_per_ip: int = INT32_MAX,
+                         pool: RequestMemoryPool | None = None) -> Listener:
+    """An accept loop of our own (network/accept.py: max.connections, max.connections.per.ip
+    and a back-off when accept fails), with asyncio.Server's close / wait_closed / sockets;
+    `pool`: queued.max.request.bytes (network/request_pool.py)."""
+    AcceptErrorLimiter.install(asyncio.get_running_loop())
+    return await listen(
+        lambda: KafkaServerConnection(handle, max_request_bytes, connections, name, pool),
+        host, port,
+        connections=connections, name=name, max_connections=max_connections,
+        max_connections_per_ip=max_connections_per_ip)

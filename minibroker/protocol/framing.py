@@ -72,7 +72,7 @@ class FrameReader:
     `feed(data)` is the asyncio.Protocol form: it copies `data` into the same buffers (one copy)."""
 
     __slots__ = ("_buf", "_view", "_start", "_end", "_max", "_spares", "_last_large", "_own",
-                 "large_frames")
+                 "large_frames", "pool", "waiting", "_reserved")
 
     FIRST = 4096                # a connection's first buffer (many connections carry little)
     CHUNK = 64 * 1024           # buffers double up to this; larger frames get their own buffer
@@ -91,6 +91,13 @@ class FrameReader:
         # A large frame is being received, or the last frame was large (_own or _last_large,
         # kept as a plain attribute: the network layer reads it after every receive).
         self.large_frames = False
+        # queued.max.request.bytes (network/request_pool.py): a large frame's own buffer is
+        # taken only once `pool.try_reserve(size)` grants it; until then `waiting` holds its
+        # size, the connection stops reading and what arrived stays in the shared buffer.
+        # The reservation goes back when the frame is complete (or the reader is released).
+        self.pool = None
+        self.waiting = 0
+        self._reserved = 0
 
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """Writable space for the next receive (at least 1 byte)."""
@@ -100,6 +107,11 @@ class FrameReader:
             if 0 <= size <= self._max:
                 if 4 + size > self.CHUNK:
                     if not self._own:
+                        if self.pool is not None:
+                            if not self.pool.try_reserve(4 + size):
+                                self.waiting = 4 + size
+                                return self._room_while_waiting()
+                            self.waiting, self._reserved = 0, 4 + size
                         self._take_own(4 + size)
                     return self._view[self._end:]
                 if start + 4 + size > len(self._buf):
@@ -112,6 +124,24 @@ class FrameReader:
         elif len(self._buf) - end < self.MIN_READ:
             self._renew(min(2 * len(self._buf), self.CHUNK))
         return self._view[self._end:]
+
+    def _room_while_waiting(self) -> memoryview:
+        """Space for one more receive while a large frame waits for the pool (the connection
+        pauses reading after it): the shared buffer's rest, at most CHUNK + MIN_READ in all."""
+        if len(self._buf) - self._end < 1:
+            self._renew(self._end - self._start + self.MIN_READ)
+        return self._view[self._end:]
+
+    def release(self) -> None:
+        """The connection is gone: a reservation held for a partial large frame goes back."""
+        if self._reserved and self.pool is not None:
+            self.pool.release(self._reserved)
+        self._reserved = self.waiting = 0
+
+    @property
+    def held_bytes(self) -> int:
+        """The bytes this reader's buffers hold (its own and the spares it keeps)."""
+        return len(self._buf) + sum(len(s) for s in self._spares)
 
     def _spare(self, capacity: int) -> bytearray | None:
         """A kept buffer of at least `capacity` bytes that no view points into any more."""
@@ -158,6 +188,9 @@ class FrameReader:
             frame = self._view[4:]
             self._own = False
             self._last_large = True
+            if self._reserved:          # read: the pool bounds requests being read
+                self.pool.release(self._reserved)
+                self._reserved = 0
             self._start = self._end = 0
             self._switch(self._spare(self.MIN_READ) or bytearray(self.FIRST), keep_old=False)
             return [frame]

@@ -25,6 +25,12 @@ def first_null(struct: Any, obj: Any, version: int, path: str = "") -> str | Non
                 found = first_null(inner, item, version, f"{path}{key}[{i}].")
                 if found:
                     return found
+        elif field.is_array():
+            # Kafka's array elements are never nullable ("[]string" has no nullableVersions of
+            # its own; kafka-python's inner field only copies the array's).
+            for i, item in enumerate(value):
+                if item is None:
+                    return f"{path}{key}[{i}]"
         elif field.is_struct():
             found = first_null(field, value, version, f"{path}{key}.")
             if found:

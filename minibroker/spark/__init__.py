@@ -17,8 +17,9 @@ __all__ = ["register", "MinibrokerDataSource"]
 
 def register(spark) -> None:
     """Make `format("minibroker")` available on `spark` (idempotent)."""
-    from minibroker.spark.source import MinibrokerDataSource
+    from minibroker.spark.source import MinibrokerDataSource, install_save_mode
     spark.dataSource.register(MinibrokerDataSource)
+    install_save_mode()                 # save() with no mode appends, as Spark's Kafka sink
 
 
 def __getattr__(name: str):

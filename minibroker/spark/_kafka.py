@@ -19,15 +19,20 @@ from kafka.protocol.consumer import FetchResponse
 
 from minibroker.client import Admin, TopicPartition
 from minibroker.client.kip253 import epoch_end_offset, kip253_counts, partition_leader_epochs
+from minibroker.client.list_offsets import list_offsets
 from minibroker.client.records import batches_after
 from minibroker.protocol.errors import INVALID_PARTITION_METADATA
 from minibroker.protocol.messages import FetchRequestKip253
+from minibroker.spark.security import ClientConf
 
 EARLIEST, LATEST = -2, -1
 _REFRESH = {Errors.NotLeaderForPartitionError.errno, Errors.FencedLeaderEpochError.errno,
             Errors.UnknownTopicOrPartitionError.errno, Errors.LeaderNotAvailableError.errno,
             Errors.UnknownLeaderEpochError.errno, Errors.KafkaStorageError.errno,
             Errors.OffsetNotAvailableError.errno, INVALID_PARTITION_METADATA}
+
+
+_NULL_ID = "00000000-0000-0000-0000-000000000000"
 
 
 class DataLossError(RuntimeError):
@@ -39,10 +44,14 @@ class TopicInfo:
     name: str
     partitions: tuple[int, ...]
     counts: tuple[int, int] | None       # KIP-253 (N, U) when the broker reports them
+    topic_id: str | None = None          # None from brokers without topic ids
 
 
-def _admin(bootstrap: str) -> Admin:
-    return Admin(bootstrap, client_id="minibroker-spark", request_timeout_ms=30000)
+def _admin(conf: ClientConf | str) -> Admin:
+    if isinstance(conf, str):
+        conf = ClientConf(conf)
+    return Admin(conf.bootstrap, client_id=conf.client_id, request_timeout_ms=conf.request_timeout_ms,
+                 ssl_context=conf.ssl_context())
 
 
 async def _topics(admin: Admin, subscribe: list[str] | None, pattern: str | None,
@@ -63,18 +72,25 @@ async def _topics(admin: Admin, subscribe: list[str] | None, pattern: str | None
         parts = sorted(md.partitions)
         if assign is not None:
             parts = sorted(p for p in assign[n] if p in md.partitions)
-        out[n] = TopicInfo(n, tuple(parts), kip253_counts(md))
+        tid = getattr(md, "topic_id", None)
+        out[n] = TopicInfo(n, tuple(parts), kip253_counts(md),
+                           str(tid) if tid and str(tid) != _NULL_ID else None)
     return out
 
 
-async def _offsets(admin: Admin, specs: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+async def _offsets(admin: Admin, specs: dict[TopicPartition, int], drop_missing: bool = False,
+                   leader_epochs: dict[TopicPartition, int] | None = None
+                   ) -> dict[TopicPartition, int]:
+    """Offsets of `specs`; with drop_missing, partitions deleted meanwhile are left out (never
+    retried until a time-out)."""
     if not specs:
         return {}
-    got = await admin.list_offsets(specs)
+    got = await list_offsets(admin.pool, admin.metadata, specs, timeout=admin.pool.request_timeout,
+                             drop_missing=drop_missing, leader_epochs=leader_epochs)
     return {tp: off for tp, (off, _) in got.items()}
 
 
-def describe(bootstrap: str, subscribe=None, pattern=None, assign=None,
+def describe(bootstrap: ClientConf | str, subscribe=None, pattern=None, assign=None,
              specs_of=None) -> tuple[dict[str, TopicInfo], dict[str, dict[TopicPartition, int]]]:
     """Topics and, for each named spec (e.g. {"earliest": -2, ...} per tp), the offsets.
 
@@ -102,7 +118,20 @@ async def end_of_epoch(admin: Admin, topic: str, partition: int, epoch: int) -> 
     return await epoch_end_offset(admin.pool, admin.metadata, topic, partition, epoch)
 
 
-def run_with_admin(bootstrap: str, fn):
+def probe(conf: ClientConf) -> None:
+    """Connect once (Metadata): a listener that refuses these settings (TLS against a plaintext
+    port, a certificate not trusted) fails here with a message saying so."""
+    async def go(admin):
+        try:
+            await admin.metadata.fetch_all()
+        except (Errors.KafkaError, OSError, asyncio.TimeoutError) as e:
+            protocol = dict(conf.security).get("kafka.security.protocol", "PLAINTEXT").upper()
+            raise ConnectionError(f"cannot reach {conf.bootstrap} with security.protocol="
+                                  f"{protocol}: {e}") from None
+    run_with_admin(conf, go)
+
+
+def run_with_admin(bootstrap: ClientConf | str, fn):
     """asyncio.run(fn(admin)) with a fresh Admin closed afterwards."""
     async def go():
         admin = _admin(bootstrap)
@@ -168,6 +197,8 @@ async def _fetch(admin: Admin, topic: str, partition: int, start: int, end: int,
     errors = 0
     while offset < end:
         leader = md.leader(topic, partition)
+        if leader < 0 and _removed(md, topic, partition, offset, end, fail_on_data_loss):
+            break
         if leader < 0:
             errors += 1
             if errors > 100:
@@ -208,6 +239,10 @@ async def _fetch(admin: Admin, topic: str, partition: int, start: int, end: int,
                     f"they were read (failOnDataLoss=true; set it to false to skip them)")
             offset = lso
             continue
+        if p.error_code == Errors.UnknownTopicOrPartitionError.errno:
+            await md.refresh([topic])
+            if _removed(md, topic, partition, offset, end, fail_on_data_loss):
+                break
         if p.error_code:
             errors += 1
             if errors > 100 or p.error_code not in _REFRESH and not Errors.for_code(p.error_code).retriable:
@@ -237,7 +272,21 @@ async def _fetch(admin: Admin, topic: str, partition: int, start: int, end: int,
         emit(cols)
 
 
-def fetch_range(bootstrap: str, topic: str, partition: int, start: int, end: int, *,
+def _removed(md, topic: str, partition: int, offset: int, end: int, fail_on_data_loss: bool) -> bool:
+    """Whether the partition being read is gone from (refreshed) metadata: a KIP-253 partition
+    is removed only once drained, so its planned rest was delivered or deliberately deleted (a
+    replayed micro-batch): stop. A deleted topic's, or a removed partition of a topic without
+    KIP-253 counts, is data loss."""
+    t = md.topic(topic)
+    if t is not None and partition in t.partitions:
+        return False
+    if t is not None and kip253_counts(t) is not None or not fail_on_data_loss:
+        return True
+    raise DataLossError(f"{topic}-{partition}: deleted with offsets {offset}..{end - 1} unread "
+                        f"(failOnDataLoss=true; set it to false to skip them)")
+
+
+def fetch_range(bootstrap: ClientConf | str, topic: str, partition: int, start: int, end: int, *,
                 fail_on_data_loss: bool = True, with_headers: bool = False,
                 max_bytes: int = 8 << 20, rows_per_batch: int = 65536) -> list[Columns]:
     out: list[Columns] = []

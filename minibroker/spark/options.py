@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass, field
 
 from minibroker.client import TopicPartition
+from minibroker.spark import option_table
+from minibroker.spark.security import ClientConf, client_conf
 
 EARLIEST, LATEST = -2, -1
 
@@ -50,7 +52,9 @@ def to_json_offsets(offsets: dict[TopicPartition, int]) -> dict[str, dict[str, i
 
 
 def from_json_offsets(d: dict) -> dict[TopicPartition, int]:
-    return {TopicPartition(t, int(p)): int(o) for t, ps in (d or {}).items() for p, o in ps.items()}
+    """The offsets of Kafka-style JSON; '@' keys (minibroker.spark.lineage) are not topics."""
+    return {TopicPartition(t, int(p)): int(o) for t, ps in (d or {}).items()
+            if not t.startswith("@") for p, o in ps.items()}
 
 
 @dataclass
@@ -79,6 +83,7 @@ class SourceOptions:
     min_partitions: int | None
     max_records_per_partition: int
     fetch_max_bytes: int
+    client: ClientConf = None               # how to connect (security, timeouts)
 
 
 def _spec(opts: dict, prefix: str, default: str) -> Spec:
@@ -98,9 +103,11 @@ def _spec(opts: dict, prefix: str, default: str) -> Spec:
 
 def parse(options, streaming: bool) -> SourceOptions:
     opts = {str(k).lower(): (None if v is None else str(v)) for k, v in dict(options).items()}
+    option_table.check(opts, "source")
     bootstrap = opts.get("kafka.bootstrap.servers")
     if not bootstrap:
         raise ValueError("option 'kafka.bootstrap.servers' is required")
+    client = client_conf(opts, "minibroker-spark")
     given = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k)]
     if len(given) != 1:
         raise ValueError("exactly one of 'subscribe', 'subscribePattern' or 'assign' must be given")
@@ -135,5 +142,6 @@ def parse(options, streaming: bool) -> SourceOptions:
         ordered_delivery=_bool(opts.get("ordereddelivery"), True),
         min_partitions=_int(opts.get("minpartitions")),
         max_records_per_partition=_int(opts.get("maxrecordsperpartition")) or 500_000,
-        fetch_max_bytes=_int(opts.get("fetch.max.bytes")) or (8 << 20),
+        fetch_max_bytes=_int(opts.get("kafka.fetch.max.bytes")) or (8 << 20),
+        client=client,
     )

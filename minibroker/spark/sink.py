@@ -10,7 +10,9 @@ count, and on stock brokers), so per-key order survives partition expansion and 
 Each Spark task writes its rows with one idempotent producer (acks=all, enable_idempotence): broker
 retries inside a task never duplicate.  A Spark task that fails and is retried writes its rows
 again, and a streaming micro-batch replayed after a crash too: delivery is **at least once**, as
-with Spark's own Kafka sink, until the broker has transactions.
+with Spark's own Kafka sink, unless `exactlyOnce=true`: then each task writes in a transaction
+with a commit marker, and a replayed task that finds its marker writes nothing
+(minibroker.spark.exactly_once).
 
 Vectorised (minibroker.spark.encode): per Arrow batch the partitions are computed for all rows at
 once, rows are ordered by partition (stably, so a key's rows keep their order), and each partition's
@@ -23,6 +25,7 @@ refused rows again, in their order, before it writes more.
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections import deque
 from dataclasses import dataclass
 from functools import partial
@@ -39,6 +42,9 @@ from minibroker.client import Producer
 from minibroker.client.kip253 import kip253_counts
 from minibroker.client.producer import StalePartitioningError
 from minibroker.client.records import codec_id, frame_batch
+from minibroker.spark import exactly_once, option_table
+from minibroker.spark.option_table import OptionError
+from minibroker.spark.security import ClientConf, client_conf
 from minibroker.spark.encode import (binary_column, encode_records, header_blobs, key_partitions,
                                      record_slices)
 
@@ -55,19 +61,47 @@ class SinkOptions:
     batch_size: int
     compression: str | None
     max_in_flight: int
+    acks: int = -1
+    client: ClientConf = None
+    exactly_once: bool = False
+
+
+_ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
 
 
 def parse_sink(options) -> SinkOptions:
     opts = {str(k).lower(): v for k, v in dict(options).items()}
+    option_table.check(opts, "sink")
     if not opts.get("kafka.bootstrap.servers"):
         raise ValueError("option 'kafka.bootstrap.servers' is required")
+    acks = str(opts.get("kafka.acks", "all")).strip().lower()
+    if acks not in _ACKS:
+        raise OptionError(f"kafka.acks must be all, -1, 1 or 0, not {opts['kafka.acks']!r}")
     sink = SinkOptions(bootstrap=opts["kafka.bootstrap.servers"], topic=opts.get("topic") or None,
-                       linger_ms=int(opts.get("kafka.linger.ms", 5)),
-                       batch_size=int(opts.get("kafka.batch.size", 262144)),
+                       linger_ms=5,
+                       batch_size=_number(opts, "kafka.batch.size", 262144, 1),
                        compression=opts.get("kafka.compression.type") or None,
-                       max_in_flight=int(opts.get("kafka.max.in.flight.requests.per.connection", 5)))
-    codec_id(sink.compression)          # an unknown codec fails here, on the driver
+                       max_in_flight=_number(opts, "kafka.max.in.flight.requests.per.connection",
+                                             5, 1),
+                       acks=_ACKS[acks], client=client_conf(opts, "minibroker-spark-sink"),
+                       exactly_once=str(opts.get("exactlyonce", "false")).strip().lower() == "true")
+    if sink.exactly_once and sink.acks != -1:
+        raise OptionError("exactlyOnce=true writes transactions, which need kafka.acks=all")
+    codec_id(sink.compression)          # an unknown or missing codec fails here, on the driver
     return sink
+
+
+def _number(opts: dict, name: str, default: int, least: int) -> int:
+    v = opts.get(name)
+    if v in (None, ""):
+        return default
+    try:
+        n = int(str(v).strip())
+    except ValueError:
+        n = least - 1
+    if n < least:
+        raise OptionError(f"{name} must be an integer >= {least}, not {v!r}")
+    return n
 
 
 @dataclass
@@ -97,10 +131,10 @@ def _topic_rows(rb: pa.RecordBatch, default: str | None) -> list[tuple[str, pa.R
     """The batch split by destination topic (the `topic` column, else the option)."""
     if "topic" not in rb.schema.names:
         return [(default, rb)]
-    topics = rb.column(rb.schema.names.index("topic"))
     if default is not None:
-        topics = pc.fill_null(topics, default)
-    elif topics.null_count:
+        return [(default, rb)]          # the option wins over the column, as in Spark's sink
+    topics = rb.column(rb.schema.names.index("topic"))
+    if topics.null_count:
         raise ValueError("row without a topic and no 'topic' option")
     enc = topics.dictionary_encode()
     names = enc.dictionary.to_pylist()
@@ -240,10 +274,16 @@ class _Task:
         raise RuntimeError("the partition count kept changing while the sink wrote")
 
 
+def _producer(opts: SinkOptions, transactional_id: str | None = None) -> Producer:
+    return Producer(opts.bootstrap, acks=opts.acks, enable_idempotence=opts.acks == -1,
+                    linger_ms=opts.linger_ms, batch_size=opts.batch_size,
+                    max_in_flight=opts.max_in_flight, client_id=opts.client.client_id,
+                    request_timeout_ms=opts.client.request_timeout_ms,
+                    ssl_context=opts.client.ssl_context(), transactional_id=transactional_id)
+
+
 async def _write(opts: SinkOptions, batches) -> SinkCommit:
-    async with Producer(opts.bootstrap, acks=-1, enable_idempotence=True, linger_ms=opts.linger_ms,
-                        batch_size=opts.batch_size, max_in_flight=opts.max_in_flight,
-                        client_id="minibroker-spark-sink") as producer:
+    async with _producer(opts) as producer:
         task = _Task(opts, producer)
         for seq, rb in enumerate(batches):
             if rb.num_rows:
@@ -252,12 +292,50 @@ async def _write(opts: SinkOptions, batches) -> SinkCommit:
     return SinkCommit(task.total, task.acked, task.rewritten)
 
 
+async def _write_exactly_once(opts: SinkOptions, batches, txn_id: str) -> SinkCommit:
+    """The task's rows and its commit marker in one transaction, unless an earlier attempt of
+    the same task committed (minibroker.spark.exactly_once)."""
+    async with _producer(opts, txn_id) as producer:
+        await producer.init_transactions()        # fences an earlier attempt, aborts its txn
+        if await exactly_once.committed(producer, opts, txn_id) is not None:
+            return SinkCommit(0, {}, 0)
+        producer.begin_transaction()
+        task = _Task(opts, producer)
+        try:
+            for seq, rb in enumerate(batches):
+                if rb.num_rows:
+                    await task.write(rb, seq)
+            await task.drain()
+            if task.rewritten:
+                raise RuntimeError("the partition count changed during a transactional write; "
+                                   "the task is retried")
+            marker = producer.send(exactly_once.MARKERS,
+                                   exactly_once.marker_value(task.total, task.acked),
+                                   key=txn_id.encode(),
+                                   partition=exactly_once.marker_partition(txn_id))
+            await marker
+            await producer.commit_transaction()
+        except BaseException:
+            try:
+                await producer.abort_transaction()
+            except Exception:  # noqa: BLE001 - fenced or closing: the coordinator aborts it
+                pass
+            raise
+    return SinkCommit(task.total, task.acked, task.rewritten)
+
+
 class _Writer:
     def __init__(self, opts: SinkOptions, schema) -> None:
         check_schema(schema, opts.topic)
         self.opts = opts
+        # a batch write's id (a streaming task uses its query and micro-batch ids instead)
+        self.write_id = secrets.token_hex(8) if opts.exactly_once else None
 
     def write(self, iterator):
+        if self.opts.exactly_once:
+            txn_id = exactly_once.transactional_id(exactly_once.task_write_id(self.write_id),
+                                                   exactly_once.task_partition())
+            return asyncio.run(_write_exactly_once(self.opts, iterator, txn_id))
         return asyncio.run(_write(self.opts, iterator))
 
 
@@ -266,7 +344,8 @@ class KafkaBatchWriter(_Writer, DataSourceArrowWriter):
         pass            # every acknowledged record is already durable (acks=all)
 
     def abort(self, messages) -> None:
-        pass            # what was acknowledged stays: at least once, like Spark's Kafka sink
+        pass            # what was acknowledged stays (at least once, like Spark's Kafka sink),
+                        # or (exactlyOnce) committed transactions stay, aborted ones are hidden
 
 
 class KafkaStreamWriter(_Writer, DataSourceStreamArrowWriter):

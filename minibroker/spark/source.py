@@ -20,9 +20,11 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxRows, Rea
                                               SupportsTriggerAvailableNow)
 
 from minibroker.client import TopicPartition
-from minibroker.spark import _kafka
+from minibroker.spark import _kafka, exactly_once
 from minibroker.spark.arrow import to_record_batch
 from minibroker.spark.planner import batch_ranges, latest_offsets, plan_end
+from minibroker.spark.option_table import OptionError
+from minibroker.spark.save_mode import install as install_save_mode
 from minibroker.spark.sink import KafkaBatchWriter, KafkaStreamWriter, parse_sink
 from minibroker.spark.options import (EARLIEST, LATEST, Spec, SourceOptions, from_json_offsets,
                                       parse, to_json_offsets)
@@ -113,7 +115,7 @@ def split_ranges(ranges: dict[TopicPartition, tuple[int, int]], max_records: int
 
 
 def read_partition(opts: SourceOptions, part: KafkaInputPartition):
-    for cols in _kafka.fetch_range(opts.bootstrap, part.topic, part.partition, part.start, part.end,
+    for cols in _kafka.fetch_range(opts.client, part.topic, part.partition, part.start, part.end,
                                    fail_on_data_loss=opts.fail_on_data_loss,
                                    with_headers=opts.include_headers,
                                    max_bytes=opts.fetch_max_bytes):
@@ -134,7 +136,7 @@ class KafkaBatchReader(DataSourceReader):
             ends = await resolve(admin, topics, o.ending, "endingOffsets")
             return starts, ends
 
-        starts, ends = _kafka.run_with_admin(o.bootstrap, plan)
+        starts, ends = _kafka.run_with_admin(o.client, plan)
         ranges = {tp: (starts[tp], ends[tp]) for tp in starts if tp in ends}
         for tp, (s, e) in ranges.items():
             if s > e:
@@ -155,6 +157,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.opts = opts
         self._target: dict[TopicPartition, int] | None = None     # availableNow's end
         self._last_batch_at: float | None = None                  # minOffsetsPerTrigger
+        self._planned: list[dict] = []      # ends this reader planned (others are replays)
 
     def initialOffset(self) -> dict:
         o = self.opts
@@ -162,7 +165,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         async def go(admin):
             topics = await _kafka._topics(admin, o.subscribe, o.pattern, o.assign)
             return await resolve(admin, topics, o.starting, "startingOffsets")
-        return to_json_offsets(_kafka.run_with_admin(o.bootstrap, go))
+        return to_json_offsets(_kafka.run_with_admin(o.client, go))
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = latest_offsets(self.opts)
@@ -170,11 +173,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit=None) -> dict:
         if self._last_batch_at is None:
             self._last_batch_at = time.monotonic()
-        end, new_rows = plan_end(self.opts, from_json_offsets(start), limit, self._target,
+        end, new_rows = plan_end(self.opts, start, limit, self._target,
                                  time.monotonic() - self._last_batch_at)
         if new_rows:
             self._last_batch_at = time.monotonic()
-        return to_json_offsets(end)
+        self._planned = (self._planned + [end])[-4:]
+        return end
 
     def getDefaultReadLimit(self):
         if self.opts.max_offsets_per_trigger:
@@ -187,7 +191,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return None
 
     def partitions(self, start: dict, end: dict):
-        ranges = batch_ranges(self.opts, from_json_offsets(start), from_json_offsets(end))
+        ranges = batch_ranges(self.opts, start, end, replayed=end not in self._planned)
         return split_ranges(ranges, self.opts.max_records_per_partition, self.opts.min_partitions)
 
     def read(self, partition: KafkaInputPartition):
@@ -219,7 +223,19 @@ class MinibrokerDataSource(DataSource):
         return KafkaStreamReader(parse(self.options, streaming=True))
 
     def writer(self, schema, overwrite: bool):
-        return KafkaBatchWriter(parse_sink(self.options), schema)
+        return KafkaBatchWriter(_sink_options(self.options, overwrite), schema)
 
     def streamWriter(self, schema, overwrite: bool):
-        return KafkaStreamWriter(parse_sink(self.options), schema)
+        return KafkaStreamWriter(_sink_options(self.options, overwrite), schema)
+
+
+def _sink_options(options, overwrite: bool):
+    if overwrite:
+        raise OptionError("save mode Overwrite is not allowed for a minibroker sink (a Kafka "
+                          "topic is appended to, never replaced): use mode('append'), as with "
+                          "Spark's Kafka sink")
+    opts = parse_sink(options)
+    _kafka.probe(opts.client)           # here on the driver: a refused connection fails the job now
+    if opts.exactly_once:
+        _kafka.run_with_admin(opts.client, exactly_once.ensure_marker_topic)
+    return opts

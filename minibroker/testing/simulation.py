@@ -8,8 +8,20 @@ Everything is drawn from one `random.Random(seed)`: the topic's partition count,
 between the clients and a broker where the cluster has them, KIP-253 partition expansion and
 deletion in some plans), consumer group churn, and the keys produced. The cluster
 (seeded too) runs on a VirtualTimeLoop, so session timeouts, ISR shrinks and retries cost no
-real time, and the same seed replays the same plan and the same event trace (`result.trace`,
-`result.digest`). After every step the invariants of minibroker.testing.invariants are checked.
+real time. After every step the invariants of minibroker.testing.invariants are checked.
+
+What a seed decides, and so replays exactly, is `result.trace` and its `result.digest`: the plan
+(partition count, KIP-253 or not, each step's action, target, keys and window), the records
+each step sends (key and per-key sequence: the values), and that every invariant held. What
+stays timing-dependent is reported apart, in `result.observed` (each line stamped with virtual
+time), and kept out of the digest: how many sends were acknowledged or failed by the end of
+each step, what the group delivered and committed, which broker hosts the controller after a
+failover, whether an expansion or deletion was answered. The clients and the cluster talk over
+real loopback sockets, and the order in which the kernel reports them ready, the point at which
+a virtual-time jump cuts a producer's linger or a retry, and the real time an executor thread
+(a getaddrinfo) adds to the virtual clock vary from run to run, so these counts did too (23 of
+200 seeds gave another digest on a second pass when they were part of it). `port`: the first
+broker's port (0: any free ones), for runs that must not share ports.
 
 Clients are the reference client's: one idempotent acks=all Producer on a topic with
 replication factor 3 and min.insync.replicas 2, and a consumer group whose members join and leave.
@@ -56,7 +68,8 @@ class Step:
 class SimulationResult:
     seed: int
     plan: list[Step]
-    trace: list[str]
+    trace: list[str]                # what the seed decides: the digest's input
+    observed: list[str] = field(default_factory=list)     # timing-dependent, not digested
     acked: int = 0
     failed: int = 0
     delivered: int = 0
@@ -142,15 +155,19 @@ class Simulation:
                "kill_controller_host", "partition", "isolate_clients", "heal", "join", "leave",
                "expand", "shrink")
 
-    def __init__(self, seed: int, steps: int = 8, real_time_limit: float = 120.0) -> None:
-        """real_time_limit: real seconds one run may take before it counts as a livelock."""
+    def __init__(self, seed: int, steps: int = 8, real_time_limit: float = 120.0,
+                 port: int = 0) -> None:
+        """real_time_limit: real seconds one run may take before it counts as a livelock;
+        port: the cluster's first broker port (0: ephemeral ports)."""
         self.seed = seed
+        self.port = port
         self.rng = random.Random(seed)
         self.partitions = self.rng.randint(2, 3)
         self.kip253 = self.rng.random() < 0.3
         self.plan = draw_plan(self.rng, steps, self.partitions, self.kip253)
         self.real_time_limit = real_time_limit
         self.trace: list[str] = []
+        self.observed: list[str] = []
         self.acked: list[Acked] = []
         self.failed = 0
         self.delivered: list[tuple[bytes, int]] = []
@@ -177,8 +194,13 @@ class Simulation:
             loop.close()
 
     # ------------------------------------------------------------------ the run
+    def _decided(self, line: str) -> None:
+        """A line of the trace: something the seed alone decides (no time, no counts)."""
+        self.trace.append(line)
+
     def _note(self, line: str) -> None:
-        self.trace.append(f"{asyncio.get_running_loop().time():.3f} {line}")
+        """A timing-dependent observation (module docstring): out of the digest."""
+        self.observed.append(f"{asyncio.get_running_loop().time():.3f} {line}")
 
     def _violated(self, problems: list[str], what: str) -> None:
         if problems:
@@ -191,12 +213,14 @@ class Simulation:
         loop = asyncio.get_running_loop()
         start = loop.time()
         cluster = Cluster(brokers=BROKERS, seed=self.seed, group_initial_rebalance_delay_ms=0,
-                          offsets_topic_num_partitions=1)   # fewer partitions to move per kill
+                          offsets_topic_num_partitions=1,   # fewer partitions to move per kill
+                          port=self.port)
         await cluster.start()
         try:
             await cluster.create_topic(TOPIC, self.partitions, BROKERS,
                                        {"min.insync.replicas": "2"})
-            self._note(f"topic {TOPIC} partitions={self.partitions} kip253={self.kip253}")
+            self._decided(f"seed {self.seed} topic {TOPIC} partitions={self.partitions} "
+                          f"kip253={self.kip253}")
             async with Admin(cluster.bootstrap) as admin:
                 producer = Producer(cluster.bootstrap, acks="all", linger_ms=5,
                                     clock=cluster.clock, request_timeout_ms=5000,
@@ -214,15 +238,21 @@ class Simulation:
                 await self._drain()
                 await self._check_committed(admin)
             await self._final_checks(cluster)
+            self._decided("every invariant held")
         finally:
             for c, task in self._members:
                 task.cancel()
                 await c.close(timeout=2)
             await cluster.stop()
-        return SimulationResult(self.seed, self.plan, self.trace, len(self.acked), self.failed,
-                                len(self.delivered), self.counts, loop.time() - start)
+        return SimulationResult(self.seed, self.plan, self.trace, self.observed, len(self.acked),
+                                self.failed, len(self.delivered), self.counts,
+                                loop.time() - start)
 
     async def _step(self, cluster: Cluster, admin: Admin, producer: Producer, step: Step) -> None:
+        self._decided(f"step {self.step_index} {step.action} {step.target} "
+                      f"window={step.window_ms} sends="
+                      + ",".join(f"{k.decode()}:{self._seqs[k] + step.keys[:i].count(k)}"
+                                 for i, k in enumerate(step.keys)))
         await self._act(cluster, admin, step)
         if step.action not in ("expand", "shrink"):     # counted by _act when they succeed
             self.counts[step.action] += 1

@@ -453,7 +453,7 @@ async def test_alter_configs_replaces_the_whole_set():
                                "other than ASCII alphanumerics, '.', '_' and '-'",
                  resource_type=TOPIC, resource_name="bad name"),
             AC_R(error_code=InvalidRequestError.errno,
-                 error_message="Dynamic broker configs are not supported.",
+                 error_message="Cannot update these configs dynamically: Set(num.partitions)",
                  resource_type=BROKER, resource_name="1"),
         ]))
         resp = await conn.request(AlterConfigsRequest(resources=[
@@ -519,9 +519,7 @@ async def test_incremental_alter_configs():
                   error_message="Topic nope does not exist", resource_type=TOPIC,
                   resource_name="nope"),
             IAC_R(error_code=InvalidRequestError.errno,
-                  error_message="Dynamic broker config num.partitions is not supported (only "
-                                "leader.replication.throttled.rate, "
-                                "follower.replication.throttled.rate are).",
+                  error_message="Cannot update these configs dynamically: Set(num.partitions)",
                   resource_type=BROKER, resource_name="3"),
         ]))
         resp = await conn.request(IncrementalAlterConfigsRequest(resources=[res(

@@ -81,7 +81,8 @@ async def test_broker_min_insync_replicas_applies_to_topics_without_their_own():
 
 
 async def test_log_memory_cap_bounds_every_broker_and_cuts_the_largest_partition_first():
-    cfg = ClusterConfig(brokers=3, default_replication_factor=3, log_memory_max_bytes=7000)
+    cfg = ClusterConfig(brokers=3, default_replication_factor=3, log_memory_max_bytes=7000,
+                        log_memory_overflow="delete")
     async with Cluster(cfg) as c:
         await c.create_topic("old", 1, 3)
         await c.create_topic("new", 1, 3)

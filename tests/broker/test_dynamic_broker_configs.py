@@ -48,7 +48,8 @@ async def test_throttle_rates_per_broker_and_cluster_default(cluster):
 
 
 @pytest.mark.parametrize("resource, configs, error, says", [
-    ((BROKER, "1"), {"num.partitions": "3"}, Errors.InvalidRequestError, "not supported"),
+    ((BROKER, "1"), {"num.partitions": "3"}, Errors.InvalidRequestError,
+     "Cannot update these configs dynamically: Set(num.partitions)"),
     ((BROKER, "1"), {LEADER: "abc"}, Errors.InvalidConfigurationError, "type LONG"),
     ((BROKER, "1"), {LEADER: "-1"}, Errors.InvalidConfigurationError, "at least 0"),
     ((BROKER, "9"), {LEADER: "1"}, Errors.InvalidRequestError, "Unknown broker id 9"),

@@ -64,8 +64,9 @@ async def test_create_with_kafka_topic_configs_and_describe_all():
                    for e in resp.results[0].configs}
             assert got == {"broker.rack": (rack, True, True),
                            "broker.id": (str(broker_id), True, True),
-                           "log.cleaner.delete.retention.ms": ("86400000", True, False),
-                           "log.retention.ms": ("604800000", True, False)}
+                           # topic defaults are dynamic broker configs (KIP-226)
+                           "log.cleaner.delete.retention.ms": ("86400000", False, False),
+                           "log.retention.ms": ("604800000", False, False)}
 
 
 async def test_compaction_lags_are_checked_together():

@@ -2,6 +2,8 @@
 elections over a frozen image; then over the wire (ElectLeaders v2) on a running cluster."""
 from __future__ import annotations
 
+import asyncio
+
 import kafka.errors as Errors
 import pytest
 from kafka.protocol.admin import ElectLeadersRequest
@@ -84,3 +86,52 @@ async def test_elect_leaders_over_the_wire():
             election_type=PREFERRED, topic_partitions=None, timeout_ms=5000), 0)
         assert resp.replica_election_results == []      # nothing needs an election now
         conn.close()
+
+
+def test_imbalanced_partitions_past_the_per_broker_percentage():
+    """Kafka's checkAndTriggerAutoLeaderRebalance: per preferred broker, the share of its
+    partitions led by another; past the percentage, those it can lead (alive, in the ISR)."""
+    from minibroker.controller.elections import imbalanced_partitions
+    # 1 is preferred for a-0..a-3, 2 for a-4
+    image = replay(brokers(1, 2, 3) + topic("a", A, {0: (1, 2), 1: (1, 2), 2: (1, 2),
+                                                     3: (1, 2), 4: (2, 1)}))
+    assert imbalanced_partitions(image, 10) == []
+    moved = replay(elect_leader(image, "a", 0, 2).records, image)      # 1 of 4: 25%
+    assert imbalanced_partitions(moved, 10) == [("a", 0)]
+    assert imbalanced_partitions(moved, 25) == []                       # not past 25%
+    moved = replay(elect_leader(moved, "a", 4, 1).records, moved)      # 2's only one: 100%
+    assert imbalanced_partitions(moved, 25) == [("a", 4)]
+    # the preferred replica fenced (not alive, out of the ISR): nothing to move to it
+    fenced = replay(fence_broker(moved, 1).records, moved)
+    assert imbalanced_partitions(fenced, 10) == []
+
+
+@pytest.mark.timeout(120)
+async def test_leaders_return_to_their_preferred_replicas_after_a_restart():
+    """auto.leader.rebalance.enable: after broker 1 stops (its partitions led by others) and
+    starts again, leadership goes back to it within leader.imbalance.check.interval.seconds
+    once it is in the ISR; without it, leadership stays where the stop put it."""
+    for enabled in (True, False):
+        async with Cluster(brokers=3, auto_leader_rebalance_enable=enabled,
+                           leader_imbalance_check_interval_seconds=5) as c:
+            await c.create_topic("t", 6, 3)
+            preferred = {p: c.controller.image.topics["t"].partitions[p].replicas[0]
+                         for p in range(6)}
+            assert {p: await c.leader_of("t", p) for p in range(6)} == preferred
+            await c.stop_broker(1)
+            await c.start_broker(1)
+            for _ in range(100):        # back in every ISR
+                if all(1 in c.controller.image.topics["t"].partitions[p].isr for p in range(6)):
+                    break
+                await asyncio.sleep(0.1)
+            started = asyncio.get_running_loop().time()
+            await asyncio.sleep(6)      # one interval and a bit
+            leaders = {p: c.controller.image.topics["t"].partitions[p].leader for p in range(6)}
+            if enabled:
+                assert leaders == preferred, f"after {loop_time(started):.1f} s"
+            else:
+                assert all(leaders[p] != 1 for p in range(6))
+
+
+def loop_time(since: float) -> float:
+    return asyncio.get_running_loop().time() - since

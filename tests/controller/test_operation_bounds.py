@@ -53,6 +53,31 @@ async def test_more_than_10000_partitions_per_request_is_policy_violation():
         conn.close()
 
 
+async def test_max_partitions_bounds_the_whole_cluster_create_topics_and_partitions():
+    """KIP-578's max.partitions (ours; Kafka never adopted it): partitions in the cluster, the
+    internal topics' included (none exists yet here); a topic over it is POLICY_VIOLATION
+    naming the config, the topics that fit in the same request are created."""
+    async with Cluster(brokers=1, max_partitions=12, offsets_topic_num_partitions=2) as c:
+        conn = await connect(c, 1, "admin")
+        r = await conn.request(create_topics(("a", 6), ("b", 5), ("c", 2), ("e", 1)), 5)
+        assert [(t.name, t.error_code, t.error_message) for t in r.topics] == [
+            ("a", 0, None), ("b", 0, None),
+            ("c", PolicyViolationError.errno, "Adding 2 partitions would bring the cluster to "
+                                              "13 partitions, over max.partitions=12"),
+            ("e", 0, None)]
+        r = await conn.request(create_topics(("d", 2)), 5)
+        [t] = r.topics
+        assert t.error_code == PolicyViolationError.errno and "max.partitions=12" in \
+            t.error_message
+        r = await conn.request(CreatePartitionsRequest(topics=[_CP(
+            name="a", count=8, assignments=None)], timeout_ms=10_000, validate_only=False), 3)
+        assert [(x.error_code, x.error_message) for x in r.results] == [
+            (PolicyViolationError.errno, "Adding 2 partitions would bring the cluster to 14 "
+                                         "partitions, over max.partitions=12")]
+        assert len(c.brokers[1].metadata.topics["a"].partitions) == 6
+        conn.close()
+
+
 @pytest.mark.real_time        # the probes pause between requests: on virtual time no timer fires
 @pytest.mark.timeout(300)     # while the loop is busy, and the answers could not be counted
 async def test_other_connections_are_served_while_10000_partitions_are_created():

@@ -8,7 +8,6 @@ go straight to the broker's `handle(conn, frame)`, the server end of an in-memor
 """
 from __future__ import annotations
 
-import asyncio
 import random
 import struct
 
@@ -16,49 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from corpus import TOPIC, mutate, seeds
+from corpus import mutate, seeds
+from harness import Harness
 from minibroker.broker.dispatch import HANDLERS, supported_versions
-from minibroker.cluster import Cluster
-from minibroker.network import memory
 from minibroker.protocol.framing import FrameReader, ProtocolViolation
 
 SEEDS = seeds()
 KEYS = [(k, v) for k, lo, hi in supported_versions() for v in range(lo, hi + 1)]
 SETTINGS = settings(max_examples=300, deadline=None, derandomize=True, database=None,
                     suppress_health_check=list(HealthCheck))
-
-
-class Harness:
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.cluster = Cluster(brokers=1)
-        self.run(self.cluster.start())
-        self.run(self.cluster.create_topic(TOPIC, 1, 1))
-        self.broker = self.cluster.brokers[1]
-        self.client = self.run(self._connect())
-        mine = self.client.transport.get_extra_info("sockname")
-        [self.conn] = [c for c in self.broker.connections if c.peer == mine]
-        self.failures: list[str] = []
-
-    async def _connect(self):
-        return memory.connect(self.broker.handle, connections=self.broker.connections)
-
-    def run(self, coro, timeout: float = 60):
-        return self.loop.run_until_complete(asyncio.wait_for(coro, timeout))
-
-    def send(self, frame: bytes) -> None:
-        async def one():
-            try:
-                await asyncio.wait_for(self.broker.handle(self.conn, memoryview(frame)), 2)
-            except (ProtocolViolation, asyncio.TimeoutError):
-                pass
-            except Exception as e:  # noqa: BLE001 — what the fuzzer looks for
-                self.failures.append(f"{frame[:4].hex()} {e!r}")
-        self.run(one())
-
-    def close(self) -> None:
-        self.run(self.cluster.stop())
-        self.loop.close()
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,14 @@
-"""log.memory.max.bytes: a broker-wide cap on the bytes its logs hold. Past it, the oldest batches
-of the largest logs go, down to an equal share of the cap less a sixteenth (a log holding less
-keeps everything), never above a log's high watermark; the accounting stays equal to the logs'
-sizes through truncation, retention and DeleteRecords."""
+"""log.memory.max.bytes: a broker-wide cap on the bytes its logs hold. With
+log.memory.overflow=delete (the explicit opt-in to eviction), past it the oldest batches of the
+largest logs go, down to an equal share of the cap less a sixteenth (a log holding less keeps
+everything), never above a log's high watermark; the accounting stays equal to the logs' sizes
+through truncation, retention and DeleteRecords. Spilling, the default: test_log_spill.py."""
 from __future__ import annotations
 
 from log_helpers import FixedClock, client_batch
 
 from minibroker.log.config import LogConfig
-from minibroker.log.memory import LogMemory
+from minibroker.log.memory import DELETE, LogMemory
 from minibroker.log.partition_log import BATCH_OVERHEAD, PartitionLog
 
 VALUE = b"x" * 1000
@@ -25,7 +26,7 @@ def _fill(log: PartitionLog, batches: int) -> None:
 
 
 def test_the_largest_logs_give_way_down_to_a_fair_share():
-    memory = LogMemory()
+    memory = LogMemory(-1, overflow=DELETE)
     small, mid, big = _logs(memory, 3)
     _fill(small, 2)
     _fill(mid, 10)
@@ -39,7 +40,7 @@ def test_the_largest_logs_give_way_down_to_a_fair_share():
 
 
 def test_under_the_cap_nothing_goes():
-    memory = LogMemory(10 * SIZE)
+    memory = LogMemory(10 * SIZE, overflow=DELETE)
     (a,) = _logs(memory, 1)
     _fill(a, 10)
     assert memory.maybe_evict() == 0 and a.log_start_offset == 0
@@ -48,7 +49,7 @@ def test_under_the_cap_nothing_goes():
 
 
 def test_nothing_above_the_high_watermark_is_evicted():
-    memory = LogMemory(0)
+    memory = LogMemory(0, overflow=DELETE)
     (a,) = _logs(memory, 1)
     hw = 0
     a.high_watermark_of = lambda: hw
@@ -177,7 +178,7 @@ async def test_producers_wait_for_room_while_the_high_watermark_holds_the_logs()
     """Past the cap with everything above the high watermark (followers behind), a producer waits
     for room; the high watermark moving lets a round free the logs and ends the wait."""
     import asyncio
-    memory = LogMemory(16 * SIZE)
+    memory = LogMemory(16 * SIZE, overflow=DELETE)
     (a,) = _logs(memory, 1)
     hw = 0
     a.high_watermark_of = lambda: hw

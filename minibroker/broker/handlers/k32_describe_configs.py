@@ -26,6 +26,7 @@ from minibroker.broker.dispatch import handles
 from minibroker.broker.throttle import RATE_CONFIGS
 from minibroker.protocol.topic_names import invalid_reason
 from minibroker.config import ClusterConfig
+from minibroker.controller import dynamic_broker_configs as dyn
 from minibroker.log import config as log_config
 
 _Result = DescribeConfigsResponse.DescribeConfigsResult
@@ -114,35 +115,38 @@ def broker_values(services: Services) -> dict[str, str | None]:
 
 def broker_configs(services: Services, keys, include_synonyms: bool, include_docs: bool = False,
                    resource_name: str = "") -> list[_Entry]:
-    """The static configs (read-only), and the dynamic throttle rates: set for this broker
-    (DYNAMIC_BROKER_CONFIG), for the cluster (DYNAMIC_DEFAULT_BROKER_CONFIG), else Kafka's
-    default (Long.MAX_VALUE); synonyms list every level that has a value, most specific first."""
+    """The static configs, and the dynamic ones (KIP-226) where set: for this broker
+    (DYNAMIC_BROKER_CONFIG), for the cluster (DYNAMIC_DEFAULT_BROKER_CONFIG), over the static
+    value or Kafka's default; synonyms list every level that has a value, most specific first.
+    Configs Kafka cannot change at runtime are read-only."""
     values, defaults = broker_values(services), ClusterConfig().describe()
     dynamic = services.node.dynamic_configs or {}
-    entries = []
+    levels_of: dict[str, list] = {}
     for name in sorted(values):
         value = values[name]
         source = (STATIC_BROKER_CONFIG if name in BROKER_DOCS and value is not None
                   or name in services.config.extra
                   or name in defaults and defaults[name] != value else DEFAULT_CONFIG)
-        entries.append((name, True, [(value, source)]))
+        levels_of[name] = [(value, source)]
     for name in RATE_CONFIGS:
-        levels = []
-        if resource_name and name in dynamic.get(resource_name, {}):
-            levels.append((dynamic[resource_name][name], DYNAMIC_BROKER_CONFIG))
+        levels_of[name] = [(str(2**63 - 1), DEFAULT_CONFIG)]
+    mine = dynamic.get(resource_name, {}) if resource_name else {}
+    for name in sorted(set(mine) | set(dynamic.get("", {}))):
+        levels = [(mine[name], DYNAMIC_BROKER_CONFIG)] if name in mine else []
         if name in dynamic.get("", {}):
             levels.append((dynamic[""][name], DYNAMIC_DEFAULT_BROKER_CONFIG))
-        entries.append((name, False, levels + [(str(2**63 - 1), DEFAULT_CONFIG)]))
+        levels_of[name] = levels + levels_of.get(name, [])
     out = []
-    for name, read_only, levels in sorted(entries, key=lambda e: e[0]):
+    for name, levels in sorted(levels_of.items()):
         if keys is not None and name not in keys:
             continue
         value, source = levels[0]
+        read_only = not dyn.is_dynamic(name)
         synonyms = ([_Synonym(name=name, value=v, source=s) for v, s in levels]
                     if include_synonyms else [])
         doc = BROKER_DOCS.get(name, "") if include_docs else None
-        out.append(_entry(name, value, source, read_only, LONG if not read_only else UNKNOWN,
-                          synonyms, doc))
+        out.append(_entry(name, value, source, read_only,
+                          LONG if name in RATE_CONFIGS else UNKNOWN, synonyms, doc))
     return out
 
 

@@ -5,8 +5,10 @@ and invalid values are INVALID_CONFIG with Kafka's wording ("Unknown topic confi
 "Invalid value abc for configuration retention.ms: Not a number of type LONG"). A null value
 removes the config. validate_only checks without changing anything. A resource given twice is
 answered once with INVALID_REQUEST ("Duplicate resource.").
+BROKER resources (a broker id, or "" for the cluster default): the given dynamic broker configs
+replace that resource's set (KIP-226; minibroker.controller.broker_configs).
 v1: throttle_time_ms.  v2: flexible.
-Not implemented: dynamic broker configs — BROKER / BROKER_LOGGER resources answer INVALID_REQUEST.
+Not implemented: BROKER_LOGGER resources answer INVALID_REQUEST.
 """
 from __future__ import annotations
 
@@ -42,7 +44,10 @@ def precheck(resources, dynamic_brokers: bool = False) -> dict[int, tuple[int, s
             answered.add(key)
         elif r.resource_type == BROKER and dynamic_brokers:
             continue
-        elif r.resource_type in (BROKER, BROKER_LOGGER):
+        elif r.resource_type == BROKER_LOGGER:
+            errors[i] = (InvalidRequestError.errno, "Broker loggers are not configurable here: "
+                         "minibroker's brokers log through Python's logging.")
+        elif r.resource_type == BROKER:
             errors[i] = (InvalidRequestError.errno, "Dynamic broker configs are not supported.")
         elif r.resource_type != TOPIC:
             errors[i] = (InvalidRequestError.errno, f"Unknown resource type {r.resource_type}.")
@@ -73,9 +78,13 @@ async def alter_each(resources, result_class, alter: Callable[[Any], Awaitable[t
 async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest
         ) -> AlterConfigsResponse:
     async def alter(r) -> tuple[int, str]:
-        res = await ctx.controller.alter_topic_configs(
-            r.resource_name, {c.name: c.value for c in r.configs}, replace=True,
-            validate_only=req.validate_only)
+        configs = {c.name: c.value for c in r.configs}
+        if r.resource_type == BROKER:
+            res = await ctx.controller.alter_broker_configs(
+                r.resource_name, configs, validate_only=req.validate_only, replace=True)
+        else:
+            res = await ctx.controller.alter_topic_configs(
+                r.resource_name, configs, replace=True, validate_only=req.validate_only)
         return res.error_code, res.message
-    return AlterConfigsResponse(throttle_time_ms=0,
-                                responses=await alter_each(req.resources, _Result, alter))
+    return AlterConfigsResponse(throttle_time_ms=0, responses=await alter_each(
+        req.resources, _Result, alter, dynamic_brokers=True))

@@ -7,9 +7,9 @@ broker's metadata cache (or the default). The result is forwarded to the control
 A config key given twice in one resource is INVALID_REQUEST ("Error due to duplicate config
 keys"); a resource given twice is answered once with INVALID_REQUEST ("Duplicate resource.").
 v1: flexible.
-BROKER resources (a broker id, or "" for the cluster default): SET / DELETE of the dynamic
-replication throttle rates only (minibroker.controller.broker_configs); other names and
-BROKER_LOGGER resources answer INVALID_REQUEST.
+BROKER resources (a broker id, or "" for the cluster default): Kafka's dynamic broker configs
+(KIP-226, minibroker.controller.broker_configs), APPEND / SUBTRACT starting from the resource's
+dynamic value, else the broker's static one; BROKER_LOGGER resources answer INVALID_REQUEST.
 """
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlte
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
-from minibroker.broker.handlers.k32_describe_configs import LIST, TOPIC_CONFIG_TYPES
+from minibroker.broker.handlers.k32_describe_configs import (LIST, TOPIC_CONFIG_TYPES,
+                                                             broker_values)
 from minibroker.broker.handlers.k33_alter_configs import BROKER, alter_each
+from minibroker.controller import dynamic_broker_configs as dyn
 from minibroker.log import config as log_config
 
 _Result = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
@@ -32,8 +34,10 @@ def _items(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
-def changes_for(current: dict[str, str], configs) -> tuple[dict[str, str | None] | None, int, str]:
-    """The name -> new value (None: delete) map, or (None, error code, message)."""
+def changes_for(current: dict[str, str], configs, broker: bool = False
+                ) -> tuple[dict[str, str | None] | None, int, str]:
+    """The name -> new value (None: delete) map, or (None, error code, message). `current`:
+    the values APPEND / SUBTRACT start from (a topic's configs, or a broker's)."""
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         return None, InvalidRequestError.errno, "Error due to duplicate config keys"
@@ -47,10 +51,12 @@ def changes_for(current: dict[str, str], configs) -> tuple[dict[str, str | None]
         elif op == DELETE:
             changes[name] = None
         elif op in (APPEND, SUBTRACT):
-            if name in log_config.DEFAULTS and TOPIC_CONFIG_TYPES.get(name) != LIST:
+            if (name not in dyn.LIST_CONFIGS and (dyn.is_dynamic(name) or name in current)) \
+                    if broker else \
+                    (name in log_config.DEFAULTS and TOPIC_CONFIG_TYPES.get(name) != LIST):
                 return (None, InvalidConfigurationError.errno,
                         f"Can't {_OP_NAMES[op]} to key {name} because its type is not LIST.")
-            now = _items(current.get(name, log_config.DEFAULTS.get(name)))
+            now = _items(current.get(name, None if broker else log_config.DEFAULTS.get(name)))
             given = _items(c.value)
             if op == APPEND:
                 now += [v for v in given if v not in now]
@@ -68,8 +74,14 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
         ) -> IncrementalAlterConfigsResponse:
     async def alter(r) -> tuple[int, str]:
         broker = r.resource_type == BROKER
-        topic = None if broker else ctx.metadata.topics.get(r.resource_name)
-        changes, code, message = changes_for(topic.configs if topic else {}, r.configs)
+        if broker:
+            dynamic = ctx.node.dynamic_configs or {}
+            current = {**broker_values(ctx.services), **dynamic.get("", {}),
+                       **dynamic.get(r.resource_name, {})}
+        else:
+            topic = ctx.metadata.topics.get(r.resource_name)
+            current = topic.configs if topic else {}
+        changes, code, message = changes_for(current, r.configs, broker)
         if changes is None:
             return code, message
         if broker:

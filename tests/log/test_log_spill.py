@@ -1,0 +1,148 @@
+"""log.memory.overflow=spill (the default): past log.memory.max.bytes the oldest batches of the
+largest logs move to segment files and are read from there; nothing is deleted, no offset moves,
+the bytes read are the bytes produced, and the memory counted falls to the fair shares. Files go
+when their batches are all deleted; the directory goes when the memory is closed (broker stop)."""
+from __future__ import annotations
+
+import gc
+import os
+
+from log_helpers import FixedClock, client_batch
+
+from minibroker.log.config import LogConfig
+from minibroker.log.memory import LogMemory
+from minibroker.log.partition_log import BATCH_OVERHEAD, PartitionLog
+from minibroker.log.untracked import untrack_pending
+
+SIZE = len(client_batch([b"x" * 1000])) + BATCH_OVERHEAD     # what one stored batch holds
+
+
+def _logs(memory: LogMemory, n: int) -> list[PartitionLog]:
+    return [PartitionLog("t", i, LogConfig(retention_ms=-1), FixedClock(), memory=memory)
+            for i in range(n)]
+
+
+def _fill(log: PartitionLog, batches: int) -> list[bytes]:
+    values = [b"%d-%d-" % (log.partition, log.log_end_offset + i) + b"x" * 990
+              for i in range(batches)]
+    for v in values:
+        log.append_as_leader(client_batch([v[:1000]]), 0)
+    return values
+
+
+def _read_all(log: PartitionLog) -> list[bytes]:
+    out = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        res = log.read(offset, 1 << 20)
+        out += [bytes(v) for v in res.records]
+        offset = log.stored_at(res.first_offset).last_offset + 1 if len(res.records) == 1 else \
+            log.log_end_offset
+    return out
+
+
+def _spill_files(memory: LogMemory) -> list[str]:
+    root = memory.spill.path
+    return [] if root is None else sorted(
+        os.path.join(d, f) for d, _, files in os.walk(root) for f in files)
+
+
+def test_past_the_cap_the_largest_logs_spill_down_to_a_fair_share_and_keep_everything():
+    memory = LogMemory()
+    small, mid, big = _logs(memory, 3)
+    for log, n in ((small, 2), (mid, 10), (big, 30)):
+        _fill(log, n)
+    before = {log.partition: _read_all(log) for log in (small, mid, big)}
+    memory.max_bytes = 32 * SIZE
+    spilled = memory.maybe_evict()
+    # big spills down to its share of the room (18 whole batches' worth); what a spilled batch
+    # still holds (its objects) counts, so a few more than 12 go
+    assert spilled == -(-12 * SIZE // (SIZE - BATCH_OVERHEAD))
+    # Nothing deleted, no offset moved, the same bytes read back (now from the file).
+    assert [(log.log_start_offset, log.log_end_offset, log.batch_count)
+            for log in (small, mid, big)] == [(0, 2, 2), (0, 10, 10), (0, 30, 30)]
+    assert {log.partition: _read_all(log) for log in (small, mid, big)} == before
+    # What the memory counts: big's oldest batches hold only their objects now.
+    assert [b.held for b in big.batches_from(0)][:spilled + 1] == [BATCH_OVERHEAD] * spilled + [
+        big.stored_at(spilled).size + BATCH_OVERHEAD]
+    assert big.held_bytes <= 18 * SIZE
+    assert memory.used == small.held_bytes + mid.held_bytes + big.held_bytes <= memory.max_bytes
+    [path] = _spill_files(memory)
+    assert path.endswith(os.path.join("t-2", "00000000000000000000.log"))
+    assert os.path.getsize(path) == sum(len(v) for v in before[2][:spilled])
+    memory.close()
+
+
+def test_spilling_ignores_the_high_watermark_and_producers_are_not_held_back():
+    """Spilled bytes stay readable, so what followers have not fetched yet may go to files."""
+    memory = LogMemory(4 * SIZE)
+    (a,) = _logs(memory, 1)
+    a.high_watermark_of = lambda: 0
+    values = _fill(a, 12)
+    memory.maybe_evict()
+    assert memory.used <= memory.max_bytes and not memory.over()
+    assert [bytes(v) for v in a.read(0, 1 << 30).records] == _read_all(a)
+    assert len(_read_all(a)) == len(values) == 12
+    memory.close()
+
+
+def test_a_spilled_file_goes_with_its_last_batch_and_the_directory_at_close():
+    memory = LogMemory(2 * SIZE)
+    (a,) = _logs(memory, 1)
+    _fill(a, 6)
+    memory.maybe_evict()
+    _fill(a, 6)
+    memory.maybe_evict()
+    files = _spill_files(memory)
+    assert len(files) == 2
+    first_file_end = next(b.base_offset for b in a.batches_from(0)
+                          if b.base_offset == int(os.path.basename(files[1])[:20]))
+
+    def collected():        # small batches are kept in a run of 256 until untracked
+        untrack_pending()
+        gc.collect()
+    a.delete_records_before(1)
+    collected()
+    assert len(_spill_files(memory)) == 2       # the first file still holds later batches
+    a.delete_records_before(first_file_end)
+    collected()
+    assert _spill_files(memory) == files[1:]
+    root = memory.spill.path
+    memory.close()
+    assert not os.path.exists(root)
+    # Mapped batches outlive the directory: still readable until deleted.
+    assert len(_read_all(a)) == a.batch_count
+
+
+def test_truncation_then_new_batches_at_the_same_offsets_spill_to_a_new_file():
+    """A follower truncated into spilled batches gets new ones at the same offsets; spilling
+    them must not overwrite the mapped file the old batches (still read by a Fetch) are in."""
+    memory = LogMemory(2 * SIZE)
+    (a,) = _logs(memory, 1)
+    _fill(a, 6)
+    memory.maybe_evict()
+    held_by_a_reader = a.read(0, 1 << 20).records[0]
+    old = bytes(held_by_a_reader)
+    a.truncate_to(0)
+    values = _fill(a, 6)
+    memory.maybe_evict()
+    assert bytes(held_by_a_reader) == old
+    assert len(_read_all(a)) == len(values)
+    assert len(_spill_files(memory)) == 2
+    memory.close()
+
+
+def test_accounting_after_spilling_follows_truncation_retention_and_removal():
+    memory = LogMemory(3 * SIZE)
+    a, b = _logs(memory, 2)
+    _fill(a, 8)
+    _fill(b, 8)
+    memory.maybe_evict()
+    a.truncate_to(5)
+    b.config = LogConfig(retention_ms=-1, retention_bytes=0)
+    b.apply_retention(0)
+    assert memory.used == a.held_bytes + b.held_bytes
+    a.delete()
+    b.delete()
+    assert memory.used == 0
+    memory.close()

@@ -1,0 +1,52 @@
+"""A streaming copy topic -> topic through the minibroker sink, as its own process (kill -9-able).
+
+    python eo_driver.py BOOTSTRAP SRC DST CHECKPOINT WORKDIR EXACTLY_ONCE FAIL_AT
+
+local[2,3]: a failed task is retried (up to 3 attempts). The first attempt of the task that meets
+value FAIL_AT raises (once per WORKDIR: an injected Spark task failure, mid-write). Runs until
+WORKDIR/stop exists.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+def main() -> None:
+    bootstrap, src, dst, ckpt, work, exactly, fail_at = sys.argv[1:8]
+    from pyspark import TaskContext
+    from pyspark.sql import functions as F
+
+    from minibroker.spark.session import local_session
+    spark = local_session("local[2,3]", "minibroker-eo-driver")
+    flag = os.path.join(work, "failed-once")
+    target = int(fail_at)
+
+    @F.udf("string")
+    def passthrough(v):
+        if int(v) == target and TaskContext.get().attemptNumber() == 0 \
+                and not os.path.exists(flag):
+            open(flag, "w").close()
+            raise RuntimeError(f"injected task failure at value {v}")
+        return v
+
+    q = (spark.readStream.format("minibroker").option("kafka.bootstrap.servers", bootstrap)
+         .option("subscribe", src).option("startingOffsets", "earliest")
+         .option("maxOffsetsPerTrigger", 40000).load()
+         .select(passthrough(F.col("value").cast("string")).alias("value"))
+         .writeStream.format("minibroker").option("kafka.bootstrap.servers", bootstrap)
+         .option("topic", dst).option("exactlyOnce", exactly)
+         .option("checkpointLocation", ckpt).trigger(processingTime="500 milliseconds").start())
+    print("STARTED", q.id, flush=True)
+    while not os.path.exists(os.path.join(work, "stop")):
+        if not q.isActive:
+            print("QUERY FAILED", q.exception(), flush=True)
+            sys.exit(3)
+        time.sleep(0.2)
+    q.stop()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
