@@ -312,6 +312,36 @@ def test_no_coordinator_module_imports_the_broker():
             for t in graph[m] if t.startswith("minibroker.broker")} == set()
 
 
+def _record_constructions(module: str) -> list[str]:
+    """Record classes of minibroker.protocol.records that `module` instantiates."""
+    tree = ast.parse(MODULES[module].read_text())
+    aliases, names = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "minibroker.protocol":
+            aliases |= {a.asname or a.name for a in node.names if a.name == "records"}
+        elif isinstance(node, ast.ImportFrom) and node.module == "minibroker.protocol.records":
+            names |= {a.asname or a.name for a in node.names if a.name.endswith("Record")}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+                    and f.value.id in aliases and f.attr.endswith("Record"):
+                found.append(f.attr)
+            elif isinstance(f, ast.Name) and f.id in names:
+                found.append(f.id)
+    return found
+
+
+def test_metadata_records_are_built_in_one_place():
+    """controller/records.py builds every metadata record (the coordinators' records have their
+    own *_records.py modules)."""
+    assert _record_constructions("minibroker.controller.records")
+    assert {m: _record_constructions(m) for m in MODULES
+            if m != "minibroker.controller.records" and not m.endswith("_records")
+            and _record_constructions(m)} == {}
+
+
 def test_handlers_are_all_listed_in_key_order():
     listed = [m for m in re.findall(r"^\s+(k\d+_\w+),", (PACKAGE / "broker/handlers/__init__.py")
                                     .read_text(), re.M)]

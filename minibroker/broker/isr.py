@@ -56,7 +56,7 @@ class IsrManager(ReplicaState):
     async def _isr_shrink_loop(self) -> None:
         lag_ms = self.config.replica_lag_time_max_ms
         while True:
-            await asyncio.sleep(lag_ms / 2000)
+            await self.clock.sleep(lag_ms / 2000)
             now = self.clock.now_ms()
             for key in sorted(self.partitions):
                 p = self.partitions[key]

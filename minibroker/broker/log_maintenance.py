@@ -3,7 +3,6 @@
 (broker/replica_state.py says how the parts fit)."""
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from minibroker.broker.replica_state import ReplicaState
@@ -17,19 +16,19 @@ class LogMaintenance(ReplicaState):
     async def _retention_loop(self) -> None:
         interval = self.config.log_retention_check_interval_ms / 1000
         while True:
-            await asyncio.sleep(interval)
+            await self.clock.sleep(interval)
             self.apply_retention()
 
     async def _checkpoint_loop(self) -> None:
         interval = self.config.replica_high_watermark_checkpoint_interval_ms / 1000
         while True:
-            await asyncio.sleep(interval)
+            await self.clock.sleep(interval)
             self.log_manager.checkpoint()
 
     async def _cleaner_loop(self) -> None:
         interval = max(self.config.log_cleaner_backoff_ms, 1) / 1000
         while True:
-            await asyncio.sleep(interval)
+            await self.clock.sleep(interval)
             self.clean_logs()
 
     def clean_logs(self) -> int:

@@ -76,7 +76,7 @@ class ReplicaManager(AppendPath, FetchPath, PartitionReads, IsrManager, LogMaint
         # Bytes held by this broker's logs, capped by log.memory.max.bytes (minibroker.log.memory).
         self.log_memory = LogMemory(config.log_memory_max_bytes, config.log_memory_overflow)
         # Followers yet to fetch a partition we newly lead, and their waiting fetches.
-        self.first_fetches = FirstFetches()
+        self.first_fetches = FirstFetches(clock.monotonic)
         self.log_manager = None if data_dir is None else LogManager(data_dir, clock, self.log_memory)
         self.new_log = log_factory or (self._memory_log if self.log_manager is None
                                        else self.log_manager.open_log)

@@ -13,6 +13,7 @@ from minibroker.controller.image import CONTROL_PLANE_LISTENER
 from minibroker.protocol import records as R
 
 TOPIC = 2                                   # ConfigRecord.resource_type (Kafka's ConfigResource)
+BROKER = 4
 
 Epochs = Iterable[tuple[int, int]]          # (partition, leader epoch) pairs (KIP-253)
 
@@ -55,6 +56,13 @@ def remove_topic(topic_id: uuid.UUID) -> R.RemoveTopicRecord:
 def topic_config(topic_name: str, name: str, value: str | None) -> R.ConfigRecord:
     """value None deletes the override."""
     return R.ConfigRecord(resource_type=TOPIC, resource_name=topic_name, name=name, value=value)
+
+
+def broker_config(resource_name: str, name: str, value: str | None) -> R.ConfigRecord:
+    """A dynamic broker config (KIP-226) of broker `resource_name`, or "" for the cluster
+    default; value None deletes it."""
+    return R.ConfigRecord(resource_type=BROKER, resource_name=resource_name, name=name,
+                          value=value)
 
 
 def partition_count(topic_id: uuid.UUID, initial: int, undeleted: int,

@@ -56,6 +56,23 @@ def uvarint_reader(error: Callable[[str], Exception]) -> Callable:
     return read_uvarint
 
 
+def read_varint(data: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """A zigzag varint at data[pos]: (value, next pos), without bounds or length checks, for bytes
+    already checked (a stored batch, a record set a client decodes); truncated data raises
+    IndexError."""
+    b = data[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    n, shift = b & 0x7F, 7
+    while True:
+        pos += 1
+        b = data[pos]
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (n >> 1) ^ -(n & 1), pos + 1
+        shift += 7
+
+
 def varint_reader(error: Callable[[str], Exception]) -> Callable:
     """As uvarint_reader, for a zigzag (signed) varint."""
     read_uvarint = uvarint_reader(error)
