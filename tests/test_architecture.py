@@ -183,11 +183,10 @@ LAYERS: list[set[str]] = [
     {"metadata"},                   # what a broker knows of the cluster (UpdateMetadata's cache)
     {"coordinator", "controller"},  # groups/offsets/transactions; the metadata image and its log
     {"broker"},                     # dispatch, handlers, the replica manager
-    {"fault_admin", "sessions"},    # FaultControl's runner; the controller's session timeouts
     {"cluster", "processes"},       # brokers + controller in one process, or one per process
     {"metrics"},
     {"client"},                     # the reference client (its streams example runs a Cluster)
-    {"testing", "spark", "console", "reassign_throttle"},
+    {"testing", "spark", "console"},
     {"cli"},
     {"__main__", "minibroker"},     # `python -m minibroker`; the public surface
 ]
