@@ -7,11 +7,18 @@ so the rule lives here, beside the log, not in the transport's framing.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
+from typing import cast
 
 
 def _keepable(data: object) -> bool:
-    return isinstance(data, memoryview) and not data.readonly and 4 * data.nbytes >= len(data.obj)
+    return isinstance(data, memoryview) and not data.readonly \
+        and 4 * data.nbytes >= len(_owner(data))
+
+
+def _owner(view: memoryview) -> Sized:
+    """The buffer a frame's slice views (FrameReader's bytearray of that frame)."""
+    return cast(Sized, view.obj)
 
 
 def frame_records(record_sets: Iterable[object]) -> int:
@@ -27,10 +34,10 @@ def frame_records(record_sets: Iterable[object]) -> int:
     total = 0
     owner = None
     for data in record_sets:
-        if _keepable(data):
-            if owner is not None and data.obj is not owner:
+        if isinstance(data, memoryview) and _keepable(data):
+            if owner is not None and _owner(data) is not owner:
                 return 0
-            owner = data.obj
+            owner = _owner(data)
             total += data.nbytes
     return total if owner is not None and 2 * total >= len(owner) else 0
 

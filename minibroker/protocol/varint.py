@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from typing import Callable
 
+Buffer = bytes | bytearray | memoryview
+# read(buf, pos, end) -> (value, next pos)
+Reader = Callable[[Buffer, int, int], tuple[int, int]]
+
 # The one-byte unsigned varints, 0-127: indexed directly by the hot encoders.
 SMALL_UVARINTS = [bytes((i,)) for i in range(0x80)]
 
@@ -37,10 +41,10 @@ def write_varint(value: int, out: bytearray) -> None:
     out.append(value)
 
 
-def uvarint_reader(error: Callable[[str], Exception]) -> Callable:
+def uvarint_reader(error: Callable[[str], Exception]) -> Reader:
     """read(buf, pos, end) -> (value, next pos) of an unsigned varint in buf[pos:end]; truncated
     or over 5 bytes raises error(why)."""
-    def read_uvarint(buf, pos: int, end: int) -> tuple[int, int]:
+    def read_uvarint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
         shift = value = 0
         while True:
             if pos >= end:
@@ -56,7 +60,7 @@ def uvarint_reader(error: Callable[[str], Exception]) -> Callable:
     return read_uvarint
 
 
-def read_varint(data: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+def read_varint(data: Buffer, pos: int) -> tuple[int, int]:
     """A zigzag varint at data[pos]: (value, next pos), without bounds or length checks, for bytes
     already checked (a stored batch, a record set a client decodes); truncated data raises
     IndexError."""
@@ -73,11 +77,11 @@ def read_varint(data: bytes | bytearray | memoryview, pos: int) -> tuple[int, in
         shift += 7
 
 
-def varint_reader(error: Callable[[str], Exception]) -> Callable:
+def varint_reader(error: Callable[[str], Exception]) -> Reader:
     """As uvarint_reader, for a zigzag (signed) varint."""
     read_uvarint = uvarint_reader(error)
 
-    def read_varint(buf, pos: int, end: int) -> tuple[int, int]:
+    def read_varint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
         value, pos = read_uvarint(buf, pos, end)
         return (value >> 1) ^ -(value & 1), pos
     return read_varint
