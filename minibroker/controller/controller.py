@@ -23,7 +23,7 @@ from kafka.errors import PolicyViolationError, RequestTimedOutError
 
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
-from minibroker.controller import (broker_configs, brokers, elections, partition_count,
+from minibroker.controller import (acls, broker_configs, brokers, elections, partition_count,
                                    partitions, reassignment, topics)
 from minibroker.controller.changelog import log_changes
 from minibroker.controller.delta import MetadataDelta
@@ -289,6 +289,15 @@ class Controller:
             res = broker_configs.alter_broker_configs(self.image, resource_name, changes,
                                                       replace)
             return res.response if validate_only else await self._write(res)
+
+    # ------------------------------------------------------------------ ACLs (KIP-11)
+    async def create_acls(self, bindings: list) -> list:
+        async with self._lock:
+            return await self._write(acls.create_acls(self.image, bindings, self.ids))
+
+    async def delete_acls(self, filters: list) -> list:
+        async with self._lock:
+            return await self._write(acls.delete_acls(self.image, filters))
 
     # ------------------------------------------------------------------ reassignment (KIP-179)
     async def assign_partitions(self, assignments: list[tuple[str, int, list[int]]]):
