@@ -31,6 +31,7 @@ from typing import Any
 
 from minibroker.broker.broker import Broker
 from minibroker.broker.context import ControllerChannel, ItemResult
+from minibroker.security.acl import AclBinding, AclBindingFilter
 from minibroker.broker.faults import Faults
 from minibroker.clock import SEEDED_WALL_BASE_MS, Clock
 from minibroker.ids import IdSource
@@ -118,8 +119,16 @@ class RemoteControllerChannel:
         return await self.call("alter_topic_configs", name, changes, replace, validate_only)
 
     async def alter_broker_configs(self, resource_name: str, changes: dict[str, str | None],
-                                   validate_only: bool) -> tuple[int, str | None]:
-        return await self.call("alter_broker_configs", resource_name, changes, validate_only)
+                                   validate_only: bool, replace: bool = False
+                                   ) -> tuple[int, str | None]:
+        return await self.call("alter_broker_configs", resource_name, changes, validate_only,
+                               replace)
+
+    async def create_acls(self, bindings: list[AclBinding]) -> list[tuple[int, str | None]]:
+        return await self.call("create_acls", bindings)
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[Any]:
+        return await self.call("delete_acls", filters)
 
     async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
                             ) -> Any:

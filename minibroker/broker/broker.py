@@ -98,16 +98,7 @@ class Broker:
                          else releases.dispatch_table(config.kafka_version))
         # KIP-848's consumer groups (keys 68/69): on by default from Kafka 4.0 only.
         self.consumer_group_protocol = releases.consumer_group_protocol(config.kafka_version)
-        # What handlers may use, each service behind its Protocol: built once, shared by requests.
-        self.services = Services(
-            node=self, node_id=node_id, config=config, clock=clock, metadata=self.metadata,
-            replica_manager=self.replica_manager, groups=self.groups, txn=self.txn,
-            txn_verifier=self.txn_channel, controller=controller_channel,
-            quota=self.controller_mutation_quota, faults=faults, stats=self.stats,
-            fetch_sessions=self.fetch_sessions, log_defaults=self.log_defaults,
-            pending_metadata=self.pending_metadata, handlers=self.handlers,
-            consumer_group_protocol=self.consumer_group_protocol, authorizer=self.authorizer,
-            transaction_verification=releases.transaction_verification(config.kafka_version))
+        self.services = self._services()
         # What a listener calls per request frame: network/ knows no broker, only this.
         self.handle = handler_for(self.services)
         # The control-plane listener (KIP-291's control.plane.listener.name): the controller's
@@ -129,6 +120,19 @@ class Broker:
         # Bumped on each start, sent in registration so the controller can fence stale ones.
         self.broker_epoch = -1
         self._producer_ids: list[int] = []
+
+    def _services(self) -> Services:
+        """What handlers may use, each service behind its Protocol: built once, shared by every
+        request (broker/context.py)."""
+        return Services(
+            node=self, node_id=self.node_id, config=self.config, clock=self.clock,
+            metadata=self.metadata, replica_manager=self.replica_manager, groups=self.groups,
+            txn=self.txn, txn_verifier=self.txn_channel, controller=self.controller,
+            quota=self.controller_mutation_quota, faults=self.faults, stats=self.stats,
+            fetch_sessions=self.fetch_sessions, log_defaults=self.log_defaults,
+            pending_metadata=self.pending_metadata, handlers=self.handlers,
+            consumer_group_protocol=self.consumer_group_protocol, authorizer=self.authorizer,
+            transaction_verification=releases.transaction_verification(self.config.kafka_version))
 
     async def start(self, listen: bool = True) -> None:
         """listen=False: no socket; requests come through network/memory.py's connect(self.handle)."""

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from minibroker.protocol.framing import RequestHeader
     from minibroker.protocol.fast import ProduceTopic
     from minibroker.protocol.produce_response import PartitionResult
-    from minibroker.security.acl import AclBinding, AclBindingFilter
+    from minibroker.security.acl import AclBinding, AclBindingFilter, AclOperation, ResourceType
     from minibroker.security.authorizer import StandardAuthorizer
 
 
@@ -190,7 +190,8 @@ class ControllerChannel(Protocol):
                                   validate_only: bool) -> tuple[int, str | None]: ...
 
     async def alter_broker_configs(self, resource_name: str, changes: dict[str, str | None],
-                                   validate_only: bool) -> tuple[int, str | None]: ...
+                                   validate_only: bool, replace: bool = False
+                                   ) -> tuple[int, str | None]: ...
 
     async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
                             ) -> Any: ...
@@ -330,9 +331,9 @@ class Handler:
 class ExchangeObserver(Protocol):
     """What serve --trace / --strict put around dispatch (broker/trace.py's Tracer)."""
 
-    def dispatch(self, dispatch: Callable[..., Awaitable[list | None]], services: Services,
+    def dispatch(self, dispatch: Callable[..., Awaitable[list[Any] | None]], services: Services,
                  context: type[RequestContext], conn: Connection, frame: memoryview
-                 ) -> Awaitable[list | None]: ...
+                 ) -> Awaitable[list[Any] | None]: ...
 
 
 class Connection(Protocol):
@@ -368,7 +369,7 @@ class RequestContext:
         peer = self.conn.peer
         return str(peer[0]) if peer else ""
 
-    def authorize(self, operation: int, resource_type: int, name: str) -> bool:
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """Whether the principal may do `operation` on the resource (KIP-11); always, without
         an authorizer (authorizer.class.name empty, Kafka's default): one attribute test."""
         authorizer = self.authorizer

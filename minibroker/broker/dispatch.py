@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar, cast
 
 from kafka.errors import KafkaError, UnsupportedVersionError
 from kafka.protocol.api_key import ApiKey
@@ -128,6 +128,16 @@ def unsupported_version_response(correlation_id: int,
                            0, correlation_id)
 
 
+def _malformed(handler: Handler, decoded: Any, api_version: int) -> ProtocolViolation | None:
+    """A null where the schema allows none, which reached the handler (the generic decoder reads
+    any -1 length as None): the client's malformed input, closed with one log line. Looked for
+    only after a failure: walking every request costs more than decoding."""
+    where = first_null(handler.request_class._struct, decoded, api_version)
+    if where is None:
+        return None
+    return ProtocolViolation(f"{handler.name} v{api_version}: null {where}, which is not nullable")
+
+
 async def dispatch(services: Services, context: type[RequestContext], conn: Connection,
                    frame: memoryview, control_plane: bool = False) -> Parts | None:
     """Handle one request frame; returns the framed response buffers, or None for no response.
@@ -175,11 +185,10 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
         try:
             resp, complete = check_request(ctx, api_key, req)
         except Exception:
-            where = first_null(cls._struct, req, api_version)     # malformed, as below
-            if where is None:
+            err = _malformed(handler, req, api_version)
+            if err is None:
                 raise
-            raise ProtocolViolation(f"{handler.name} v{api_version}: null {where}, which is not "
-                                    "nullable") from None
+            raise err from None
     if resp is None:
         coro = handler.fn(ctx, req)
         # Only the handler refers to the frame now: one that waits may let it go (ctx.frame =
@@ -191,20 +200,15 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
         except (ProtocolViolation, KafkaError, asyncio.CancelledError):
             raise
         except Exception:
-            # A null where the schema allows none reaches the handler (the generic decoder reads
-            # any -1 length as None): the client's malformed input, closed with one log line.
-            # Looked for only after a failure: walking every request costs more than decoding.
-            where = None if decoded is None else first_null(cls._struct, decoded, api_version)
-            if where is None:
+            err = None if decoded is None else _malformed(handler, decoded, api_version)
+            if err is None:
                 raise
-            raise ProtocolViolation(f"{handler.name} v{api_version}: null {where}, which is not "
-                                    "nullable") from None
+            raise err from None
         if complete is not None:
             resp = complete(resp)
     if resp is not None and type(resp) is not RawResponse:
         resp = encode_response(resp, api_version, corr)
-    if faults.armed and faults.latency_ms:
-        # A slow broker (Faults.set_latency).
+    if faults.armed and faults.latency_ms:      # a slow broker (Faults.set_latency)
         await faults.delay_response(services.node_id, api_key)
     elapsed = clock.monotonic() - started
     services.stats.request_done(api_key, elapsed)
@@ -213,8 +217,7 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
                   handler.name, api_version, client_id, corr, elapsed * 1000)
     if resp is None:
         return None
-    parts: Parts = resp.parts if type(resp) is RawResponse else resp
-    return parts
+    return cast(Parts, resp.parts if type(resp) is RawResponse else resp)
 
 
 def handler_for(services: Services, control_plane: bool = False
