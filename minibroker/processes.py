@@ -31,11 +31,12 @@ from typing import Any
 
 from minibroker.broker.broker import Broker
 from minibroker.broker.context import ControllerChannel, ItemResult
-from minibroker.security.acl import AclBinding, AclBindingFilter
 from minibroker.broker.faults import Faults
 from minibroker.clock import SEEDED_WALL_BASE_MS, Clock
 from minibroker.ids import IdSource
 from minibroker.log.memory import keep_freed_batches_for_reuse
+from minibroker.security.acl import AclBinding, AclBindingFilter
+from minibroker.security.credentials import store_for_users
 
 log = logging.getLogger("minibroker.processes")
 
@@ -124,6 +125,10 @@ class RemoteControllerChannel:
         return await self.call("alter_broker_configs", resource_name, changes, validate_only,
                                replace)
 
+    async def alter_user_scram_credentials(self, deletions: list[tuple[str, int]],
+                                           upsertions: list[Any]) -> list[Any]:
+        return await self.call("alter_user_scram_credentials", deletions, upsertions)
+
     async def create_acls(self, bindings: list[AclBinding]) -> list[tuple[int, str | None]]:
         return await self.call("create_acls", bindings)
 
@@ -160,7 +165,8 @@ async def child_main(fd: int, node_id: int) -> None:
                   else SEEDED_WALL_BASE_MS if seeded else None)
     port = config.port + node_id - 1 if config.port else 0
     broker = Broker(node_id, config, clock, IdSource((config.seed or 0) * 1000 + node_id),
-                    channel, Faults(), port=port, rack=config.rack_of(node_id))
+                    channel, Faults(), port=port, rack=config.rack_of(node_id),
+                    credentials=store_for_users(config.users, IdSource(node_id + 7919).rng))
     broker.metadata.cluster_id = cluster_id
     broker.control_plane_sockets = True     # the controller is in another process
     stop = asyncio.Event()
@@ -171,7 +177,8 @@ async def child_main(fd: int, node_id: int) -> None:
     try:
         await broker.start()
         broker.broker_epoch = await channel.call(
-            "register_broker", node_id, broker.host, broker.port, broker.rack, broker.control_port)
+            "register_broker", node_id, broker.host, broker.port, broker.rack, broker.control_port,
+            broker.registration_listeners())
         await stop.wait()
     finally:
         if broker.running:
