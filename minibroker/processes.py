@@ -164,8 +164,9 @@ async def child_main(fd: int, node_id: int) -> None:
     clock = Clock(config.wall_clock_base_ms if config.wall_clock_base_ms is not None
                   else SEEDED_WALL_BASE_MS if seeded else None)
     port = config.port + node_id - 1 if config.port else 0
-    broker = Broker(node_id, config, clock, IdSource((config.seed or 0) * 1000 + node_id),
-                    channel, Faults(), port=port, rack=config.rack_of(node_id),
+    ids = IdSource((config.seed or 0) * 1000 + node_id, random_ids=config.seed is None)
+    broker = Broker(node_id, config, clock, ids, channel, Faults(), port=port,
+                    rack=config.rack_of(node_id),
                     credentials=store_for_users(config.users, IdSource(node_id + 7919).rng))
     broker.metadata.cluster_id = cluster_id
     broker.control_plane_sockets = True     # the controller is in another process

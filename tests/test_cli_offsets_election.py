@@ -82,3 +82,18 @@ def test_preferred_leader_election(cluster, capsys):
     code, _, err = run(capsys, "leader-election", "--bootstrap-server", cluster.bootstrap,
                        "--election-type", "preferred")
     assert code == 1 and "One and only one of the following options is required" in err
+
+
+def test_log_dirs(cluster, capsys):
+    import json
+    code, out, _ = run(capsys, "log-dirs", "--bootstrap-server", cluster.bootstrap,
+                       "--describe", "--topic-list", "ledger", "--broker-list", "1,2")
+    lines = out.splitlines()
+    assert lines[:2] == ["Querying brokers for log directories information",
+                         "Received log directory information from brokers 1,2"]
+    doc = json.loads(lines[2])
+    assert doc["version"] == 1 and [b["broker"] for b in doc["brokers"]] == [1, 2]
+    parts = {p["partition"]: p for b in doc["brokers"] for d in b["logDirs"]
+             for p in d["partitions"]}
+    assert set(parts) == {"ledger-0", "ledger-1"} and parts["ledger-0"]["size"] > 0
+    assert set(parts["ledger-0"]) == {"partition", "size", "offsetLag", "isFuture"}

@@ -20,7 +20,9 @@ class IsrManager(ReplicaState):
             return
         p.isr_change_in_flight = True
         p.pending_isr = tuple(new_isr)
-        asyncio.get_running_loop().create_task(self._alter_partition(p, new_isr))
+        task = asyncio.get_running_loop().create_task(self._alter_partition(p, new_isr))
+        self._isr_tasks.add(task)
+        task.add_done_callback(self._isr_tasks.discard)
 
     async def _alter_partition(self, p: Partition, new_isr: tuple[int, ...]) -> None:
         before = p.isr

@@ -73,6 +73,9 @@ class ReplicaManager(AppendPath, FetchPath, PartitionReads, IsrManager, LogMaint
         self.topic_undeleted_counts: dict[str, int] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._tasks: list[asyncio.Task] = []
+        # AlterPartition calls in flight: one may wait for a controller that never comes back,
+        # so stop() cancels them rather than leaving them to a closing loop.
+        self._isr_tasks: set[asyncio.Task] = set()
         # Bytes held by this broker's logs, capped by log.memory.max.bytes (minibroker.log.memory).
         self.log_memory = LogMemory(config.log_memory_max_bytes, config.log_memory_overflow)
         # Followers yet to fetch a partition we newly lead, and their waiting fetches.
@@ -106,7 +109,9 @@ class ReplicaManager(AppendPath, FetchPath, PartitionReads, IsrManager, LogMaint
         for p in self.partitions.values():
             p.fail_waiters(NotLeaderForPartitionError.errno)
             p.notify_data()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for t in self._isr_tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, *self._isr_tasks, return_exceptions=True)
         self._tasks = []
         if self.log_manager is not None:
             self.log_manager.close()

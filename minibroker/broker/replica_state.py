@@ -53,6 +53,7 @@ class ReplicaState:
     topic_undeleted_counts: dict[str, int]
     fetchers: dict[int, ReplicaFetcher]
     _tasks: list[asyncio.Task[None]]
+    _isr_tasks: set[asyncio.Task[None]]    # AlterPartition calls in flight (stop() cancels them)
     log_memory: LogMemory           # bytes held by this broker's logs, capped (log/memory.py)
     first_fetches: FirstFetches     # followers yet to fetch a partition we newly lead
     log_manager: LogManager | None
