@@ -31,9 +31,9 @@ from minibroker.controller.controller import Controller
 from minibroker.controller.metadata_log import MetadataLog
 from minibroker.controller.quorum import MetadataQuorum
 from minibroker.controller.result import ControllerHalted, ControllerMoved
-from minibroker.fault_admin import FaultAdmin
+from minibroker.broker.fault_admin import FaultAdmin
 from minibroker.ids import IdSource, random_cluster_id
-from minibroker.sessions import BrokerSessions
+from minibroker.controller.sessions import BrokerSessions
 
 log = logging.getLogger("minibroker.cluster")
 

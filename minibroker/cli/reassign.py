@@ -11,7 +11,7 @@ the KIP-179 draft's request ids and progress:
 
 The file is Kafka's: {"version": 1, "partitions": [{"topic": "t", "partition": 0,
 "replicas": [1, 2, 3]}, ...]}. --progress without --request reports the most recent request.
---throttle and --cancel work as Kafka's (minibroker.reassign_throttle): --verify clears the
+--throttle and --cancel work as Kafka's (minibroker.cli.reassign_throttle): --verify clears the
 throttle once every move completed, --cancel keeps the old replicas and clears it too.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sys
 
-from minibroker import reassign_throttle as throttle
+from minibroker.cli import reassign_throttle as throttle
 from minibroker.cli.admin_tool import add_admin_tool_parser
 from minibroker.cli.common import fail, one_line, os_reason, refuse
 from minibroker.cli.reassign_plan import generate, list_moves

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
-from typing import Iterator
 
 import kafka.errors as Errors
 from kafka.protocol.consumer import FetchResponse
@@ -302,7 +301,3 @@ def fetch_range(bootstrap: ClientConf | str, topic: str, partition: int, start: 
                      max_bytes, rows_per_batch, out.append)
     run_with_admin(bootstrap, go)
     return out
-
-
-def iter_range(*args, **kw) -> Iterator[Columns]:
-    yield from fetch_range(*args, **kw)
