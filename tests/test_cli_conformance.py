@@ -10,10 +10,11 @@ import re
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from minibroker.cli import main, parser
+from minibroker.cli import parser
 from minibroker.cli.common import _Refused
 from minibroker.cli.kafka_flags import KAFKA_TOOLS
 from minibroker.testing import ThreadedCluster
+from serve_helpers import run_main
 
 pytestmark = [pytest.mark.real_time, pytest.mark.timeout(300)]
 
@@ -187,15 +188,7 @@ def served(tmp_path_factory):
 
 
 def _run(capsys, bootstrap: str, tool: str, argv: list[str]) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main([tool, "--bootstrap-server", bootstrap, *argv])
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-        if isinstance(e.code, str):
-            print(e.code, file=__import__("sys").stderr)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_main(capsys, tool, "--bootstrap-server", bootstrap, *argv)
 
 
 def _commit(bootstrap: str, group: str, topic: str) -> None:

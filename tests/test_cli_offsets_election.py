@@ -7,7 +7,7 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from minibroker.cli import main
+from serve_helpers import run_main
 from minibroker.testing import ThreadedCluster
 
 pytestmark = [pytest.mark.real_time, pytest.mark.timeout(180)]
@@ -26,15 +26,7 @@ def cluster():
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(argv))
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-        if isinstance(e.code, str):
-            print(e.code, file=__import__("sys").stderr)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_main(capsys, *argv)
 
 
 def test_get_offsets(cluster, capsys):

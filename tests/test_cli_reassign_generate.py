@@ -7,22 +7,15 @@ import time
 
 import pytest
 
-from minibroker.cli import main
+from serve_helpers import run_main
 from minibroker.testing import ThreadedCluster
 
 pytestmark = [pytest.mark.real_time, pytest.mark.timeout(180)]
 
 
 def run(capsys, cluster, *argv: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(["reassign-partitions", "--bootstrap-server", cluster.bootstrap, *argv])
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-        if isinstance(e.code, str):
-            print(e.code, file=__import__("sys").stderr)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_main(capsys, "reassign-partitions", "--bootstrap-server", cluster.bootstrap,
+                    *argv)
 
 
 def test_generate_then_execute(capsys, tmp_path):
