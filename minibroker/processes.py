@@ -41,6 +41,7 @@ _LEN = struct.Struct(">I")
 # What a broker may ask of the controller: ControllerChannel's methods, and its own registration.
 CALLS = ("auto_create_topics", "alter_partition", "allocate_producer_ids", "create_topics",
          "delete_topics", "create_partitions", "alter_topic_configs", "alter_broker_configs",
+         "alter_group_configs", "describe_group_configs",
          "assign_partitions", "alter_partition_reassignments", "list_partition_reassignments",
          "partition_assignment_status")
 

@@ -29,6 +29,8 @@ class MetadataDelta:
         self.removed_topics: set[str] = set()
         self.topics_by_id = dict(image.topics_by_id)
         self.broker_configs = dict(image.broker_configs)
+        self.group_configs = dict(image.group_configs)
+        self.group_configs_changed = False
         self.next_producer_id = image.next_producer_id
         self.reassignments = dict(image.reassignments)
         self.moving = dict(image.moving)
@@ -185,6 +187,10 @@ class MetadataDelta:
                 return
             self.changed_topics.add(r.resource_name)
             target = t["configs"]
+        elif r.resource_type == 32:           # GROUP
+            target = self.group_configs[r.resource_name] = dict(
+                self.group_configs.get(r.resource_name, {}))
+            self.group_configs_changed = True
         else:                                 # BROKER (cluster-wide default when name is "")
             target = self.broker_configs[r.resource_name] = dict(
                 self.broker_configs.get(r.resource_name, {}))
@@ -215,6 +221,9 @@ class MetadataDelta:
             broker_configs=MappingProxyType({n: MappingProxyType(c) for n, c in sorted(
                 self.broker_configs.items()) if c}) if self.broker_configs_changed
             else self.image.broker_configs,
+            group_configs=MappingProxyType({n: MappingProxyType(c) for n, c in sorted(
+                self.group_configs.items()) if c}) if self.group_configs_changed
+            else self.image.group_configs,
             next_producer_id=self.next_producer_id,
             reassignments=MappingProxyType(self.reassignments),
             moving=MappingProxyType(self.moving))

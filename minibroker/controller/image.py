@@ -95,6 +95,8 @@ class MetadataImage:
     topics_by_id: Mapping[uuid.UUID, str] = field(default_factory=lambda: EMPTY)
     # Dynamic broker configs: broker id (or "" for the cluster default) -> {name: value}.
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
+    # Group configs (KIP-848, resource type GROUP): group id -> {name: value}.
+    group_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
     next_producer_id: int = 0
     # KIP-179: reassignment requests by id (see controller/reassignment.py), and the request
     # each partition being moved belongs to.
