@@ -32,7 +32,7 @@ async def test_a_fetch_the_leader_never_answers_restarts_the_fetcher_within_the_
         hung = []
 
         def hang_one_follower_fetch(req, ctx):
-            if req.replica_id == follower and ctx.broker.node_id == leader and not hung:
+            if req.replica_id == follower and ctx.node_id == leader and not hung:
                 hung.append(req)
                 return DROP
             return None
