@@ -23,8 +23,8 @@ from kafka.errors import PolicyViolationError, RequestTimedOutError
 
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
-from minibroker.controller import (broker_configs, brokers, group_configs, elections, partition_count,
-                                   partitions, reassignment, topics)
+from minibroker.controller import (broker_configs, brokers, elections, group_configs,
+                                   partition_count, partitions, reassignment, topics)
 from minibroker.controller.changelog import log_changes
 from minibroker.controller.delta import MetadataDelta
 from minibroker.controller.image import MetadataImage, PartitionRegistration
