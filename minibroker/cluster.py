@@ -20,6 +20,8 @@ import logging
 import os
 from typing import Any
 
+from minibroker.broker import trace
+from minibroker.broker.strict import Strict
 from minibroker.broker.broker import Broker
 from minibroker.broker.faults import Faults
 from minibroker.clock import SEEDED_WALL_BASE_MS, Clock
@@ -141,6 +143,13 @@ class ControllerChannel:
     async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None):
         return await self._forward(lambda c: c.elect_leaders(election_type, partitions))
 
+    # ACLs (CreateAcls, DeleteAcls; KIP-11).
+    async def create_acls(self, bindings: list) -> list:
+        return await self._forward(lambda c: c.create_acls(bindings))
+
+    async def delete_acls(self, filters: list) -> list:
+        return await self._forward(lambda c: c.delete_acls(filters))
+
     # Reassignments (KIP-455 and the private AssignPartitions / PartitionAssignmentStatus APIs).
     async def assign_partitions(self, assignments: list[tuple[str, int, list[int]]]):
         return await self._forward(lambda c: c.assign_partitions(assignments))
@@ -198,6 +207,9 @@ class Cluster:
             self.brokers[i] = Broker(i, self.config, self.clock, IdSource(seed * 1000 + i + salt),
                                      ControllerChannel(self, i), self.faults, port=port,
                                      rack=self.config.rack_of(i))
+        # serve --trace / --strict: one observer of every broker's client exchanges.
+        self.strict = Strict(self.config) if self.config.strict else None
+        self.tracer = trace.attach(self.brokers.values(), self.config, self.strict)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> "Cluster":
@@ -223,12 +235,19 @@ class Cluster:
         for b in self.brokers.values():
             if b.running:
                 await b.stop()
+        if self.tracer is not None:
+            self.tracer.close()
 
     async def __aenter__(self) -> "Cluster":
         return await self.start()
 
     async def __aexit__(self, *exc) -> None:
         await self.stop()
+
+    @property
+    def violations(self) -> list[dict]:
+        """Strict mode's record of the protocol rules clients broke (broker/strict.py)."""
+        return [] if self.strict is None else list(self.strict.violations)
 
     @property
     def bootstrap(self) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 from minibroker.log.config import BROKER_CONFIGS
 from minibroker.protocol.schemas import SCHEMAS_DIR
+from minibroker.security.authorizer import AUTHORIZER_CLASS_NAMES
 
 
 # Kafka's ConfigDef lower bounds (atLeast) for the broker configs that have one.
@@ -126,9 +127,21 @@ class ClusterConfig:
     # loopback TCP as brokers in different processes do; false (the default), over an in-memory
     # pipe carrying the same frames (network/memory.py), without the kernel's copies.
     minibroker_inter_broker_sockets: bool = False
+    # Authorization (KIP-11): the authorizer is on when authorizer.class.name names one of Kafka's
+    # (minibroker.security.authorizer.AUTHORIZER_CLASS_NAMES); empty, as Kafka's default: off.
+    authorizer_class_name: str = ""
+    super_users: str = ""                   # "User:a;User:b": allowed everything
+    allow_everyone_if_no_acl_found: bool = False
     # Our extension: emulate this Kafka release's ApiVersions ("2.8"; None: every API we serve;
     # minibroker/broker/releases.py, schemas/releases/).
     kafka_version: str | None = None
+    # Our extension: a JSON line per client request and response to this path ("-": stderr;
+    # minibroker/broker/trace.py, `minibroker trace FILE` reads it).
+    trace: str | None = None
+    # Our extension: record each protocol rule a client breaks (minibroker/broker/strict.py);
+    # serving is unchanged. Storm thresholds: requests per second per client without a change.
+    strict: bool = False
+    strict_storm_per_second: int = 20
     extra: dict[str, str] = field(default_factory=dict)   # log.* topic synonyms, by Kafka name
 
     def __post_init__(self) -> None:
@@ -161,6 +174,10 @@ class ClusterConfig:
             elif fname in _AT_LEAST and value < _AT_LEAST[fname]:
                 return (f"Invalid value {value} for configuration {kname}: "
                         f"Value must be at least {_AT_LEAST[fname]}")
+        if self.authorizer_class_name and \
+                self.authorizer_class_name not in AUTHORIZER_CLASS_NAMES:
+            return (f"Invalid value {self.authorizer_class_name} for configuration "
+                    f"authorizer.class.name: Class {self.authorizer_class_name} cannot be found")
         if self.log_memory_overflow not in ("spill", "delete"):
             return (f"Invalid value {self.log_memory_overflow} for configuration "
                     "log.memory.overflow: String must be one of: spill, delete")
@@ -186,7 +203,7 @@ class ClusterConfig:
         """Kafka config name → field name, for the CLI's --override and DescribeConfigs."""
         skip = {"brokers", "host", "port", "racks", "seed", "cluster_id", "wall_clock_base_ms",
                 "controller_quorum_voters", "extra", "data_dir",
-                "kafka_version"}
+                "kafka_version", "trace", "strict", "strict_storm_per_second"}
         return {f.name.replace("_", "."): f.name for f in fields(cls) if f.name not in skip}
 
     def describe(self) -> dict[str, str]:

@@ -116,6 +116,7 @@ async def child_main(fd: int, node_id: int) -> None:
     broker = Broker(node_id, config, clock, IdSource((config.seed or 0) * 1000 + node_id),
                     channel, Faults(), port=port, rack=config.rack_of(node_id))
     broker.metadata.cluster_id = cluster_id
+    broker.control_plane_sockets = True     # the controller is in another process
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)

@@ -33,11 +33,13 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli", "minibroker.cli.configs"),
     ("minibroker.cli", "minibroker.cli.transactions"),
     ("minibroker.cli", "minibroker.cli.faults"),
+    ("minibroker.cli", "minibroker.cli.acls"),
     ("minibroker.cli", "minibroker.cli.serve"),
     ("minibroker.cli", "minibroker.cli.console"),
     ("minibroker.cli", "minibroker.cli.kafka_home"),
     ("minibroker.cli", "minibroker.cli.offsets_tools"),
     ("minibroker.cli", "minibroker.cli.leader_election"),
+    ("minibroker.cli", "minibroker.cli.trace"),
     # The `console` extra: loaded only by `minibroker console` and `serve --console-port`.
     ("minibroker.cli.console", "minibroker.console.server"),
     ("minibroker.cli.console", "jinja2"),

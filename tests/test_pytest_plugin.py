@@ -92,3 +92,53 @@ def test_loading_the_plugin_raises_no_deprecation_warning():
                         "import minibroker.testing.pytest_plugin, minibroker.cli"],
                        capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stderr) == (0, ""), r.stderr[-2000:]
+
+
+def test_a_failing_test_report_carries_its_trace(pytester):
+    pytester.makepyfile(test_traced="""
+        from kafka import KafkaProducer
+
+        def test_passes(minibroker_cluster):
+            minibroker_cluster.create_topic("ok", 1, 1)
+
+        def test_fails(minibroker_cluster):
+            p = KafkaProducer(bootstrap_servers=minibroker_cluster.bootstrap, client_id="failing")
+            p.send("ok", b"x").get(10)
+            p.close()
+            assert False, "the client's bug"
+    """)
+    result = pytester.runpytest_subprocess("--minibroker-brokers", "1", "--minibroker-trace",
+                                           "-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    assert "minibroker trace" in out
+    section = out[out.index("minibroker trace"):]
+    assert "→ Produce v" in section and "failing" in section
+    assert "(kafka-python/" in section or "ApiVersions" in section
+
+
+def test_strict_mode_fails_the_test_that_broke_a_rule(pytester):
+    pytester.makepyfile(test_strict="""
+        import socket, struct
+
+        def test_well_behaved(minibroker_cluster):
+            minibroker_cluster.create_topic("ok", 1, 1)
+            assert minibroker_cluster.violations == []
+
+        def test_uses_a_version_not_negotiated(minibroker_cluster):
+            from kafka.protocol.metadata import ApiVersionsRequest
+            from minibroker.network.client import encode_request
+            host, port = minibroker_cluster.bootstrap.split(",")[0].rsplit(":", 1)
+            s = socket.create_connection((host, int(port)), timeout=30)
+            s.sendall(b"".join(bytes(p) for p in encode_request(ApiVersionsRequest(), 0, 1,
+                                                                "rude")))
+            size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+            s.recv(size, socket.MSG_WAITALL)
+            s.sendall(struct.pack(">ihhih", 14, 3, 99, 2, 4) + b"rude")     # Metadata v99
+            assert s.recv(1) == b""                                      # closed, as Kafka does
+            s.close()
+    """)
+    result = pytester.runpytest_subprocess("--minibroker-brokers", "1", "--minibroker-strict",
+                                           "-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=1, failed=1)
+    assert "version-not-negotiated by 'rude' (Metadata v99)" in result.stdout.str()

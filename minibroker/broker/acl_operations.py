@@ -36,3 +36,17 @@ def bits(operations: frozenset[int] | None) -> int:
     if operations is None:
         return -(2**31)
     return sum(1 << op for op in operations)
+
+
+def authorized(ctx, resource_type: int, name: str, asked: bool) -> frozenset[int] | None:
+    """KIP-430 for the request's principal: OMITTED when not asked; every supported operation
+    without an authorizer; else those its ACLs allow."""
+    if not asked:
+        return OMITTED
+    authz = ctx.authorizer
+    if authz is None:
+        return _ALL[resource_type]
+    return authz.authorized_operations(ctx.principal, ctx.client_host, resource_type, name)
+
+
+_ALL = {2: TOPIC_OPERATIONS, 3: GROUP_OPERATIONS, 4: CLUSTER_OPERATIONS}

@@ -36,6 +36,8 @@ from minibroker.log.config import broker_defaults
 from minibroker.network.accept import Listener
 from minibroker.network.request_pool import RequestMemoryPool
 from minibroker.network.tcp import close_idle_connections, start_listener
+from minibroker.security.authorizer import authorizer_from_config
+from minibroker.security.principal import ANONYMOUS
 
 log = logging.getLogger("minibroker.broker")
 
@@ -63,6 +65,10 @@ class Broker:
         # controller's UpdateMetadata last said; the throttle rates among them drive `throttle`.
         self.dynamic_configs: dict[str, dict[str, str]] = {}
         self.throttle = ReplicationThrottle(node_id, clock.monotonic)
+        # KIP-11: None (everything allowed) unless authorizer.class.name is set; its ACLs are
+        # what the controller's last UpdateMetadata carried.
+        self.authorizer = authorizer_from_config(config.authorizer_class_name, config.super_users,
+                                                 config.allow_everyone_if_no_acl_found)
         # Topic configs not set on a topic default to the broker's log.* configs (Kafka's synonyms).
         self.log_defaults = broker_defaults(config.describe())
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
@@ -100,13 +106,18 @@ class Broker:
             quota=self.controller_mutation_quota, faults=faults, stats=self.stats,
             fetch_sessions=self.fetch_sessions, log_defaults=self.log_defaults,
             pending_metadata=self.pending_metadata, handlers=self.handlers,
-            consumer_group_protocol=self.consumer_group_protocol)
+            consumer_group_protocol=self.consumer_group_protocol, authorizer=self.authorizer,
+            transaction_verification=releases.transaction_verification(config.kafka_version))
         # What a listener calls per request frame: network/ knows no broker, only this.
         self.handle = handler_for(self.services)
         # The control-plane listener (KIP-291's control.plane.listener.name): the controller's
         # LeaderAndIsr, StopReplica and UpdateMetadata arrive here only; Metadata never lists it.
         self.control_handle = handler_for(self.services, control_plane=True)
         self.control_port = 0
+        # A control-plane TCP listener only when the controller and other brokers come over
+        # sockets (inter-broker sockets, or a broker process of serve --processes); in one
+        # process they use in-memory pipes and no port exists for anyone else to find.
+        self.control_plane_sockets = config.minibroker_inter_broker_sockets
         queued = self.config.queued_max_request_bytes
         self.request_pool = RequestMemoryPool(queued) if queued > 0 else None
         self._server: Listener | None = None
@@ -129,11 +140,13 @@ class Broker:
                 max_connections_per_ip=self.config.max_connections_per_ip,
                 pool=self.request_pool)
             self.port = self._server.sockets[0].getsockname()[1]
-            self._control_server = await start_listener(
-                self.control_handle, self.host, self.control_port, connections=self.connections,
-                max_request_bytes=self.config.socket_request_max_bytes,
-                name=f"broker {self.node_id} control plane")
-            self.control_port = self._control_server.sockets[0].getsockname()[1]
+            if self.control_plane_sockets:
+                self._control_server = await start_listener(
+                    self.control_handle, self.host, self.control_port,
+                    connections=self.connections,
+                    max_request_bytes=self.config.socket_request_max_bytes,
+                    name=f"broker {self.node_id} control plane")
+                self.control_port = self._control_server.sockets[0].getsockname()[1]
             if not self.config.minibroker_inter_broker_sockets:
                 self._listen_in_memory()
             if self.config.connections_max_idle_ms > 0:
@@ -145,15 +158,28 @@ class Broker:
         self.txn.start()
         if listen:
             log.info("broker %d listening on %s:%d", self.node_id, self.host, self.port)
+            if self.authorizer is not None and self.control_plane_sockets and \
+                    str(ANONYMOUS) not in self.authorizer.super_users:
+                # Over PLAINTEXT sockets the brokers and the controller are User:ANONYMOUS
+                log.warning("broker %d: the authorizer is on and brokers reach each other over "
+                            "sockets as %s, which is not in super.users: replication and the "
+                            "controller's requests need CLUSTER_ACTION (docs/acls.md)",
+                            self.node_id, ANONYMOUS)
 
     def _listen_in_memory(self) -> None:
         """Other brokers and the controller in this process reach our listeners through memory
         pipes (NetworkPartitions.connect): the same frames and handlers, no socket."""
         net, max_bytes = self.faults.network, self.config.socket_request_max_bytes
-        net.add_listener(self.host, self.port, self.handle, max_bytes, self.connections,
-                         f"broker {self.node_id}")
-        net.add_listener(self.host, self.control_port, self.control_handle, max_bytes,
-                         self.connections, f"broker {self.node_id} control plane")
+        if self._control_server is None:
+            # No control port: the pipes to the client port (only in-process brokers and the
+            # controller open them) are the control plane too.
+            net.add_listener(self.host, self.port, self.control_handle, max_bytes,
+                             self.connections, f"broker {self.node_id} (in-process peers)")
+        else:
+            net.add_listener(self.host, self.port, self.handle, max_bytes, self.connections,
+                             f"broker {self.node_id}")
+            net.add_listener(self.host, self.control_port, self.control_handle, max_bytes,
+                             self.connections, f"broker {self.node_id} control plane")
         net.local_logs[self.node_id] = self._log_of
 
     def _log_of(self, topic: str, partition: int):
@@ -167,7 +193,8 @@ class Broker:
             self._idle_reaper.cancel()
             self._idle_reaper = None
         self.faults.network.remove_listener(self.host, self.port)
-        self.faults.network.remove_listener(self.host, self.control_port)
+        if self.control_port:
+            self.faults.network.remove_listener(self.host, self.control_port)
         self.faults.network.local_logs.pop(self.node_id, None)
         if self._server is not None:
             self._server.close()

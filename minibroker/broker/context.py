@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from minibroker.protocol.framing import RequestHeader
     from minibroker.protocol.fast import ProduceTopic
     from minibroker.protocol.produce_response import PartitionResult
+    from minibroker.security.acl import AclBinding, AclBindingFilter
+    from minibroker.security.authorizer import StandardAuthorizer
 
 
 class ItemResult(Protocol):
@@ -207,6 +209,10 @@ class ControllerChannel(Protocol):
 
     async def partition_assignment_status(self, request_id: int) -> Any: ...
 
+    async def create_acls(self, bindings: list[AclBinding]) -> list[tuple[int, str | None]]: ...
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[Any]: ...
+
 
 class MutationQuota(Protocol):
     """KIP-599's controller mutation quota (broker/controller_quota.py)."""
@@ -304,6 +310,12 @@ class Services:
     # release it emulates (broker/releases.py); KIP-848's groups are off before Kafka 4.0.
     handlers: dict[int, Handler]
     consumer_group_protocol: bool
+    # KIP-11: the broker's authorizer (security/authorizer.py), None when authorizer.class.name
+    # is empty (everything allowed, Kafka's default). Its ACLs change in place.
+    authorizer: StandardAuthorizer | None = None
+    transaction_verification: bool = True      # KIP-890 part 1: from Kafka 3.6
+    # serve --trace / --strict: observes every client exchange (broker/trace.py); None: off.
+    tracer: ExchangeObserver | None = None
 
 
 @dataclass(slots=True)
@@ -317,6 +329,14 @@ class Handler:
     raw: bool = False       # the handler gets the request body (a memoryview) and decodes it itself
     flexible_from: int = 1 << 15    # the first flexible version (request header v2)
     advertised: bool = True         # listed by ApiVersions (an emulated release hides our keys)
+
+
+class ExchangeObserver(Protocol):
+    """What serve --trace / --strict put around dispatch (broker/trace.py's Tracer)."""
+
+    def dispatch(self, dispatch: Callable[..., Awaitable[list | None]], services: Services,
+                 context: type[RequestContext], conn: Connection, frame: memoryview
+                 ) -> Awaitable[list | None]: ...
 
 
 class Connection(Protocol):
@@ -346,6 +366,21 @@ class RequestContext:
         assert self.frame is not None, "the handler let the frame go"
         return self.frame[self.header.body_offset:]
 
+    @property
+    def client_host(self) -> str:
+        """The client's address, as ACL hosts name it (an in-memory pipe's is "memory")."""
+        peer = self.conn.peer
+        return str(peer[0]) if peer else ""
+
+    def authorize(self, operation: int, resource_type: int, name: str) -> bool:
+        """Whether the principal may do `operation` on the resource (KIP-11); always, without
+        an authorizer (authorizer.class.name empty, Kafka's default): one attribute test."""
+        authorizer = self.authorizer
+        if authorizer is None:
+            return True
+        return authorizer.authorize(self.principal, self.client_host, operation, resource_type,
+                                    name)
+
     # The services handlers use, one attribute each. They are class attributes of the broker's
     # own subclass (context_class, built once per broker): reading one costs what reading a field
     # does, and building a context per request copies none of them.
@@ -360,10 +395,11 @@ class RequestContext:
     controller: ClassVar[ControllerChannel]
     quota: ClassVar[MutationQuota]
     faults: ClassVar[FaultHooks]
+    authorizer: ClassVar[StandardAuthorizer | None]
 
 
 CONTEXT_SERVICES = ("node_id", "node", "clock", "config", "metadata", "replica_manager", "groups",
-                    "txn", "controller", "quota", "faults")
+                    "txn", "controller", "quota", "faults", "authorizer")
 
 
 def context_class(services: Services) -> type[RequestContext]:

@@ -18,6 +18,7 @@ from kafka.errors import KafkaError, UnsupportedVersionError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsResponse
 
+from minibroker.broker.authorization import check_request
 from minibroker.broker.context import Connection, Handler, RequestContext, Services, context_class
 from minibroker.protocol.framing import (
     API_PREFIX, ProtocolViolation, frame_parts, parse_request_header, response_header)
@@ -163,6 +164,17 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
     else:
         req = decode_exact(cls, frame[header.body_offset:], api_version)
         resp = await faults.intercept(api_key, req, ctx) if faults.armed else None
+    complete = None
+    if resp is None and services.authorizer is not None and not handler.raw:
+        # KIP-11: a denied request is answered here; denied items leave the request
+        try:
+            resp, complete = check_request(ctx, api_key, req)
+        except Exception:
+            where = first_null(cls._struct, req, api_version)     # malformed, as below
+            if where is None:
+                raise
+            raise ProtocolViolation(f"{handler.name} v{api_version}: null {where}, which is not "
+                                    "nullable") from None
     if resp is None:
         coro = handler.fn(ctx, req)
         # Only the handler refers to the frame now: one that waits may let it go (ctx.frame =
@@ -182,6 +194,8 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
                 raise
             raise ProtocolViolation(f"{handler.name} v{api_version}: null {where}, which is not "
                                     "nullable") from None
+        if complete is not None:
+            resp = complete(resp)
     if resp is not None and type(resp) is not RawResponse:
         resp = encode_response(resp, api_version, corr)
     if faults.armed and faults.latency_ms:
@@ -206,4 +220,6 @@ def handler_for(services: Services, control_plane: bool = False
     context = context_class(services)
     if control_plane:
         return functools.partial(dispatch, services, context, control_plane=True)
+    if services.tracer is not None:     # serve --trace/--strict: each exchange (broker/trace.py)
+        return functools.partial(services.tracer.dispatch, dispatch, services, context)
     return functools.partial(dispatch, services, context)

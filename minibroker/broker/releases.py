@@ -133,3 +133,10 @@ if __name__ == "__main__":
         DOC.write_text(markdown())
     else:
         print(markdown())
+
+
+def transaction_verification(version: str | None) -> bool:
+    """Whether a broker of `version` checks that a transactional Produce's partitions are in the
+    transaction (KIP-890 part 1, transaction.partition.verification.enable, on from 3.6): before
+    it, Kafka appended the batch anyway and the transaction could hang."""
+    return version is None or load(version).major_minor >= (3, 6)

@@ -34,6 +34,7 @@ def parser() -> Parser:
     add_transactions_parser(sub)
     from minibroker.cli.faults import add_faults_parser
     add_faults_parser(sub)
+    from minibroker.cli.acls import add_acls_parser; add_acls_parser(sub)  # noqa: E702
     from minibroker.cli.console import add_console_parser
     add_console_parser(sub)
     from minibroker.cli.offsets_tools import add_offsets_tools_parsers
@@ -42,6 +43,8 @@ def parser() -> Parser:
     add_leader_election_parser(sub)
     from minibroker.cli.kafka_home import add_kafka_home_parser
     add_kafka_home_parser(sub)
+    from minibroker.cli.trace import add_trace_parser
+    add_trace_parser(sub)
     return ap
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import signal
 
-from minibroker.cli.common import bootstrap_parser, fail, one_line, os_reason, port
+from minibroker.cli.common import (bootstrap_parser, fail, one_line, os_reason, port,
+                                   read_properties)
 
 
 def add_console_parser(sub) -> None:
@@ -27,16 +28,14 @@ def add_console_parser(sub) -> None:
 
 def load_properties(path: str | None) -> dict[str, str]:
     """--command-config's properties, checked against what the client supports (one-line error)."""
-    from minibroker.console.server import client_options, read_properties
+    from minibroker.console.server import client_options
     if path is None:
         return {}
+    props = read_properties(path)
     try:
-        props = read_properties(path)
         client_options(props)
-    except OSError as e:
-        fail(f"cannot read --command-config {path}: {os_reason(e)}")
     except ValueError as e:
-        fail(one_line(e))
+        fail(f"{path}: {one_line(e)}")
     return props
 
 

@@ -73,7 +73,8 @@ def _config(args) -> ClusterConfig:
     try:
         return ClusterConfig(brokers=args.brokers, host=args.host, port=args.port, racks=racks,
                              seed=args.seed, data_dir=args.data_dir,
-                             kafka_version=args.kafka_version, **overrides)
+                             kafka_version=args.kafka_version, trace=args.trace,
+                             strict=args.strict, **overrides)
     except ValueError as e:
         fail(one_line(e))
 
@@ -218,6 +219,12 @@ def add_serve_parser(sub, description: str) -> None:
                    choices=emulated_releases(),
                    help="emulate this Kafka release: ApiVersions advertises what its brokers "
                         "did (2.1 to 4.1; docs/client-authors.md)")
+    s.add_argument("--trace", default=None, metavar="FILE",
+                   help="write a JSON line per client request and response to FILE (- for "
+                        "stderr); `minibroker trace FILE` prints it as a timeline")
+    s.add_argument("--strict", action="store_true",
+                   help="record each protocol rule a client breaks (serving is unchanged): a "
+                        "WARNING line each, and in the --trace lines")
     s.add_argument("--log-level", default="WARNING", type=str.upper, choices=LOG_LEVELS,
                    help="logging level on stderr")
     s.add_argument("--processes", action="store_true",
@@ -248,5 +255,7 @@ def run_serve(args) -> None:
     if args.console_port is not None:
         from minibroker.cli.console import require_console_extra
         require_console_extra()
+    if args.processes and (args.trace or args.strict):
+        fail("--trace and --strict observe the brokers of one process: not with --processes")
     config = _config(args)
     _run(_serve(args, config))

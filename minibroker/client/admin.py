@@ -1,5 +1,5 @@
 """Admin client: topics, partitions (growing and KIP-253 shrinking), KIP-179 reassignment,
-configs, offsets, records, groups.
+configs, offsets, records, groups, ACLs (client/admin_acls.py).
 
     admin = Admin("127.0.0.1:9092")
     await admin.create_topics([NewTopic("t", 3, 3, {"retention.ms": "60000"})])
@@ -29,6 +29,7 @@ from kafka.protocol.consumer import (OffsetCommitRequest, OffsetDeleteRequest,
                                      OffsetFetchRequest)
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
+from minibroker.client.admin_acls import AclAdmin
 from minibroker.client.connection_pool import ConnectionPool
 from minibroker.client.lifecycle import PooledClient
 from minibroker.client.list_offsets import EARLIEST, LATEST, list_offsets
@@ -71,7 +72,7 @@ def _err(code: int, what: str, message: str | None = None) -> Exception | None:
     return Errors.for_code(code)(f"{what}: {message}" if message else what)
 
 
-class Admin(PooledClient):
+class Admin(AclAdmin, PooledClient):
     def __init__(self, bootstrap_servers: str | list[str], *, client_id: str = "minibroker-admin",
                  request_timeout_ms: int = 30000, ssl_context: Any = None) -> None:
         self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms,
@@ -83,6 +84,10 @@ class Admin(PooledClient):
     async def _controller(self) -> int:
         if self.metadata.controller_id < 0:
             await self.metadata.fetch_all()
+        if self.metadata.controller_id not in self.metadata.brokers:
+            # librdkafka's mock cluster names a controller that is none of its brokers.
+            node, _ = await self.pool.any_connection()
+            return node
         return self.metadata.controller_id
 
     async def _to_controller(self, req: Any, lo: int = 0, hi: int | None = None) -> Any:
@@ -410,7 +415,8 @@ class Admin(PooledClient):
             out[group] = dict(state=g.group_state, group_epoch=g.group_epoch,
                               assignment_epoch=g.assignment_epoch, assignor=g.assignor_name,
                               members=[dict(member_id=m.member_id, client_id=m.client_id,
-                                            client_host=m.client_host, member_epoch=m.member_epoch,
+                                            client_host=m.client_host,
+                                            member_epoch=m.member_epoch,
                                             subscription=list(m.subscribed_topic_names),
                                             assignment={tp.topic_name: list(tp.partitions)
                                                         for tp in m.assignment.topic_partitions})
@@ -433,8 +439,8 @@ class Admin(PooledClient):
             else (resp.error_code, resp.topics)
         if code:
             raise _err(code, f"fetch offsets of group {group}")
-        return {TopicPartition(t.name, p.partition_index): p.committed_offset
-                for t in topics for p in t.partitions if p.committed_offset >= 0}
+        return {TopicPartition(t.name, p.partition_index): p.committed_offset   # mock: null
+                for t in topics or () for p in t.partitions if p.committed_offset >= 0}
 
     async def alter_group_offsets(self, group: str, offsets: dict[TopicPartition, int]) -> None:
         """Commit `offsets` for `group` from outside it (generation -1, no member): the group

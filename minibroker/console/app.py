@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import logging
 import pathlib
 import urllib.parse
@@ -16,6 +17,7 @@ import urllib.parse
 import jinja2
 import kafka.errors as Errors
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -23,11 +25,13 @@ from starlette.staticfiles import StaticFiles
 
 from minibroker.client.records import TopicPartition
 from minibroker.console.group_view import GroupView
-from minibroker.console.kafka_view import (BROWSE_LIMIT, ConsoleError, KafkaView, _int, decode)
+from minibroker.console.kafka_view import (BROWSE_LIMIT, ConsoleError, KafkaView, decode,
+                                           whole_number)
 
 log = logging.getLogger("minibroker.console")
 HERE = pathlib.Path(__file__).parent
 FORMATS = ("utf8", "json", "hex")
+TOPICS_PER_PAGE = 200
 FRAGMENT = "x-console-fragment"
 
 _env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
@@ -95,11 +99,20 @@ class Pages:
         return await self._page(request, "cluster.html", self.view.cluster)
 
     # ------------------------------------------------------------------ topics
-    async def topics(self, request: Request):
-        return await self._page(request, "topics.html", self.view.topics)
+    async def topics(self, request: Request, nav: str = "topics"):
+        q = request.query_params
+        text = q.get("q", "").strip()
+
+        async def load():
+            found = [t for t in await self.view.topics() if text in t["name"]]
+            page = max(1, whole_number(q.get("page") or "1", "page"))
+            rows = found[(page - 1) * TOPICS_PER_PAGE:page * TOPICS_PER_PAGE]
+            return dict(rows=rows, total=len(found), page=page, first=(page - 1) * TOPICS_PER_PAGE,
+                        pages=max(1, -(-len(found) // TOPICS_PER_PAGE)))
+        return await self._page(request, "topics.html", load, nav=nav, q=text)
 
     async def message_topics(self, request: Request):
-        return await self._page(request, "topics.html", self.view.topics, nav="messages")
+        return await self.topics(request, "messages")
 
     async def create_topic(self, request: Request):
         f = await form(request)
@@ -116,11 +129,16 @@ class Pages:
                                            "expected NAME=VALUE")
                     configs[k.strip()] = v.strip()
             await self.view.create_topic(
-                name, _int(f.get("partitions") or "-1", "partition count"),
-                _int(f.get("replication_factor") or "-1", "replication factor"), configs)
+                name, whole_number(f.get("partitions") or "-1", "partition count"),
+                whole_number(f.get("replication_factor") or "-1", "replication factor"), configs)
         except Exception as e:  # noqa: BLE001 - shown on the page
-            return await self._form_error(request, "topics.html", self.view.topics, e)
+            return await self._form_error(request, "topics.html", lambda: self._first_topics(), e)
         return back(f"/topics/{urllib.parse.quote(name)}", f"topic {name} created")
+
+    async def _first_topics(self) -> dict:
+        found = await self.view.topics()
+        return dict(rows=found[:TOPICS_PER_PAGE], total=len(found), page=1, first=0,
+                    pages=max(1, -(-len(found) // TOPICS_PER_PAGE)))
 
     async def _form_error(self, request, template, load, e: BaseException, **ctx):
         if not isinstance(e, (ConsoleError, Errors.KafkaError, OSError, asyncio.TimeoutError)):
@@ -151,7 +169,8 @@ class Pages:
         f = await form(request)
         try:
             msg = await self.view.set_partition_count(
-                name, _int(f.get("count", ""), "partition count"), f.get("confirm_delete") == "on")
+                name, whole_number(f.get("count", ""), "partition count"),
+                f.get("confirm_delete") == "on")
         except Exception as e:  # noqa: BLE001
             return await self._form_error(request, "topic.html", lambda: self.view.topic(name), e)
         return back(f"/changes/{urllib.parse.quote(name)}", msg)
@@ -169,10 +188,10 @@ class Pages:
 
         async def load():
             t = await self.view.topic(name)
-            tp = TopicPartition(name, _int(args["partition"], "partition"))
+            tp = TopicPartition(name, whole_number(args["partition"], "partition"))
             if tp.partition not in {p["partition"] for p in t["partitions"]}:
                 raise ConsoleError(f"{name} has no partition {tp.partition}")
-            limit = max(1, min(BROWSE_LIMIT, _int(args["limit"], "limit")))
+            limit = max(1, min(BROWSE_LIMIT, whole_number(args["limit"], "limit")))
             start = await self.view.start_offset(tp, args["offset"], args["timestamp"])
             records = await self.view.read(tp, start, limit, args["key"])
             return dict(topic=t, start=start, records=[_record(r, args["format"]) for r in records])
@@ -192,15 +211,15 @@ class Pages:
                     headers.append((k.strip(), v.strip().encode()))
             part = f.get("partition", "").strip()
             key = f.get("key", "")
-            md = await self.view.produce(name, _int(part, "partition") if part else None,
+            md = await self.view.produce(name, whole_number(part, "partition") if part else None,
                                          key.encode() if key else None,
                                          f.get("value", "").encode(), headers)
         except Exception as e:  # noqa: BLE001
-            args = self._browse_args({})
-            return await self._form_error(request, "messages.html", lambda: _no_records(self.view, name),
-                                          e, args=args, name=name, formats=FORMATS)
-        q = urllib.parse.urlencode({"partition": md.partition, "offset": md.offset,
-                                    "msg": f"produced to {name}-{md.partition} at offset {md.offset}"})
+            return await self._form_error(request, "messages.html",
+                                          lambda: _no_records(self.view, name), e,
+                                          args=self._browse_args({}), name=name, formats=FORMATS)
+        done = f"produced to {name}-{md.partition} at offset {md.offset}"
+        q = urllib.parse.urlencode({"partition": md.partition, "offset": md.offset, "msg": done})
         return RedirectResponse(f"/topics/{urllib.parse.quote(name)}/messages?{q}", 303)
 
     async def tail(self, request: Request):
@@ -208,8 +227,8 @@ class Pages:
         name = request.path_params["name"]
         q = request.query_params
         try:
-            tp = TopicPartition(name, _int(q.get("partition", "0"), "partition"))
-            after = _int(q.get("after", "-1"), "offset")
+            tp = TopicPartition(name, whole_number(q.get("partition", "0"), "partition"))
+            after = whole_number(q.get("after", "-1"), "offset")
             fmt = q.get("format", "utf8")
             end = (await self.view.admin.list_offsets({tp: "latest"}))[tp][0]
             start = max(after + 1, end - BROWSE_LIMIT, 0)
@@ -240,11 +259,12 @@ class Pages:
         try:
             rows = await self.groups.reset_offsets(g, f.get("topic", ""), f.get("strategy", ""),
                                                    f.get("value", ""), apply)
+            data = await self.groups.group(g)
         except Exception as e:  # noqa: BLE001
             return await self._form_error(request, "group.html", lambda: self.groups.group(g), e,
                                           reset=None)
-        data = await self.groups.group(g)
-        return render(request, "group.html", data=data, reset=dict(rows=rows, applied=apply, form=f),
+        return render(request, "group.html", data=data,
+                      reset=dict(rows=rows, applied=apply, form=f),
                       message=("offsets reset" if apply else "dry run: nothing committed"))
 
     # ------------------------------------------------------------------ partition changes
@@ -271,7 +291,10 @@ async def _no_records(view: KafkaView, name: str) -> dict:
 
 
 def _record(r, fmt: str) -> dict:
+    when = datetime.datetime.fromtimestamp(r.timestamp / 1000, datetime.timezone.utc) \
+        if r.timestamp >= 0 else None
     return dict(partition=r.partition, offset=r.offset, timestamp=r.timestamp,
+                time=when.isoformat(timespec="milliseconds").replace("+00:00", "Z") if when else "",
                 key=decode(r.key, fmt), value=decode(r.value, fmt),
                 headers=[(k, decode(v, fmt)) for k, v in r.headers])
 
@@ -285,6 +308,27 @@ async def server_error(request: Request, exc) -> Response:
     return HTMLResponse(_env.get_template("error.html").render(
         error=f"the console failed: {type(exc).__name__}: {' '.join(str(exc).split())}",
         nav="", live_url="", message=None), 500)
+
+
+class SameOriginPosts:
+    """Refuses a form posted from another site (a page elsewhere could otherwise make the
+    visitor's browser delete topics here): browsers send Origin with every POST, and it must
+    name this console's own host and port. Clients without a browser send none and pass."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            headers = dict(scope["headers"])
+            origin = headers.get(b"origin", b"").decode("latin-1")
+            host = headers.get(b"host", b"").decode("latin-1")
+            if origin and urllib.parse.urlsplit(origin).netloc != host:
+                response = HTMLResponse(f"refused: a form posted from {origin} "
+                                        "(the console takes forms from its own pages only)", 403)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def create_app(view: KafkaView) -> Starlette:
@@ -315,7 +359,7 @@ def create_app(view: KafkaView) -> Starlette:
         Route("/transactions", p.transactions),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan,
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(SameOriginPosts)],
                     exception_handlers={404: not_found, 500: server_error})
     app.state.view, app.state.groups = view, groups
     return app

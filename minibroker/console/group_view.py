@@ -13,16 +13,19 @@ import logging
 import kafka.errors as Errors
 from kafka.protocol.admin import (DescribeProducersRequest, DescribeTransactionsRequest,
                                   ListTransactionsRequest)
+from kafka.protocol.consumer import OffsetFetchRequest
 
 from minibroker.client.admin import Admin
 from minibroker.client.records import TopicPartition
 from minibroker.clock import Clock
-from minibroker.console.kafka_view import ConsoleError, Missing, _int
+from minibroker.console.kafka_view import ConsoleError, Missing, whole_number
 
 log = logging.getLogger("minibroker.console")
 
 HISTORY_SAMPLES = 600         # ten minutes at one sample a second
 WATCH_SECONDS = 300           # a group is sampled this long after it was last looked at
+COORDINATOR_MAX_AGE = 5.0     # s
+GROUPS_MAX_AGE = 0.5          # s
 
 
 class GroupView:
@@ -32,25 +35,55 @@ class GroupView:
         self.history: dict[str, collections.deque] = {}
         self._watched: dict[str, float] = {}      # group -> loop time last looked at
         self._task: asyncio.Task | None = None
+        self._by_partition = False                # OffsetFetch must name the partitions
+        # FindCoordinator and ListGroups answers, reused for a moment: a group page and its
+        # lag samples would otherwise ask them again every second.
+        self._find = admin._coordinator
+        self._coordinators: dict[str, tuple[float, int]] = {}
+        admin._coordinator = self._cached_coordinator
+        self._typed: tuple[float, dict] | None = None
+
+    async def _cached_coordinator(self, group_id: str) -> int:
+        now = asyncio.get_running_loop().time()
+        hit = self._coordinators.get(group_id)
+        if hit is None or now - hit[0] > COORDINATOR_MAX_AGE:
+            hit = self._coordinators[group_id] = (now, await self._find(group_id))
+        return hit[1]
+
+    async def _list_typed(self) -> dict:
+        now = asyncio.get_running_loop().time()
+        if self._typed is None or now - self._typed[0] > GROUPS_MAX_AGE:
+            self._typed = (now, await self.admin.list_groups_typed())
+        return self._typed[1]
 
     # ------------------------------------------------------------------ listing and describing
-    async def groups(self) -> list[dict]:
+    async def groups(self) -> dict:
+        """{"groups": [...], "unsupported": why the brokers list none, or ""}."""
         try:
-            typed = await self.admin.list_groups_typed()
+            typed = await self._list_typed()
         except Errors.UnsupportedVersionError:       # ListGroups < v5: no group type
-            typed = {g: (pt, "", "classic") for g, pt in (await self.admin.list_groups()).items()}
-        return [dict(group_id=g, protocol_type=pt or "", state=state, type=gt or "classic")
-                for g, (pt, state, gt) in sorted(typed.items())]
+            try:
+                typed = {g: (pt, "", "classic")
+                         for g, pt in (await self.admin.list_groups()).items()}
+            except Errors.UnsupportedVersionError as e:
+                return dict(groups=[], unsupported=str(e))
+        return dict(unsupported="", groups=[
+            dict(group_id=g, protocol_type=pt or "", state=state, type=gt or "classic")
+            for g, (pt, state, gt) in sorted(typed.items())])
 
     async def group(self, group_id: str) -> dict:
         self.watch(group_id)
         kind = await self._kind(group_id)
-        if kind == "consumer":
-            d = (await self.admin.describe_consumer_groups([group_id]))[group_id]
-        else:
-            d = (await self.admin.describe_groups([group_id]))[group_id]
-            d.setdefault("group_epoch", None)
-            d.setdefault("assignment_epoch", None)
+        try:
+            if kind == "consumer":
+                d = (await self.admin.describe_consumer_groups([group_id]))[group_id]
+            else:
+                d = (await self.admin.describe_groups([group_id]))[group_id]
+        except Errors.UnsupportedVersionError:          # librdkafka's mock cluster
+            d = dict(state="unknown (DescribeGroups is not supported by the brokers)",
+                     members=[])
+        d.setdefault("group_epoch", None)
+        d.setdefault("assignment_epoch", None)
         if d["state"] in ("Dead", "") and not d["members"]:
             offsets = await self.admin.list_group_offsets(group_id)
             if not offsets:
@@ -68,13 +101,16 @@ class GroupView:
 
     async def _kind(self, group_id: str) -> str:
         try:
-            typed = await self.admin.list_groups_typed()
+            typed = await self._list_typed()
         except Errors.UnsupportedVersionError:
+            self._by_partition = True
             return "classic"
         return typed.get(group_id, ("", "", "classic"))[2] or "classic"
 
     async def lag(self, group_id: str) -> list[dict]:
         committed = await self.admin.list_group_offsets(group_id)
+        if not committed and self._by_partition:
+            committed = await self._committed_by_partition(group_id)
         tps = sorted(committed)
         ends = await self.admin.list_offsets({tp: "latest" for tp in tps}) if tps else {}
         rows = []
@@ -84,6 +120,22 @@ class GroupView:
                              high_watermark=end,
                              lag=None if end is None else max(0, end - committed[tp])))
         return rows
+
+    async def _committed_by_partition(self, group_id: str) -> dict[TopicPartition, int]:
+        """OffsetFetch naming every partition: brokers that list no groups (librdkafka's mock)
+        answer null to "all topics"."""
+        await self.admin.metadata.fetch_all()
+        T = OffsetFetchRequest.OffsetFetchRequestTopic
+        topics = [T(name=n, partition_indexes=sorted(t.partitions))
+                  for n, t in sorted(self.admin.metadata.topics.items()) if not t.is_internal]
+        if not topics:
+            return {}
+        node = await self.admin._coordinator(group_id)
+        resp = await self.admin.pool.request(node, OffsetFetchRequest(
+            group_id=group_id, topics=topics, require_stable=False), lo=1, hi=7)
+        return {TopicPartition(t.name, p.partition_index): p.committed_offset
+                for t in resp.topics or () for p in t.partitions
+                if not p.error_code and p.committed_offset >= 0}
 
     # ------------------------------------------------------------------ lag over time
     def watch(self, group_id: str) -> None:
@@ -158,14 +210,15 @@ class GroupView:
             found = await self.admin.list_offsets({tp: strategy for tp in tps})
             return {tp: found[tp][0] for tp in tps}
         if strategy == "offset":
-            off = _int(value, "offset")
+            off = whole_number(value, "offset")
             return {tp: off for tp in tps}
         if strategy == "timestamp":
-            found = await self.admin.list_offsets({tp: _int(value, "timestamp (ms)") for tp in tps})
+            ts = whole_number(value, "timestamp (ms)")
+            found = await self.admin.list_offsets({tp: ts for tp in tps})
             ends = await self.admin.list_offsets({tp: "latest" for tp in tps})
             return {tp: found[tp][0] if found[tp][0] >= 0 else ends[tp][0] for tp in tps}
         if strategy == "shift":
-            by = _int(value, "shift")
+            by = whole_number(value, "shift")
             starts = await self.admin.list_offsets({tp: "earliest" for tp in tps})
             ends = await self.admin.list_offsets({tp: "latest" for tp in tps})
             return {tp: min(ends[tp][0], max(starts[tp][0], committed.get(tp, ends[tp][0]) + by))
@@ -203,15 +256,18 @@ class GroupView:
                     start_time_ms=s.transaction_start_time_ms, age_ms=age,
                     hanging=s.transaction_state == "Ongoing" and age is not None
                     and age > s.transaction_timeout_ms,
-                    partitions=sorted(f"{t.topic}-{p}" for t in s.topics for p in t.partitions)))
-        tps = {(t.topic, p) for s in txns if s["state"] == "Ongoing"
-               for t, p in [x.rsplit("-", 1) for x in s["partitions"]]}
+                    tps=sorted((t.topic, p) for t in s.topics for p in t.partitions)))
+        for t in txns:
+            t["partitions"] = [f"{topic}-{p}" for topic, p in t["tps"]]
+        tps = {tp for t in txns if t["state"] == "Ongoing" for tp in t["tps"]}
         if topic.strip():
             md = self.admin.metadata.topic(topic.strip())
             if md is None:
-                raise ConsoleError(f"no topic {topic.strip()!r} in the cluster")
-            tps |= {(md.name, str(p)) for p in md.partitions}
-        producers = await self._producers(sorted((t, int(p)) for t, p in tps))
+                raise Missing(f"no topic {topic.strip()!r} in the cluster")
+            tps |= {(md.name, p) for p in md.partitions}
+        if tps:            # their leaders now: the shared metadata may predate a new topic
+            await self.admin.metadata.refresh(sorted({t for t, _ in tps}))
+        producers = await self._producers(sorted(tps))
         return dict(supported=True, transactions=txns, producers=producers,
                     ongoing=sum(t["state"] == "Ongoing" for t in txns),
                     hanging=sum(t["hanging"] for t in txns))

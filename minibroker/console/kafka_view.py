@@ -13,18 +13,22 @@ import json
 import kafka.errors as Errors
 from kafka.protocol.admin import (DescribeLogDirsRequest, DescribeQuorumRequest,
                                   ListPartitionReassignmentsRequest)
+from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from minibroker.client.admin import Admin, NewTopic
-from minibroker.client.consumer import Consumer
 from minibroker.client.kip253 import epoch_end_offset, partition_leader_epochs
 from minibroker.client.producer import Producer
-from minibroker.client.records import TopicPartition
-from minibroker.protocol.messages import FaultControlRequest, FaultControlResponse, PrivateApiKey
+from minibroker.client.records import TopicPartition, decode_records
+from minibroker.protocol.messages import (FaultControlRequest, FaultControlResponse,
+                                          FetchRequestKip253, PrivateApiKey)
 
 PRIVATE_KEYS = frozenset(int(k) for k in PrivateApiKey)
 BROWSE_LIMIT = 200            # records on one messages page
 SEARCH_SCAN = 20000           # records read at most when searching by key
+FETCH_BYTES = 1 << 20         # one Fetch of the messages page
+METADATA_MAX_AGE = 1.0        # s: the pages of one second share one Metadata of every topic
+METADATA_STALE = 2.0          # s: served while a fresh one is fetched in the background
 
 
 class ConsoleError(Exception):
@@ -61,8 +65,40 @@ class KafkaView:
         self.admin = Admin(bootstrap, client_id=client_id, request_timeout_ms=request_timeout_ms)
         self._producer: Producer | None = None
         self._producer_lock = asyncio.Lock()
+        # Metadata of every topic (1,000 topics: ~100 ms to decode) is shared by the pages and
+        # live refreshes of a second, the admin's own calls included; a change we make
+        # drops it.
+        self._fetch_all = self.admin.metadata.fetch_all
+        self._all: tuple[float, object] | None = None
+        self._all_lock = asyncio.Lock()
+        self._refresh: asyncio.Task | None = None
+        self.admin.metadata.fetch_all = self._cached_fetch_all
+
+    async def _cached_fetch_all(self):
+        """Metadata of every topic: younger than METADATA_MAX_AGE as is; up to METADATA_STALE
+        old as is too, while a refresh runs in the background; older, fetched now."""
+        loop = asyncio.get_running_loop()
+        if self._all is not None:
+            age = loop.time() - self._all[0]
+            if age > METADATA_MAX_AGE and (self._refresh is None or self._refresh.done()):
+                self._refresh = loop.create_task(self._refresh_all())
+            if age <= METADATA_STALE:
+                return self._all[1]
+        return await self._refresh_all()
+
+    async def _refresh_all(self):
+        async with self._all_lock:
+            now = asyncio.get_running_loop().time()
+            if self._all is None or now - self._all[0] > METADATA_MAX_AGE:
+                self._all = (now, await self._fetch_all())
+            return self._all[1]
+
+    def changed(self) -> None:
+        self._all = None
 
     async def close(self) -> None:
+        if self._refresh is not None:
+            self._refresh.cancel()
         if self._producer is not None:
             await self._producer.stop()
         await self.admin.close()
@@ -176,7 +212,10 @@ class KafkaView:
         tps = [TopicPartition(name, p) for p in sorted(t.partitions)]
         offsets = await self._offsets(tps)
         sizes = await self._sizes(name, t)
-        configs = (await self.admin.describe_configs(topics=[name])).get((2, name), {})
+        try:
+            configs = (await self.admin.describe_configs(topics=[name])).get((2, name), {})
+        except Errors.UnsupportedVersionError:          # librdkafka's mock cluster
+            configs = {"(DescribeConfigs is not supported by the brokers)": None}
         parts = []
         for tp in tps:
             p = t.partitions[tp.partition]
@@ -222,10 +261,13 @@ class KafkaView:
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
                            configs: dict[str, str]) -> None:
+        self.changed()
         await self.admin.create_topics([NewTopic(name, partitions, replication_factor, configs)])
+        self.changed()
 
     async def delete_topic(self, name: str) -> None:
         await self.admin.delete_topics([name])
+        self.changed()
 
     async def set_partition_count(self, name: str, count: int, confirm_delete: bool) -> str:
         t = await self._topic_md(name)
@@ -238,6 +280,7 @@ class KafkaView:
         if count == current:
             raise ConsoleError(f"{name} already has {count} partitions")
         await self.admin.create_partitions({name: count})
+        self.changed()
         verb = "added" if count > current else "marked for deletion"
         lo, hi = sorted((count, current))
         return f"{name}: partitions {lo}-{hi - 1} {verb}"
@@ -245,7 +288,7 @@ class KafkaView:
     # ------------------------------------------------------------------ messages
     async def start_offset(self, tp: TopicPartition, offset: str, timestamp: str) -> int:
         if timestamp.strip():
-            ts = _int(timestamp, "timestamp (ms since the epoch)")
+            ts = whole_number(timestamp, "timestamp (ms since the epoch)")
             found = await self.admin.list_offsets({tp: ts})
             off = found[tp][0]
             return off if off >= 0 else (await self.admin.list_offsets({tp: "latest"}))[tp][0]
@@ -253,36 +296,60 @@ class KafkaView:
             return (await self.admin.list_offsets({tp: "earliest"}))[tp][0]
         if offset.strip() == "latest":
             return (await self.admin.list_offsets({tp: "latest"}))[tp][0]
-        return _int(offset, "offset")
+        return whole_number(offset, "offset")
 
     async def read(self, tp: TopicPartition, start: int, limit: int, key_search: str = "",
                    timeout: float = 2.0) -> list:
-        """Up to `limit` records of tp from `start` (those whose key contains `key_search`)."""
+        """Up to `limit` records of tp from `start` (those whose key contains `key_search`),
+        fetched from the leader directly: a page view needs no consumer and no group."""
         end = (await self.admin.list_offsets({tp: "latest"}))[tp][0]
-        if start >= end:
-            return []
-        consumer = Consumer(self.bootstrap, client_id=self.client_id, ordering_barrier=False,
-                            enable_auto_commit=False, allow_auto_create_topics=False,
-                            request_timeout_ms=self.request_timeout_ms, fetch_max_wait_ms=100)
         want = key_search.encode()
         out: list = []
-        scanned = 0
+        scanned, offset = 0, start
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        try:
-            consumer.assign([tp])
-            consumer.seek(tp, start)
-            while len(out) < limit and scanned < SEARCH_SCAN and loop.time() < deadline:
-                batch = await consumer.poll(max(0.0, min(0.5, deadline - loop.time())))
-                for r in batch:
-                    scanned += 1
-                    if not want or (r.key is not None and want in r.key):
-                        out.append(r)
-                if batch and batch[-1].offset >= end - 1:
-                    break
-        finally:
-            await consumer.close()
+        while offset < end and len(out) < limit and scanned < SEARCH_SCAN \
+                and loop.time() < deadline:
+            records, next_offset = await self._fetch(tp, offset)
+            for r in records:
+                scanned += 1
+                if not want or (r.key is not None and want in r.key):
+                    out.append(r)
+            if next_offset <= offset:
+                break                      # nothing readable here (a gap, or not yet replicated)
+            offset = next_offset
         return out[:limit]
+
+    async def _fetch(self, tp: TopicPartition, offset: int) -> tuple[list, int]:
+        md = self.admin.metadata
+        if md.leader(tp.topic, tp.partition) < 0:
+            await md.refresh([tp.topic])
+        leader = md.leader(tp.topic, tp.partition)
+        if leader < 0:
+            raise Errors.LeaderNotAvailableError(f"{tp.topic}-{tp.partition}")
+        conn = await self.admin.pool.get(leader)
+        cls = FetchRequestKip253
+        req = cls(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=FETCH_BYTES,
+                  isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[],
+                  rack_id="", topics=[cls.FetchTopic(
+                      topic=tp.topic, undeleted_partition_count=-1, partitions=[
+                          cls.FetchTopic.FetchPartition(
+                              partition=tp.partition, current_leader_epoch=-1,
+                              fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
+                              partition_max_bytes=FETCH_BYTES)])])
+        try:
+            resp = await conn.request(req, self.admin.pool.version(conn, cls, lo=4, hi=12),
+                                      timeout=self.admin.pool.request_timeout,
+                                      response_class=FetchResponse)
+        except (OSError, ConnectionError, asyncio.TimeoutError):
+            self.admin.pool.close_node(leader, "fetch failed")
+            md.request_update(tp.topic)
+            raise
+        p = resp.responses[0].partitions[0]
+        if p.error_code:
+            md.request_update(tp.topic)
+            raise Errors.for_code(p.error_code)(f"fetch {tp.topic}-{tp.partition} at {offset}")
+        return decode_records(tp.topic, tp.partition, p.records, offset)
 
     async def produce(self, topic: str, partition: int | None, key: bytes | None,
                       value: bytes | None, headers: list[tuple[str, bytes]]):
@@ -387,7 +454,7 @@ def _steps(rows: list[dict], n: int, u: int, count: int) -> list[tuple[str, bool
     return steps
 
 
-def _int(text: str, what: str) -> int:
+def whole_number(text: str, what: str) -> int:
     try:
         return int(text.strip())
     except ValueError:

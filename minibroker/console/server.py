@@ -1,9 +1,8 @@
 """Running the console: uvicorn on an event loop of the caller's (`serve --console-port`), or on
 its own loop in a thread (`ThreadedConsole`, for tests and benchmarks).
 
-Client properties (`--command-config FILE`, Kafka's .properties format) are checked here: the
-ones the reference client supports are passed to it, any other stops the console with one line
-naming it.
+Client properties (`--command-config FILE`, read by the CLI) are checked here: the ones the
+reference client supports are passed to it, any other stops the console with one line naming it.
 """
 from __future__ import annotations
 
@@ -18,23 +17,6 @@ from minibroker.console.kafka_view import KafkaView
 
 # Properties the reference client supports (security.protocol only as PLAINTEXT).
 SUPPORTED = ("client.id", "request.timeout.ms", "security.protocol")
-
-
-def read_properties(path: str) -> dict[str, str]:
-    """A .properties file as {name: value}: NAME=VALUE lines, '#' and '!' start comments."""
-    out = {}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line or line[0] in "#!":
-                continue
-            k, sep, v = line.partition("=")
-            if not sep:
-                k, sep, v = line.partition(":")
-            if not sep or not k.strip():
-                raise ValueError(f"{path} line {n}: expected NAME=VALUE, got {line!r}")
-            out[k.strip()] = v.strip()
-    return out
 
 
 def client_options(properties: dict[str, str]) -> dict:

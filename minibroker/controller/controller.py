@@ -23,7 +23,7 @@ from kafka.errors import PolicyViolationError, RequestTimedOutError
 
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
-from minibroker.controller import (broker_configs, brokers, elections, group_configs,
+from minibroker.controller import (acls, broker_configs, brokers, elections, group_configs,
                                    partition_count, partitions, reassignment, topics)
 from minibroker.controller.changelog import log_changes
 from minibroker.controller.delta import MetadataDelta
@@ -300,6 +300,15 @@ class Controller:
     async def describe_group_configs(self, group_id: str) -> dict[str, str]:
         """The configs set on the group (KIP-848), from the committed image."""
         return dict(self.image.group_configs.get(group_id, {}))
+
+    # ------------------------------------------------------------------ ACLs (KIP-11)
+    async def create_acls(self, bindings: list) -> list:
+        async with self._lock:
+            return await self._write(acls.create_acls(self.image, bindings, self.ids))
+
+    async def delete_acls(self, filters: list) -> list:
+        async with self._lock:
+            return await self._write(acls.delete_acls(self.image, filters))
 
     # ------------------------------------------------------------------ reassignment (KIP-179)
     async def assign_partitions(self, assignments: list[tuple[str, int, list[int]]]):

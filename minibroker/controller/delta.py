@@ -12,6 +12,7 @@ from types import MappingProxyType
 from minibroker.controller.image import (CONTROL_PLANE_LISTENER, BrokerRegistration,
                                          MetadataImage, PartitionRegistration, Reassignment,
                                          TopicImage)
+from minibroker.security.acl import AclBinding
 
 NO_LEADER_CHANGE = -2
 
@@ -37,6 +38,7 @@ class MetadataDelta:
         self.changed_topics: set[str] = set()
         self.changed_brokers: set[int] = set()
         self.broker_configs_changed = False
+        self.acls: dict | None = None               # a copy of image.acls once one changes
 
     # ------------------------------------------------------------------ helpers
     def _topic(self, topic_id: uuid.UUID) -> dict:
@@ -200,6 +202,17 @@ class MetadataDelta:
         else:
             target[r.name] = r.value
 
+    def _replay_AccessControlEntryRecord(self, r) -> None:
+        if self.acls is None:
+            self.acls = dict(self.image.acls)
+        self.acls[r.id] = AclBinding(r.resource_type, r.resource_name, r.pattern_type,
+                                     r.principal, r.host, r.operation, r.permission_type)
+
+    def _replay_RemoveAccessControlEntryRecord(self, r) -> None:
+        if self.acls is None:
+            self.acls = dict(self.image.acls)
+        self.acls.pop(r.id, None)
+
     def _replay_ProducerIdsRecord(self, r) -> None:
         self.next_producer_id = r.next_producer_id
 
@@ -226,7 +239,8 @@ class MetadataDelta:
             else self.image.group_configs,
             next_producer_id=self.next_producer_id,
             reassignments=MappingProxyType(self.reassignments),
-            moving=MappingProxyType(self.moving))
+            moving=MappingProxyType(self.moving),
+            acls=self.image.acls if self.acls is None else MappingProxyType(self.acls))
         old = self.image.topics
         if self.removed_topics or any(name in old and len(t["partitions"]) < len(old[name].partitions)
                                       for name, t in self.topics.items()):

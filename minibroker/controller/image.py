@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
+from minibroker.security.acl import AclBinding
+
 EMPTY: Mapping = MappingProxyType({})
 
 
@@ -105,6 +107,8 @@ class MetadataImage:
     # KIP-253: the largest partition epoch of any partition (-1: none), kept by MetadataDelta.apply
     # so that each UpdateMetadata does not scan every partition.
     max_partition_epoch: int = -1
+    # KIP-11: every ACL by its id (AccessControlEntryRecord), brokers get them all.
+    acls: Mapping[uuid.UUID, AclBinding] = field(default_factory=lambda: EMPTY)
 
     def live_brokers(self) -> list[BrokerRegistration]:
         return [b for _, b in sorted(self.brokers.items()) if not b.fenced]

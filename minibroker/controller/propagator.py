@@ -29,6 +29,7 @@ _UTopic = UpdateMetadataRequest.UpdateMetadataTopicState
 _UPart = _UTopic.UpdateMetadataPartitionState
 _UBroker = UpdateMetadataRequest.UpdateMetadataBroker
 _UConfig = UpdateMetadataRequest.BrokerConfig
+_UAcl = UpdateMetadataRequest.AclEntry
 _UEndpoint = _UBroker.UpdateMetadataEndpoint
 _STopic = StopReplicaRequest.StopReplicaTopicState
 _SPart = _STopic.StopReplicaPartitionState
@@ -42,6 +43,14 @@ def _control_port(b: BrokerRegistration) -> int:
 
 def _epochs(cls, pairs):
     return [cls(partition_index=k, leader_epoch=v) for k, v in pairs]
+
+
+def _acls(image: MetadataImage) -> list:
+    """Every ACL, in a defined order (UpdateMetadata's tagged Acls)."""
+    return [_UAcl(resource_type=int(a.resource_type), resource_name=a.resource_name,
+                  pattern_type=int(a.pattern_type), principal=a.principal, host=a.host,
+                  operation=int(a.operation), permission_type=int(a.permission_type))
+            for a in sorted(image.acls.values())]
 
 
 def _configs(cls, configs):
@@ -149,7 +158,8 @@ class Propagator:
                        if b in live and (b not in old.brokers or old.brokers[b].fenced))
         if fresh:
             await self._send(new, set(fresh), sorted(new.topics), sorted(new.topics), {})
-        if lai_topics or stops or delta.changed_brokers or delta.broker_configs_changed:
+        if lai_topics or stops or delta.changed_brokers or delta.broker_configs_changed \
+                or delta.acls is not None:
             await self._send(new, live, lai_topics, changed, stops, removed=old)
 
     # ------------------------------------------------------------------ sending
@@ -250,11 +260,12 @@ class Propagator:
                     LEADER_AND_ISR_VERSION)
             configs = [_UConfig(resource_name=n, name=k, value=v)
                        for n, cs in image.broker_configs.items() for k, v in sorted(cs.items())]
+            acls = _acls(image)
             for chunk in _chunks(um_states, _um_piece) or [[]]:
                 await conn.request(UpdateMetadataRequest(
                     request_type=0, topic_states=chunk, live_brokers=live_brokers,
                     max_partition_epoch=image.max_partition_epoch, broker_configs=configs,
-                    **common), UPDATE_METADATA_VERSION)
+                    acls=acls, **common), UPDATE_METADATA_VERSION)
             for i in range(0, len(stops or ()), CHUNK_PARTITIONS):
                 by_topic: dict[str, list] = {}
                 for name, pid, delete in stops[i:i + CHUNK_PARTITIONS]:

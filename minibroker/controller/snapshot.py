@@ -15,9 +15,10 @@ from typing import Any, Mapping
 
 from minibroker.controller.image import (BrokerRegistration, MetadataImage, PartitionRegistration,
                                          Reassignment, TopicImage)
+from minibroker.security.acl import AclBinding
 
 _CLASSES = {c.__name__: c for c in (BrokerRegistration, MetadataImage, PartitionRegistration,
-                                    Reassignment, TopicImage)}
+                                    Reassignment, TopicImage, AclBinding)}
 
 
 def _encode(value: Any) -> Any:

@@ -115,3 +115,8 @@ def connect(handle: Handle, *, max_request_bytes: int = 100 * 1024 * 1024,
     server.connection_made(server_end)
     client.connection_made(client_end)
     return client
+
+
+def server_of(client: KafkaClientConnection) -> KafkaServerConnection:
+    """The server end of a pipe `connect` returned (to give it a principal)."""
+    return client.transport.peer._protocol

@@ -17,6 +17,7 @@ import logging
 from typing import Any, Callable, Iterable
 
 from minibroker.network import memory
+from minibroker.security.principal import INTER_BROKER
 from minibroker.network.client import KafkaClientConnection
 
 log = logging.getLogger("minibroker.network")
@@ -102,6 +103,7 @@ class NetworkPartitions:
             handle, max_request_bytes, connections, name = local
             conn = memory.connect(handle, max_request_bytes=max_request_bytes,
                                   connections=connections, name=name, client_id=client_id)
+            memory.server_of(conn).principal = INTER_BROKER
         else:
             conn = await KafkaClientConnection.connect(host, port, client_id=client_id,
                                                        timeout=timeout)

@@ -26,6 +26,7 @@ __all__ = [
     "RegisterBrokerRecord", "TopicRecord", "PartitionRecord", "ConfigRecord", "PartitionChangeRecord",
     "FenceBrokerRecord", "UnfenceBrokerRecord", "RemoveTopicRecord", "TopicPartitionCountRecord",
     "ProducerIdsRecord", "RemovePartitionRecord", "PartitionReassignmentRecord",
+    "AccessControlEntryRecord", "RemoveAccessControlEntryRecord",
     # coordinator
     "OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue",
     "ConsumerGroupMetadataKey", "ConsumerGroupMetadataValue",
@@ -56,6 +57,8 @@ with loading():
     class ProducerIdsRecord(ApiData, load_json=_RECORDS): pass
     class RemovePartitionRecord(ApiData, load_json=_RECORDS): pass
     class PartitionReassignmentRecord(ApiData, load_json=_RECORDS): pass
+    class AccessControlEntryRecord(ApiData, load_json=_RECORDS): pass
+    class RemoveAccessControlEntryRecord(ApiData, load_json=_RECORDS): pass
 
     # --- coordinator ----------------------------------------------------------------------------------
     class OffsetCommitKey(ApiData, load_json=_RECORDS): pass

@@ -26,3 +26,9 @@ class KafkaPrincipal:
 
 
 ANONYMOUS = KafkaPrincipal("User", "ANONYMOUS")
+
+# The principal of connections one in-process broker or controller opens to another through an
+# in-memory pipe (network/partitions.py): no client can open one, and no SASL or TLS mapping
+# yields its type. The authorizer allows it everything, as Kafka's inter-broker principal in
+# super.users.
+INTER_BROKER = KafkaPrincipal("Broker", "inter-broker")

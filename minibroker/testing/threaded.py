@@ -47,6 +47,11 @@ class ThreadedCluster:
             raise errors[0]
         return self
 
+    @property
+    def violations(self) -> list[dict]:
+        """Cluster(strict=True)'s record of protocol rules clients broke (broker/strict.py)."""
+        return self.cluster.violations
+
     def call(self, fn, *args, timeout: float = 60.0, **kw) -> Any:
         """Run cluster coroutine fn(*args) on the cluster's loop and return its result."""
         fut = asyncio.run_coroutine_threadsafe(fn(*args, **kw), self._loop)

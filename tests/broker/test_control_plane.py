@@ -75,16 +75,28 @@ async def test_a_client_cannot_reach_inter_broker_apis(attack, caplog):
 
 
 @pytest.mark.timeout(60)
-async def test_client_listeners_neither_list_nor_advertise_the_control_plane():
-    async with Cluster(brokers=3) as c:
+@pytest.mark.parametrize("sockets", [False, True])
+async def test_client_listeners_neither_list_nor_advertise_the_control_plane(sockets):
+    """In one process (the default) there is no control-plane port at all: the controller
+    reaches each broker through an in-memory pipe. Over inter-broker sockets there is one,
+    never advertised."""
+    async with Cluster(brokers=3, minibroker_inter_broker_sockets=sockets) as c:
         conn = await connect(c, 1)
         av = await conn.request(ApiVersionsRequest(), 3)
         keys = {k.api_key for k in av.api_keys}
         assert not keys & {4, 5, 6} and {0, 1, 3, 18} <= keys
         md = await conn.request(MetadataRequest(topics=None), 1)
         control_ports = {b.control_port for b in c.brokers.values()}
-        assert all(b.control_port > 0 and b.control_port != b.port for b in c.brokers.values())
-        assert not {x.port for x in md.brokers} & control_ports
+        image = (await c.active_controller()).image
+        if sockets:
+            assert all(b.control_port > 0 and b.control_port != b.port
+                       for b in c.brokers.values())
+            assert not {x.port for x in md.brokers} & control_ports
+        else:
+            assert control_ports == {0}
+            assert all(b._control_server is None for b in c.brokers.values())
+            assert {r.control_port for r in image.brokers.values()} == {-1}
+        await c.create_topic("t", 1, 3)             # the controller still reaches every broker
         conn.close()
 
 
@@ -94,7 +106,7 @@ async def test_a_control_request_for_an_earlier_broker_epoch_is_stale():
     (sent to its earlier incarnation) is answered STALE_BROKER_EPOCH and changes nothing."""
     from kafka.errors import StaleBrokerEpochError
     from minibroker.network.client import KafkaClientConnection
-    async with Cluster(brokers=3) as c:
+    async with Cluster(brokers=3, minibroker_inter_broker_sockets=True) as c:
         b = c.brokers[2]
         old_epoch = b.broker_epoch
         await c.restart_broker(2)
@@ -104,6 +116,9 @@ async def test_a_control_request_for_an_earlier_broker_epoch_is_stale():
             controller_id=1, is_k_raft_controller=False, controller_epoch=2**31 - 1,
             broker_epoch=old_epoch, request_type=0, topic_states=[], max_partition_epoch=0,
             live_brokers=[])
+        r = await ctl.request(req, 8)
+        assert r.error_code == StaleBrokerEpochError.errno
+        req.broker_epoch = -1                   # unknown: refused too
         r = await ctl.request(req, 8)
         assert r.error_code == StaleBrokerEpochError.errno
         assert sorted(b.metadata.brokers) == [1, 2, 3]

@@ -16,13 +16,16 @@ import struct
 import pytest
 from kafka.errors import UnsupportedVersionError
 from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
+from kafka.protocol.metadata import (ApiVersionsRequest, ApiVersionsResponse,
+                                     FindCoordinatorRequest, MetadataRequest)
+from kafka.protocol.producer import InitProducerIdRequest
 
-from cluster_helpers import connect
+from cluster_helpers import connect, produce_request
 from minibroker.broker import releases
 from minibroker.broker.dispatch import HANDLERS, INTER_BROKER_KEYS
 from minibroker.cluster import Cluster
 from minibroker.config import ClusterConfig, emulated_releases
+from minibroker.log.batch import build_batch
 from minibroker.network.client import decode_response, encode_request
 from minibroker.protocol.messages import ConsumerGroupHeartbeatRequest
 from minibroker.protocol.schemas import SCHEMAS_DIR
@@ -196,3 +199,34 @@ def test_handlers_table_is_untouched_by_emulation():
 def test_the_gaps_page_is_up_to_date():
     assert releases.DOC.read_text() == releases.markdown(), \
         "run: python -m minibroker.broker.releases --write"
+
+
+@pytest.mark.parametrize("version, appended", [("3.5", True), ("3.6", False)])
+async def test_transaction_verification_from_3_6(version, appended):
+    """KIP-890 part 1: from 3.6 a transactional batch for a partition not in the transaction is
+    refused; before, Kafka appended it (the hanging transaction KIP-890 was written for)."""
+    c = await Cluster(brokers=1, kafka_version=version, transaction_state_log_replication_factor=1,
+                      transaction_state_log_min_isr=1).start()
+    try:
+        await c.create_topic("t", 1, 1)
+        conn = await connect(c, 1)
+        for _ in range(100):
+            r = await conn.request(FindCoordinatorRequest(key="tx", key_type=1), 2)
+            if r.error_code == 0:
+                r = await conn.request(InitProducerIdRequest(transactional_id="tx",
+                                                             transaction_timeout_ms=60000), 0)
+                if r.error_code == 0:
+                    break
+            await asyncio.sleep(0.1)
+        assert r.error_code == 0
+        records = bytes(build_batch([(None, b"v", [])], producer_id=r.producer_id,
+                                    producer_epoch=r.producer_epoch, base_sequence=0,
+                                    transactional=True))
+        req = produce_request("t", 0, records)
+        req.transactional_id = "tx"
+        resp = await conn.request(req, 9)
+        code = resp.responses[0].partition_responses[0].error_code
+        assert (code == 0) == appended, code
+        conn.close()
+    finally:
+        await c.stop()

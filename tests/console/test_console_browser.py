@@ -5,17 +5,18 @@ Screenshots of each page go to tests/console/screenshots/ (not committed)."""
 from __future__ import annotations
 
 import asyncio
+import pathlib
 import time
 
 import pytest
 
-from conftest import SCREENSHOTS
 from minibroker.client.consumer import Consumer
 from minibroker.client.producer import Producer
 from minibroker.console.server import ThreadedConsole
 from minibroker.testing.threaded import ThreadedCluster
 
 pytestmark = [pytest.mark.real_time, pytest.mark.timeout(180)]
+SCREENSHOTS = pathlib.Path(__file__).parent / "screenshots"     # made by the browser fixture
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +78,11 @@ async def _produce(bootstrap: str, topic: str, n: int) -> None:
         await asyncio.gather(*futs)
 
 
+async def _produce_one(bootstrap: str, topic: str, partition: int, value: bytes) -> None:
+    async with Producer(bootstrap) as p:
+        await p.send(topic, value, partition=partition)
+
+
 async def _consume(bootstrap: str, topic: str, group: str, until: int) -> None:
     """Join `group`, read until `until` records were read (0: just join), commit, leave."""
     c = Consumer(bootstrap, group_id=group, auto_offset_reset="earliest",
@@ -101,6 +107,7 @@ def test_every_page_loads_without_a_console_error(browser, console, cluster):
     pages = [("cluster", "/cluster", "#brokers"), ("topics", "/topics", "#topics"),
              ("topic", "/topics/orders", "#partitions"),
              ("messages", "/topics/orders/messages?partition=0", "#records"),
+             ("messages-index", "/messages", "#topics"),
              ("groups", "/groups", "#groups"), ("group", "/groups/billing", "#lag"),
              ("changes", "/changes/orders", "#change-partitions"),
              ("transactions", "/transactions", "#transactions")]
@@ -114,6 +121,24 @@ def test_every_page_loads_without_a_console_error(browser, console, cluster):
     assert "minibroker" in text_of(browser, ".summary")
     open_page(browser, console.url + "/groups")
     assert "billing" in text_of(browser, "#groups")
+
+
+def test_the_read_only_pages_work_with_javascript_off(browser, console):
+    browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
+    try:
+        for path, table, text in [("/cluster", "#brokers", "active controller"),
+                                  ("/topics/orders", "#partitions", "high_watermark"),
+                                  ("/topics/orders/messages?partition=0", "#records", "Offset"),
+                                  ("/groups/billing", "#lag", "orders"),
+                                  ("/changes/orders", "#change-partitions", "initial")]:
+            open_page(browser, console.url + path)
+            assert text in text_of(browser, table), path
+        open_page(browser, console.url + "/groups/billing")
+        drawn = browser.execute_cdp_cmd("Runtime.evaluate", {
+            "expression": "typeof window.lagChart === 'object'"})["result"]["value"]
+        assert drawn is False                                           # lag_chart.js did not run
+    finally:
+        browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
 
 
 def test_a_topic_made_and_a_message_produced_in_the_browser_are_found(browser, console):
@@ -134,6 +159,11 @@ def test_a_topic_made_and_a_message_produced_in_the_browser_are_found(browser, c
     wait_for(browser, lambda d: "customer-42" in text_of(d, "#records"), "the produced record")
     assert "produced to made-in-browser-1 at offset 0" in text_of(browser, "#message")
     assert '{"total": 99.5}' in text_of(browser, "#records")
+
+    # The live tail picks up a record produced outside the browser.
+    browser.find_element(By.ID, "tail").click()
+    run(_produce_one(console.server.view.bootstrap, "made-in-browser", 1, b"tailed-record"))
+    wait_for(browser, lambda d: "tailed-record" in text_of(d, "#records"), "the tailed record")
 
     # Found again by searching its key, shown as hex.
     open_page(browser, console.url + "/topics/made-in-browser/messages?partition=1&key=customer"

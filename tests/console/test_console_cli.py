@@ -10,7 +10,8 @@ import sys
 import httpx
 import pytest
 
-from minibroker.console.server import ThreadedConsole, client_options, read_properties
+from minibroker.cli.common import read_properties
+from minibroker.console.server import ThreadedConsole, client_options
 from minibroker.testing.threaded import ThreadedCluster
 
 pytestmark = [pytest.mark.real_time, pytest.mark.timeout(120)]
@@ -85,17 +86,15 @@ def test_unsupported_client_properties_are_refused_in_one_line(tmp_path):
     assert r.returncode == 1 and "cannot read --command-config" in r.stderr, r.stderr
 
 
-def test_properties_parsing(tmp_path):
+def test_client_options_from_properties(tmp_path):
     f = tmp_path / "p.properties"
     f.write_text("! comment\nclient.id = a b\nrequest.timeout.ms:1500\n")
-    assert read_properties(str(f)) == {"client.id": "a b", "request.timeout.ms": "1500"}
     assert client_options(read_properties(str(f))) == {"client_id": "a b",
                                                         "request_timeout_ms": 1500}
     with pytest.raises(ValueError, match="request.timeout.ms='-1'"):
         client_options({"request.timeout.ms": "-1"})
-    f.write_text("no separator here\n")
-    with pytest.raises(ValueError, match="line 1"):
-        read_properties(str(f))
+    with pytest.raises(ValueError, match="ssl.truststore.location=x is not supported"):
+        client_options({"ssl.truststore.location": "x"})
 
 
 def test_a_cluster_that_does_not_answer_is_a_message_on_the_page():

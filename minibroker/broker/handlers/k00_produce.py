@@ -8,12 +8,15 @@ Transactional produce (KIP-98): a batch that would open a transaction in a parti
 verified with the transactional id's coordinator (broker/txn_verify.py, KIP-890 part 1).
 KIP-253: a topic's undeleted_partition_count (tag 10000, v9+) must match the leader's, else
 INVALID_PARTITION_METADATA per partition; writes into partitions marked for deletion are refused.
+KIP-11 (with an authorizer): WRITE on the transactional id, else every partition answers
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE on each topic, else TOPIC_AUTHORIZATION_FAILED.
 Hot path: the body is decoded by minibroker.protocol.fast (records stay memoryviews of the frame).
 The append itself (and acks=all waiting) is ReplicaManager.append_records / await_replication.
 """
 from __future__ import annotations
 
-from kafka.errors import InvalidRequiredAcksError, NotLeaderForPartitionError
+from kafka.errors import (InvalidRequiredAcksError, NotLeaderForPartitionError,
+                          TopicAuthorizationFailedError, TransactionalIdAuthorizationFailedError)
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceRequest
 
@@ -24,6 +27,7 @@ from minibroker.broker.txn_verify import verify_transactional
 from minibroker.protocol.fast import ProduceTopic, decode_produce
 from minibroker.protocol.produce_response import PartitionResult as _part
 from minibroker.protocol.produce_response import encode_produce_response
+from minibroker.security.acl import AclOperation as Op, ResourceType as RT
 
 
 # The longest a Produce answer waits for the log memory to come back under its cap.
@@ -51,12 +55,23 @@ async def handle_produce(ctx: RequestContext, body: memoryview) -> RawResponse |
     acks = req.acks
     if acks not in (0, 1, -1):
         results = _refused(req.topics, InvalidRequiredAcksError.errno)
+    elif req.transactional_id is not None and \
+            not ctx.authorize(Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id):
+        results = _refused(req.topics, TransactionalIdAuthorizationFailedError.errno)
     else:
         rm = ctx.replica_manager
         topics, refused = req.topics, {}
-        if req.transactional_id is not None:
-            refused = await verify_transactional(ctx.services, req.transactional_id, topics)
-            if refused:
+        if ctx.authorizer is not None:          # KIP-11: WRITE on each topic
+            denied = [td for td in topics if not ctx.authorize(Op.WRITE, RT.TOPIC, td.name)]
+            if denied:
+                refused = {(td.name, pd.index): TopicAuthorizationFailedError.errno
+                           for td in denied for pd in td.partitions}
+                names = {td.name for td in denied}
+                topics = [td for td in topics if td.name not in names]
+        if req.transactional_id is not None and topics and ctx.services.transaction_verification:
+            unverified = await verify_transactional(ctx.services, req.transactional_id, topics)
+            if unverified:
+                refused.update(unverified)
                 topics = [ProduceTopic(td.name, [pd for pd in td.partitions
                                                  if (td.name, pd.index) not in refused],
                                        td.undeleted_partition_count) for td in topics]

@@ -13,6 +13,8 @@ the response lists those leaders' endpoints (node_endpoints).  v17: as v16 (KIP-
 Long poll: waits up to max_wait_ms until min_bytes are available, woken by appends / HW moves.
 KIP-253: a topic's undeleted_partition_count (tag 10000, v12+) must match the leader's, else
 INVALID_PARTITION_METADATA for that partition (the consumer refreshes metadata and rejoins).
+KIP-11 (with an authorizer): a follower needs CLUSTER_ACTION (else every partition
+TOPIC_AUTHORIZATION_FAILED, broker/authorization.py), a consumer READ on each topic.
 Hot path: the response is encoded by minibroker.protocol.fast as a prefix + the stored batches'
 memoryviews (no copy of record bytes), sent with writelines. The reads and the long poll are
 ReplicaManager.fetch_records; this handler resolves the fetch session and encodes the answer.
@@ -21,7 +23,8 @@ from __future__ import annotations
 
 import uuid
 
-from kafka.errors import FencedLeaderEpochError, NotLeaderForPartitionError, UnknownTopicIdError
+from kafka.errors import (FencedLeaderEpochError, NotLeaderForPartitionError,
+                          TopicAuthorizationFailedError, UnknownTopicIdError)
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.context import RequestContext
@@ -30,6 +33,7 @@ from minibroker.broker.leader_hints import LeaderHints
 from minibroker.broker.replica_manager import fetch_error as _error
 from minibroker.protocol.fast import encode_fetch_response
 from minibroker.protocol.messages import FetchRequestKip253 as FetchRequest
+from minibroker.security.acl import AclOperation as Op, ResourceType as RT
 
 _LEADER_MOVED = (NotLeaderForPartitionError.errno, FencedLeaderEpochError.errno)
 _NO_ID = uuid.UUID(int=0)
@@ -98,6 +102,19 @@ def _unknown_ids(items) -> tuple[list, dict]:
     return known, unknown
 
 
+def _readable(ctx: RequestContext, items, denied: dict) -> list:
+    """KIP-11: a consumer reads only the topics it may READ (the session's partitions too); the
+    others answer TOPIC_AUTHORIZATION_FAILED. (A follower's CLUSTER_ACTION is checked before.)"""
+    out = []
+    for item in items:
+        if ctx.authorize(Op.READ, RT.TOPIC, item[0]):
+            out.append(item)
+        else:
+            denied.setdefault(item[0], []).append(
+                _error(item[1].partition, TopicAuthorizationFailedError.errno))
+    return out
+
+
 @handles(ApiKey.Fetch, FetchRequest, versions=(4, 17))
 async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
     session, incremental, items = None, False, None
@@ -120,6 +137,8 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
     unknown = {}
     if ctx.api_version >= 13:
         items, unknown = _unknown_ids(items)
+    if ctx.authorizer is not None and replica_id < 0:
+        items = _readable(ctx, items, unknown)
     results = await ctx.replica_manager.fetch_records(
         items, replica_id, req.max_wait_ms, req.min_bytes, max_bytes, req.isolation_level,
         incremental, session)

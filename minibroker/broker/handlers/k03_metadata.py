@@ -2,7 +2,10 @@
 
 v1: null topics = all, is_internal, controller_id.  v2: cluster_id.  v4: allow_auto_topic_creation.
 v5: offline_replicas.  v7: leader_epoch.  v8: include_{cluster (to v10),topic}_authorized_operations:
-every operation while there are no ACLs (broker/acl_operations.py), else -2^31.
+every operation without an authorizer (broker/acl_operations.py), else those the ACLs allow;
+-2^31 when not asked. With an authorizer (KIP-11): topics the principal may not DESCRIBE are
+hidden (all topics) or TOPIC_AUTHORIZATION_FAILED (named); auto-creation needs CREATE on the
+cluster or the topic.
 v9: flexible.  v10: topic ids.  v13: top-level error_code.
 KIP-253: initial/undeleted partition counts, partition_epoch, max_partition_epoch as tagged
 fields (see schemas/README.md).
@@ -22,7 +25,8 @@ from __future__ import annotations
 import uuid
 
 from kafka.errors import (InvalidTopicError, LeaderNotAvailableError,
-                          UnknownTopicIdError, UnknownTopicOrPartitionError)
+                          TopicAuthorizationFailedError, UnknownTopicIdError,
+                          UnknownTopicOrPartitionError)
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBufferPool
@@ -35,6 +39,7 @@ from minibroker.protocol.framing import frame_parts, response_header
 from minibroker.protocol.topic_names import invalid_reason
 from minibroker.protocol.messages import MetadataResponseKip253 as MetadataResponse
 from minibroker.protocol.varint import uvarint_bytes as _uvarint
+from minibroker.security.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as RT
 
 _Broker = MetadataResponse.MetadataResponseBroker
 _Topic = MetadataResponse.MetadataResponseTopic
@@ -116,7 +121,9 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> RawRespo
     def key():
         return (version, wanted, auto, ops, cache.generation, cache.controller_id, cache.cluster_id,
                 cache.max_partition_epoch)
-    body = cache.responses.get(key())
+    # Answers depend on the principal once ACLs are on: built each time then.
+    shared = ctx.authorizer is None
+    body = cache.responses.get(key()) if shared else None
     if body is None:
         body, to_create = _metadata(ctx, req)
         if to_create:
@@ -125,7 +132,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> RawRespo
                     topic_has_leaders(ctx, n, 1) for n in names), _AUTO_CREATE_WAIT_MS):
                 # topics the controller turned down stay LEADER_NOT_AVAILABLE, uncached
                 body, to_create = _metadata(ctx, req)
-        if not to_create:
+        if not to_create and shared:
             if len(cache.responses) >= _MAX_CACHED_RESPONSES:
                 cache.responses.clear()
             cache.responses[key()] = body
@@ -143,6 +150,9 @@ def _metadata(ctx: RequestContext, req: MetadataRequest) -> tuple[bytes, list[st
     cluster_ops = acl_operations.cluster_operations(
         8 <= version <= 10 and bool(req.include_cluster_authorized_operations))
     topics = []
+    authz = ctx.authorizer
+    if authz is not None:
+        return _authorized_metadata(ctx, req, authz)
     if req.topics is None or (version == 0 and not req.topics):
         topics = [_cached_entry(cache, cache.topics[n], version, topic_ops) for n in sorted(cache.topics)]
     else:
@@ -167,11 +177,71 @@ def _metadata(ctx: RequestContext, req: MetadataRequest) -> tuple[bytes, list[st
             else:
                 code = UnknownTopicOrPartitionError.errno
             topics.append(_encode_entry(_error_entry(code, name), version))
+    return _splice(_skeleton(cache, cluster_ops), version, topics), to_create
+
+
+def _skeleton(cache, cluster_ops):
     brokers = [_Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
                for b in cache.alive_brokers()]
-    skeleton = MetadataResponse(
+    return MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,
         controller_id=cache.controller_id, topics=[],
         authorized_operations=cluster_ops, error_code=0,
         max_partition_epoch=cache.max_partition_epoch)
-    return _splice(skeleton, version, topics), to_create
+
+
+def _authorized_metadata(ctx: RequestContext, req: MetadataRequest, authz
+                         ) -> tuple[bytes, list[str]]:
+    """_metadata with an authorizer (KafkaApis.getTopicMetadata): a topic the principal may not
+    DESCRIBE is left out of an all-topics answer and answers TOPIC_AUTHORIZATION_FAILED when
+    named; a missing topic is auto-created only with CREATE on the cluster or on the topic (else
+    TOPIC_AUTHORIZATION_FAILED); authorized_operations come from the ACLs."""
+    cache, version = ctx.metadata, ctx.api_version
+    who, host = ctx.principal, ctx.client_host
+    want_ops = version >= 8 and bool(req.include_topic_authorized_operations)
+
+    def entry(info) -> bytes:
+        ops = authz.authorized_operations(who, host, RT.TOPIC, info.name) if want_ops else None
+        return _cached_entry(cache, info, version, ops)
+    topics, to_create = [], []
+    if req.topics is None or (version == 0 and not req.topics):
+        topics = [entry(cache.topics[n]) for n in sorted(cache.topics)
+                  if ctx.authorize(Op.DESCRIBE, RT.TOPIC, n)]
+    else:
+        auto = ctx.config.auto_create_topics_enable and (
+            version < 4 or req.allow_auto_topic_creation)
+        for t in req.topics:
+            name = t.name
+            if name is None and version >= 10 and t.topic_id not in (None, _ZERO_UUID):
+                info = cache.topics_by_id.get(t.topic_id)
+                if info is None:
+                    code = UnknownTopicIdError.errno
+                elif not ctx.authorize(Op.DESCRIBE, RT.TOPIC, info.name):
+                    code = TopicAuthorizationFailedError.errno
+                else:
+                    topics.append(entry(info))
+                    continue
+                topics.append(_encode_entry(_error_entry(code, None, t.topic_id), version))
+                continue
+            info = cache.topics.get(name)
+            if not ctx.authorize(Op.DESCRIBE, RT.TOPIC, name):
+                code = TopicAuthorizationFailedError.errno
+            elif info is not None:
+                topics.append(entry(info))
+                continue
+            elif invalid_reason(name):
+                code = InvalidTopicError.errno
+            elif not auto:
+                code = UnknownTopicOrPartitionError.errno
+            elif ctx.authorize(Op.CREATE, RT.CLUSTER, CLUSTER_NAME) or \
+                    ctx.authorize(Op.CREATE, RT.TOPIC, name):
+                to_create.append(name)
+                code = LeaderNotAvailableError.errno
+            else:
+                code = TopicAuthorizationFailedError.errno
+            topics.append(_encode_entry(_error_entry(code, name), version))
+    cluster_ops = None
+    if 8 <= version <= 10 and req.include_cluster_authorized_operations:
+        cluster_ops = authz.authorized_operations(who, host, RT.CLUSTER, CLUSTER_NAME) \
+            if ctx.authorize(Op.DESCRIBE, RT.CLUSTER, CLUSTER_NAME) else frozenset()
+    return _splice(_skeleton(cache, cluster_ops), version, topics), to_create

@@ -25,6 +25,7 @@ from minibroker.broker.dispatch import handles
 from minibroker.metadata.cache import BrokerInfo, PartitionInfo, TopicInfo
 from minibroker.protocol.topic_names import INTERNAL_TOPICS
 from minibroker.protocol.messages import UpdateMetadataRequest, UpdateMetadataResponse
+from minibroker.security.acl import binding_of
 
 LEADER_DURING_DELETE = -2
 
@@ -111,4 +112,6 @@ def _apply(services: Services, req: UpdateMetadataRequest, topics: list[TopicInf
             cache.put_topic(t)
             names.append(t.name)
     services.node.apply_dynamic_configs(req.broker_configs or ())
+    if req.acls is not None and services.authorizer is not None:
+        services.authorizer.set_acls(binding_of(e) for e in req.acls)
     services.replica_manager.on_metadata_update(names)

@@ -33,7 +33,7 @@ async def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest
         groups.append(_Group(
             error_code=code, error_message=message, group_id=gid, group_state=state,
             protocol_type=ptype, protocol_data=pdata,
-            authorized_operations=acl_operations.group_operations(asked and code == 0),
+            authorized_operations=acl_operations.authorized(ctx, 3, gid, asked and code == 0),
             members=[_Member(member_id=mid, group_instance_id=iid, client_id=cid,
                              client_host=host, member_metadata=meta, member_assignment=asg)
                      for mid, iid, cid, host, meta, asg in members]))

@@ -13,6 +13,7 @@ from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
+from minibroker.security.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as RT
 
 _Group = ListGroupsResponse.ListedGroup
 
@@ -25,6 +26,10 @@ async def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> Lis
     listed = [(gid, ptype, state, "classic") for gid, ptype, state in groups]
     listed += ctx.groups.consumer.list_groups(
         req.states_filter if v >= 4 else None, req.types_filter if v >= 5 else None)
+    if ctx.authorizer is not None and \
+            not ctx.authorize(Op.DESCRIBE, RT.CLUSTER, CLUSTER_NAME):
+        # KIP-11: without DESCRIBE on the cluster, only the groups it may DESCRIBE
+        listed = [g for g in listed if ctx.authorize(Op.DESCRIBE, RT.GROUP, g[0])]
     return ListGroupsResponse(
         throttle_time_ms=0, error_code=code,
         groups=[_Group(group_id=gid, protocol_type=ptype, group_state=state, group_type=gtype)

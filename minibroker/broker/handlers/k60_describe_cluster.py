@@ -16,6 +16,7 @@ from kafka.protocol.admin import DescribeClusterRequest, DescribeClusterResponse
 from minibroker.broker import acl_operations
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
+from minibroker.security.acl import CLUSTER_NAME
 
 _Broker = DescribeClusterResponse.DescribeClusterBroker
 BROKERS, CONTROLLERS = 1, 2
@@ -41,5 +42,5 @@ async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterReque
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS,
         cluster_id=cache.cluster_id or "", controller_id=cache.controller_id, brokers=brokers,
-        authorized_operations=acl_operations.cluster_operations(
-            bool(req.include_cluster_authorized_operations)))
+        authorized_operations=acl_operations.authorized(
+            ctx, 4, CLUSTER_NAME, bool(req.include_cluster_authorized_operations)))

@@ -9,6 +9,7 @@ from kafka.protocol.api_key import ApiKey
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
 from minibroker.coordinator.txn.records import STATE_NAMES
+from minibroker.security.acl import AclOperation as Op, ResourceType as RT
 
 _State = ListTransactionsResponse.TransactionState
 
@@ -28,6 +29,8 @@ async def handle_list_transactions(ctx: RequestContext, req: ListTransactionsReq
             continue
         if duration >= 0 and (not txn.ongoing or now - txn.start_ms < duration):
             continue
+        if not ctx.authorize(Op.DESCRIBE, RT.TRANSACTIONAL_ID, txn.transactional_id):
+            continue                        # KIP-11: only those the principal may DESCRIBE
         out.append(_State(transactional_id=txn.transactional_id, producer_id=txn.producer_id,
                           transaction_state=txn.state_name))
     return ListTransactionsResponse(throttle_time_ms=0, error_code=0,

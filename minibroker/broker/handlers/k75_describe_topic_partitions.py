@@ -13,13 +13,14 @@ from __future__ import annotations
 import uuid
 
 from kafka.errors import (InvalidRequestError, LeaderNotAvailableError,
-                          UnknownTopicOrPartitionError)
+                          TopicAuthorizationFailedError, UnknownTopicOrPartitionError)
 from kafka.protocol.admin import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker import acl_operations
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
+from minibroker.security.acl import AclOperation as Op, ResourceType as RT
 
 _Topic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
 _Partition = _Topic.DescribeTopicPartitionsResponsePartition
@@ -59,6 +60,11 @@ async def handle_describe_topic_partitions(ctx: RequestContext,
         if cursor is not None and name < cursor.topic_name:
             continue
         info = cache.topics.get(name)
+        if not ctx.authorize(Op.DESCRIBE, RT.TOPIC, name):
+            # KIP-11: a named topic is refused, an unnamed one left out
+            if named:
+                topics.append(_error(name, TopicAuthorizationFailedError.errno))
+            continue
         if info is None:
             topics.append(_error(name, UnknownTopicOrPartitionError.errno))
             continue
@@ -73,7 +79,7 @@ async def handle_describe_topic_partitions(ctx: RequestContext,
                              is_internal=info.is_internal,
                              partitions=[_partition(info.partitions[i]) for i in taken],
                              topic_authorized_operations=acl_operations.bits(
-                                 acl_operations.TOPIC_OPERATIONS)))
+                                 acl_operations.authorized(ctx, 2, name, True))))
         if len(taken) < len(indexes):
             next_cursor = _Cursor(topic_name=name, partition_index=indexes[len(taken)])
             break

@@ -48,7 +48,7 @@
             if (r.offset <= lastOffset()) return;
             var tr = document.createElement("tr");
             tr.dataset.offset = r.offset;
-            cell(tr, r.partition); cell(tr, r.offset); cell(tr, r.timestamp);
+            cell(tr, r.partition); cell(tr, r.offset); cell(tr, r.timestamp + " " + r.time);
             cell(tr, r.key, true); cell(tr, r.value, true);
             cell(tr, r.headers.map(function (h) { return h[0] + "=" + h[1]; }).join("\n"), true);
             body.appendChild(tr);

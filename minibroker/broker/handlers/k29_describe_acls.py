@@ -1,0 +1,51 @@
+"""DescribeAcls (key 29), v1-3 (Kafka 4 removed v0).
+
+v1: pattern type filter (KIP-290).  v2: flexible.  v3: USER resources.
+Answered from this broker's authorizer (the ACLs the controller's UpdateMetadata carried), as
+Kafka's brokers answer from theirs. DESCRIBE on the CLUSTER is needed
+(CLUSTER_AUTHORIZATION_FAILED); no authorizer: SECURITY_DISABLED; a filter with an UNKNOWN
+element: INVALID_REQUEST. Resources are listed sorted by (type, name, pattern type).
+Not implemented: —
+"""
+from __future__ import annotations
+
+from kafka.errors import (ClusterAuthorizationFailedError, InvalidRequestError,
+                          SecurityDisabledError)
+from kafka.protocol.admin import DescribeAclsRequest, DescribeAclsResponse
+from kafka.protocol.api_key import ApiKey
+
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
+from minibroker.security.acl import (CLUSTER_NAME, AclBindingFilter, AclOperation,
+                                     ResourceType, filter_of)
+
+_Resource = DescribeAclsResponse.DescribeAclsResource
+_Acl = _Resource.AclDescription
+
+
+@handles(ApiKey.DescribeAcls, DescribeAclsRequest, versions=(1, 3))
+async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest
+                               ) -> DescribeAclsResponse:
+    def error(code: int, message: str) -> DescribeAclsResponse:
+        return DescribeAclsResponse(throttle_time_ms=0, error_code=code, error_message=message,
+                                    resources=[])
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return error(ClusterAuthorizationFailedError.errno, None)
+    authorizer = ctx.authorizer
+    if authorizer is None:
+        return error(SecurityDisabledError.errno, "No Authorizer is configured on the broker")
+    f: AclBindingFilter = filter_of(req.resource_type_filter, req.resource_name_filter,
+                                    req.pattern_type_filter, req.principal_filter,
+                                    req.host_filter, req.operation, req.permission_type)
+    problem = f.invalid()
+    if problem:
+        return error(InvalidRequestError.errno, problem)
+    grouped: dict[tuple, list] = {}
+    for a in authorizer.describe(f):
+        grouped.setdefault((a.resource_type, a.resource_name, a.pattern_type), []).append(
+            _Acl(principal=a.principal, host=a.host, operation=int(a.operation),
+                 permission_type=int(a.permission_type)))
+    return DescribeAclsResponse(
+        throttle_time_ms=0, error_code=0, error_message=None,
+        resources=[_Resource(resource_type=int(rt), resource_name=name, pattern_type=int(pt),
+                             acls=acls) for (rt, name, pt), acls in sorted(grouped.items())])
