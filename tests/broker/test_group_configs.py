@@ -83,3 +83,28 @@ def test_kafka_3_9_does_not_know_group_resources():
             incremental(admin, "g", ("consumer.session.timeout.ms", AlterConfigOpType.SET,
                                      "50000"))
         assert e.value.args[0].name() == "INVALID_REQUEST"
+
+
+def test_the_authorizer_checks_the_group_as_kafka_does():
+    """ALTER_CONFIGS / DESCRIBE_CONFIGS on the GROUP resource, else GROUP_AUTHORIZATION_FAILED
+    (Kafka 4's KafkaApis); other groups unaffected."""
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType,
+                                       ResourcePatternType)
+    with ThreadedCluster(brokers=1, allow_everyone_if_no_acl_found=True,
+                         authorizer_class_name="org.apache.kafka.metadata.authorizer."
+                                               "StandardAuthorizer") as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        denied = [AclBinding(ResourceType.GROUP, "locked", ResourcePatternType.LITERAL,
+                             "User:*", "*", op, AclPermissionType.DENY)
+                  for op in (AclOperation.ALTER_CONFIGS, AclOperation.DESCRIBE_CONFIGS)]
+        for f in admin.create_acls(denied).values():
+            f.result(15)
+        set_it = ("consumer.session.timeout.ms", AlterConfigOpType.SET, "50000")
+        with pytest.raises(KafkaException) as e:
+            incremental(admin, "locked", set_it)
+        assert e.value.args[0].name() == "GROUP_AUTHORIZATION_FAILED"
+        with pytest.raises(KafkaException) as e:
+            described(admin, "locked")
+        assert e.value.args[0].name() == "GROUP_AUTHORIZATION_FAILED"
+        incremental(admin, "open", set_it)
+        assert described(admin, "open")["consumer.session.timeout.ms"][0] == "50000"
