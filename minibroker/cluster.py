@@ -22,6 +22,7 @@ from typing import Any
 
 from minibroker.broker import trace
 from minibroker.broker.strict import Strict
+from minibroker.security.credentials import SCRAM_MECHANISM_IDS, Upsertion, store_for_users
 from minibroker.broker.broker import Broker
 from minibroker.broker.faults import Faults
 from minibroker.clock import SEEDED_WALL_BASE_MS, Clock
@@ -127,6 +128,10 @@ class ControllerChannel:
         return await self._forward(lambda c: c.alter_topic_configs(
             name, changes, replace=replace, validate_only=validate_only))
 
+    async def alter_user_scram_credentials(self, deletions: list, upsertions: list) -> list:
+        return await self._forward(lambda c: c.alter_user_scram_credentials(deletions,
+                                                                            upsertions))
+
     async def alter_broker_configs(self, resource_name: str, changes: dict, validate_only: bool,
                                    replace: bool = False):
         return await self._forward(lambda c: c.alter_broker_configs(
@@ -201,12 +206,14 @@ class Cluster:
         self._election = asyncio.Lock()
         self.channel = ControllerChannel(self)
         self.sessions = BrokerSessions(self)
+        # The users SASL authenticates (--user), one store shared by the brokers.
+        self.credentials = store_for_users(self.config.users, IdSource(seed + 7919).rng)
         self.brokers: dict[int, Broker] = {}
         for i in range(1, self.config.brokers + 1):
             port = self.config.port + i - 1 if self.config.port else 0
             self.brokers[i] = Broker(i, self.config, self.clock, IdSource(seed * 1000 + i + salt),
                                      ControllerChannel(self, i), self.faults, port=port,
-                                     rack=self.config.rack_of(i))
+                                     rack=self.config.rack_of(i), credentials=self.credentials)
         # serve --trace / --strict: one observer of every broker's client exchanges.
         self.strict = Strict(self.config) if self.config.strict else None
         self.tracer = trace.attach(self.brokers.values(), self.config, self.strict)
@@ -220,11 +227,23 @@ class Cluster:
             await self.start_controller()
             for b in self.brokers.values():
                 b.broker_epoch = await self.controller.register_broker(
-                    b.node_id, b.host, b.port, b.rack, b.control_port)
+                    b.node_id, b.host, b.port, b.rack, b.control_port,
+                    b.registration_listeners())
+            await self._record_users()
         except BaseException:
             await self.stop()                # close the listeners already open (a port taken)
             raise
         return self
+
+    async def _record_users(self) -> None:
+        """`--user`'s SCRAM credentials as UserScramCredentialRecords (those the metadata log
+        does not hold yet), so they are replicated and replayed like any other change."""
+        known = self.controller.image.scram_credentials
+        upsertions = [Upsertion(user, SCRAM_MECHANISM_IDS[mech], cred)
+                      for (user, mech), cred in sorted(self.credentials.scram.items())
+                      if (user, SCRAM_MECHANISM_IDS[mech]) not in known]
+        if upsertions:
+            await self.channel.alter_user_scram_credentials([], upsertions)
 
     async def stop(self) -> None:
         self._controller_wanted = False
@@ -251,7 +270,17 @@ class Cluster:
 
     @property
     def bootstrap(self) -> str:
+        """The running brokers' inter-broker listener (the only one, unless `listeners` says)."""
         return ",".join(b.endpoint for b in self.brokers.values() if b.running)
+
+    def bootstrap_for(self, listener: str) -> str:
+        """The running brokers' addresses on the listener named `listener` (e.g. "SASL_SSL")."""
+        out = []
+        for b in self.brokers.values():
+            if b.running:
+                (addr,) = [a for a in b.advertised_listeners() if a.name == listener.upper()]
+                out.append(f"{addr.host}:{addr.port}")
+        return ",".join(out)
 
     # ------------------------------------------------------------------ controller
     async def active_controller(self) -> Controller:
@@ -387,7 +416,7 @@ class Cluster:
         with a new broker epoch."""
         b = self.brokers[broker_id]
         b.broker_epoch = await self.channel._forward(lambda c: c.register_broker(
-            b.node_id, b.host, b.port, b.rack, b.control_port))
+            b.node_id, b.host, b.port, b.rack, b.control_port, b.registration_listeners()))
 
     async def restart_broker(self, broker_id: int, rack: str | None = None) -> None:
         await self.stop_broker(broker_id)

@@ -127,11 +127,40 @@ class ClusterConfig:
     # loopback TCP as brokers in different processes do; false (the default), over an in-memory
     # pipe carrying the same frames (network/memory.py), without the kernel's copies.
     minibroker_inter_broker_sockets: bool = False
+    # Security (docs/security.md). Kafka's listener configs: "" listeners = one PLAINTEXT listener
+    # on host:port. A listener's fixed port is broker 1's; broker i adds i-1 (port 0: a free one).
+    listeners: str = ""
+    advertised_listeners: str = ""
+    listener_security_protocol_map: str = (
+        "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+        "SASL_SSL:SASL_SSL")
+    inter_broker_listener_name: str = ""
+    control_plane_listener_name: str = ""
+    # Kafka's default is GSSAPI, which is not served: every mechanism that is, instead.
+    sasl_enabled_mechanisms: str = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER"
+    connections_max_reauth_ms: int = 0
+    connection_failed_authentication_delay_ms: int = 100
+    # PEM files only (ssl.keystore.type=PEM: the private key and its certificate chain in one
+    # file; ssl.truststore.type=PEM: CA certificates).
+    ssl_keystore_type: str = "PEM"
+    ssl_keystore_location: str = ""
+    ssl_keystore_password: str = ""
+    ssl_key_password: str = ""
+    ssl_truststore_type: str = "PEM"
+    ssl_truststore_location: str = ""
+    ssl_client_auth: str = "none"
+    ssl_principal_mapping_rules: str = "DEFAULT"
+    ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
     # Authorization (KIP-11): the authorizer is on when authorizer.class.name names one of Kafka's
     # (minibroker.security.authorizer.AUTHORIZER_CLASS_NAMES); empty, as Kafka's default: off.
     authorizer_class_name: str = ""
     super_users: str = ""                   # "User:a;User:b": allowed everything
     allow_everyone_if_no_acl_found: bool = False
+    # Ours: "NAME:PASSWORD" users created at start (a PLAIN password and both SCRAM credentials).
+    users: tuple[str, ...] = ()
+    # Ours: set (serve --processes: random, handed to the broker processes), the brokers'
+    # control-plane TCP listeners authenticate the controller with SASL/SCRAM-SHA-512.
+    minibroker_control_plane_password: str = ""
     # Our extension: emulate this Kafka release's ApiVersions ("2.8"; None: every API we serve;
     # minibroker/broker/releases.py, schemas/releases/).
     kafka_version: str | None = None
@@ -178,6 +207,9 @@ class ClusterConfig:
                 self.authorizer_class_name not in AUTHORIZER_CLASS_NAMES:
             return (f"Invalid value {self.authorizer_class_name} for configuration "
                     f"authorizer.class.name: Class {self.authorizer_class_name} cannot be found")
+        if self.ssl_client_auth not in ("required", "requested", "none"):
+            return (f"Invalid value {self.ssl_client_auth} for configuration ssl.client.auth: "
+                    "String must be one of: required, requested, none")
         if self.log_memory_overflow not in ("spill", "delete"):
             return (f"Invalid value {self.log_memory_overflow} for configuration "
                     "log.memory.overflow: String must be one of: spill, delete")
@@ -203,7 +235,8 @@ class ClusterConfig:
         """Kafka config name → field name, for the CLI's --override and DescribeConfigs."""
         skip = {"brokers", "host", "port", "racks", "seed", "cluster_id", "wall_clock_base_ms",
                 "controller_quorum_voters", "extra", "data_dir",
-                "kafka_version", "trace", "strict", "strict_storm_per_second"}
+                "kafka_version", "trace", "strict", "strict_storm_per_second", "users",
+                "minibroker_control_plane_password"}
         return {f.name.replace("_", "."): f.name for f in fields(cls) if f.name not in skip}
 
     def describe(self) -> dict[str, str]:

@@ -29,6 +29,7 @@ import subprocess
 import sys
 from typing import Any
 
+from minibroker.security.credentials import store_for_users
 from minibroker.broker.broker import Broker
 from minibroker.broker.faults import Faults
 from minibroker.clock import SEEDED_WALL_BASE_MS, Clock
@@ -43,7 +44,7 @@ CALLS = ("auto_create_topics", "alter_partition", "allocate_producer_ids", "crea
          "delete_topics", "create_partitions", "alter_topic_configs", "alter_broker_configs",
          "alter_group_configs", "describe_group_configs",
          "assign_partitions", "alter_partition_reassignments", "list_partition_reassignments",
-         "partition_assignment_status")
+         "partition_assignment_status", "alter_user_scram_credentials")
 
 
 def _frame(obj: Any) -> bytes:
@@ -114,7 +115,8 @@ async def child_main(fd: int, node_id: int) -> None:
                   else SEEDED_WALL_BASE_MS if seeded else None)
     port = config.port + node_id - 1 if config.port else 0
     broker = Broker(node_id, config, clock, IdSource((config.seed or 0) * 1000 + node_id),
-                    channel, Faults(), port=port, rack=config.rack_of(node_id))
+                    channel, Faults(), port=port, rack=config.rack_of(node_id),
+                    credentials=store_for_users(config.users, IdSource(node_id + 7919).rng))
     broker.metadata.cluster_id = cluster_id
     broker.control_plane_sockets = True     # the controller is in another process
     stop = asyncio.Event()
@@ -125,7 +127,8 @@ async def child_main(fd: int, node_id: int) -> None:
     try:
         await broker.start()
         broker.broker_epoch = await channel.call(
-            "register_broker", node_id, broker.host, broker.port, broker.rack, broker.control_port)
+            "register_broker", node_id, broker.host, broker.port, broker.rack, broker.control_port,
+            broker.registration_listeners())
         await stop.wait()
     finally:
         if broker.running:

@@ -57,6 +57,8 @@ FUNCTION_LEVEL_ALLOWED = {
     # cluster is imported only when its fixture is used.
     ("minibroker.testing.pytest_plugin", "minibroker.testing.threaded"),
     # Optional dependencies, imported only where installed and wanted.
+    ("minibroker.cli.serve_security", "minibroker.security.certs"),   # cryptography: --tls-dir
+    ("minibroker.testing.security", "minibroker.security.certs"),     # cryptography: tls_dir=
     ("minibroker.cli.serve", "uvloop"),
     ("minibroker.processes", "uvloop"),                 # a broker process's loop, as serve's
     ("minibroker.cli.serve", "prometheus_client"),            # the `metrics` extra, for --metrics-port

@@ -142,3 +142,39 @@ def test_strict_mode_fails_the_test_that_broke_a_rule(pytester):
                                            "-p", "no:cacheprovider", timeout=120)
     result.assert_outcomes(passed=1, failed=1)
     assert "version-not-negotiated by 'rude' (Metadata v99)" in result.stdout.str()
+
+
+def test_a_sasl_ssl_fixture_in_ten_lines(pytester):
+    """docs/security.md's fixture, as a client's suite would write it."""
+    pytester.makeconftest("""
+        import pytest
+        from minibroker.testing import security_config
+
+        @pytest.fixture(scope="session")
+        def minibroker_config(tmp_path_factory):
+            return security_config("SASL_SSL", tls_dir=tmp_path_factory.mktemp("tls"),
+                                   users=["alice:alice-secret"])
+    """)
+    pytester.makepyfile(test_client="""
+        import pytest
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaError
+
+        def settings(cluster, password):
+            return dict(bootstrap_servers=cluster.bootstrap, security_protocol="SASL_SSL",
+                        ssl_cafile=cluster.ca_file, sasl_mechanism="SCRAM-SHA-256",
+                        sasl_plain_username="alice", sasl_plain_password=password)
+
+        def test_authenticated(minibroker_cluster):
+            p = KafkaProducer(**settings(minibroker_cluster, "alice-secret"))
+            p.send("t", b"hello").get(30)
+            p.close()
+
+        def test_wrong_password(minibroker_cluster):
+            with pytest.raises(KafkaError):
+                KafkaProducer(bootstrap_timeout_ms=3000,
+                              **settings(minibroker_cluster, "wrong")).send("t", b"x").get(5)
+    """)
+    result = pytester.runpytest_subprocess("--minibroker-brokers", "1", "-p", "no:cacheprovider",
+                                           timeout=120)
+    result.assert_outcomes(passed=2)

@@ -12,7 +12,8 @@ default, so the hot path pays one attribute test). Two kinds of rule:
 What a handler must decide itself (Produce, a consumer's Fetch, Metadata's hiding and
 auto-creation, ListGroups and ListTransactions filtering, authorized_operations) calls
 `ctx.authorize` in the handler.
-Our private APIs: ConsumerGroupPosition (1000) READ on its group; PartitionLeaderEpochsForPartitions
+SaslHandshake (17) and SaslAuthenticate (36) come before any principal (network/sasl.py): no
+ACL applies to them, as in Kafka. Our private APIs: ConsumerGroupPosition (1000) READ on its group; PartitionLeaderEpochsForPartitions
 (1001) DESCRIBE on each topic; AssignPartitions (1002) ALTER and PartitionAssignmentStatus (1003)
 DESCRIBE on the cluster, as AlterPartitionReassignments / ListPartitionReassignments; FaultControl
 (1004) ALTER on the cluster.
@@ -132,6 +133,7 @@ REQUEST_RULES: dict[int, RequestRule] = {
     25: _txn_then_group, 26: _end_txn, 27: _cluster(Op.CLUSTER_ACTION), 28: _txn_then_group,
     35: _cluster(Op.DESCRIBE), 43: _cluster(Op.ALTER), 45: _cluster(Op.ALTER),
     46: _cluster(Op.DESCRIBE), 47: _group(Op.DELETE), 68: _heartbeat_848,
+    50: _cluster(Op.DESCRIBE),       # SCRAM credentials (KIP-554); 51 answers per user (k51)
     1000: _group(Op.READ), 1002: _cluster(Op.ALTER), 1003: _cluster(Op.DESCRIBE),
     1004: _cluster(Op.ALTER),
 }

@@ -8,6 +8,7 @@ AlterPartition, producer id blocks), which the cluster points at whichever contr
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 from collections.abc import Iterable
@@ -38,6 +39,11 @@ from minibroker.network.request_pool import RequestMemoryPool
 from minibroker.network.tcp import close_idle_connections, start_listener
 from minibroker.security.authorizer import authorizer_from_config
 from minibroker.security.principal import ANONYMOUS
+from minibroker.security.credentials import CredentialStore
+from minibroker.security.listeners import (
+    PROTOCOL_IDS, Listener as ListenerConfig, advertised, broker_listeners, primary)
+from minibroker.broker.listener_security import (CONTROL_PLANE_USER, control_plane_handle,
+                                                 listener_security)
 
 log = logging.getLogger("minibroker.broker")
 
@@ -45,7 +51,7 @@ log = logging.getLogger("minibroker.broker")
 class Broker:
     def __init__(self, node_id: int, config: ClusterConfig, clock: Clock, ids: IdSource,
                  controller_channel: ControllerChannel, faults: Faults, port: int = 0,
-                 rack: str | None = None) -> None:
+                 rack: str | None = None, credentials: CredentialStore | None = None) -> None:
         self.node_id = node_id
         self.config = config
         self.clock = clock
@@ -67,7 +73,10 @@ class Broker:
         self.throttle = ReplicationThrottle(node_id, clock.monotonic)
         # KIP-11: None (everything allowed) unless authorizer.class.name is set; its ACLs are
         # what the controller's last UpdateMetadata carried.
-        self.authorizer = authorizer_from_config(config.authorizer_class_name, config.super_users,
+        super_users = config.super_users
+        if config.minibroker_control_plane_password:   # the controller of serve --processes
+            super_users = ";".join(filter(None, (super_users, f"User:{CONTROL_PLANE_USER}")))
+        self.authorizer = authorizer_from_config(config.authorizer_class_name, super_users,
                                                  config.allow_everyone_if_no_acl_found)
         # Topic configs not set on a topic default to the broker's log.* configs (Kafka's synonyms).
         self.log_defaults = broker_defaults(config.describe())
@@ -98,6 +107,8 @@ class Broker:
                          else releases.dispatch_table(config.kafka_version))
         # KIP-848's consumer groups (keys 68/69): on by default from Kafka 4.0 only.
         self.consumer_group_protocol = releases.consumer_group_protocol(config.kafka_version)
+        # Its own copy: SCRAM credentials then follow what UpdateMetadata told this broker.
+        self.credentials = credentials.copy() if credentials is not None else CredentialStore()
         # What handlers may use, each service behind its Protocol: built once, shared by requests.
         self.services = Services(
             node=self, node_id=node_id, config=config, clock=clock, metadata=self.metadata,
@@ -107,7 +118,8 @@ class Broker:
             fetch_sessions=self.fetch_sessions, log_defaults=self.log_defaults,
             pending_metadata=self.pending_metadata, handlers=self.handlers,
             consumer_group_protocol=self.consumer_group_protocol, authorizer=self.authorizer,
-            transaction_verification=releases.transaction_verification(config.kafka_version))
+            transaction_verification=releases.transaction_verification(config.kafka_version),
+            credentials=self.credentials)
         # What a listener calls per request frame: network/ knows no broker, only this.
         self.handle = handler_for(self.services)
         # The control-plane listener (KIP-291's control.plane.listener.name): the controller's
@@ -118,6 +130,13 @@ class Broker:
         # sockets (inter-broker sockets, or a broker process of serve --processes); in one
         # process they use in-memory pipes and no port exists for anyone else to find.
         self.control_plane_sockets = config.minibroker_inter_broker_sockets
+        # Kafka's listeners (security/listeners.py): one server each; the inter-broker one's
+        # address is this broker's registered one (self.port). With no `listeners` config, one
+        # PLAINTEXT listener on the port the cluster gave.
+        self.listeners = (broker_listeners(config, node_id) if config.listeners
+                          else [ListenerConfig("PLAINTEXT", "PLAINTEXT", self.host, port)])
+        self.inter_broker_listener = primary(config, self.listeners).name
+        self._servers: list[Listener] = []
         queued = self.config.queued_max_request_bytes
         self.request_pool = RequestMemoryPool(queued) if queued > 0 else None
         self._server: Listener | None = None
@@ -133,17 +152,14 @@ class Broker:
     async def start(self, listen: bool = True) -> None:
         """listen=False: no socket; requests come through network/memory.py's connect(self.handle)."""
         if listen:
-            self._server = await start_listener(
-                self.handle, self.host, self.port, connections=self.connections,
-                max_request_bytes=self.config.socket_request_max_bytes,
-                name=f"broker {self.node_id}", max_connections=self.config.max_connections,
-                max_connections_per_ip=self.config.max_connections_per_ip,
-                pool=self.request_pool)
-            self.port = self._server.sockets[0].getsockname()[1]
+            await self._start_listeners()
+            # Built in every process: it also gives this process's controller the credentials
+            # other processes' control planes ask for (serve --processes).
+            control = control_plane_handle(self.control_handle, self.config, self.clock,
+                                           self.faults.network)
             if self.control_plane_sockets:
                 self._control_server = await start_listener(
-                    self.control_handle, self.host, self.control_port,
-                    connections=self.connections,
+                    control, self.host, self.control_port, connections=self.connections,
                     max_request_bytes=self.config.socket_request_max_bytes,
                     name=f"broker {self.node_id} control plane")
                 self.control_port = self._control_server.sockets[0].getsockname()[1]
@@ -157,7 +173,8 @@ class Broker:
         self.groups.start()
         self.txn.start()
         if listen:
-            log.info("broker %d listening on %s:%d", self.node_id, self.host, self.port)
+            log.info("broker %d listening on %s", self.node_id,
+                     ", ".join(str(listener) for listener in self.listeners))
             if self.authorizer is not None and self.control_plane_sockets and \
                     str(ANONYMOUS) not in self.authorizer.super_users:
                 # Over PLAINTEXT sockets the brokers and the controller are User:ANONYMOUS
@@ -165,6 +182,41 @@ class Broker:
                             "sockets as %s, which is not in super.users: replication and the "
                             "controller's requests need CLUSTER_ACTION (docs/acls.md)",
                             self.node_id, ANONYMOUS)
+
+    async def _start_listeners(self) -> None:
+        """One server per listener; a SASL listener authenticates before dispatch
+        (network/sasl.py), a TLS one wraps it in TLS (network/tls.py)."""
+        bound = []
+        for spec in self.listeners:
+            handle, ctx, principal_of = listener_security(
+                spec, self.handle, self.config, self.credentials, self.clock)
+            server = await start_listener(
+                handle, spec.host, spec.port, connections=self.connections,
+                max_request_bytes=self.config.socket_request_max_bytes,
+                name=f"broker {self.node_id} {spec.name}",
+                max_connections=self.config.max_connections,
+                max_connections_per_ip=self.config.max_connections_per_ip,
+                pool=self.request_pool, listener=spec.name, ssl=ctx, principal_of=principal_of)
+            self._servers.append(server)
+            bound.append(dataclasses.replace(spec, port=server.sockets[0].getsockname()[1]))
+        self.listeners = bound
+        self.port = primary(self.config, bound).port
+        self._server = self._servers[0]
+
+    def listener_configs(self) -> tuple[str, str]:
+        """(listeners, advertised.listeners) as Kafka writes them, with the bound ports."""
+        return (",".join(str(x) for x in self.listeners),
+                ",".join(str(x) for x in self.advertised_listeners()))
+
+    def registration_listeners(self) -> tuple[tuple[str, str, int, int], ...]:
+        """RegisterBrokerRecord's endpoints: (name, host, port, security protocol id)."""
+        return tuple((a.name, a.host, a.port, PROTOCOL_IDS[a.security_protocol])
+                     for a in self.advertised_listeners())
+
+    def advertised_listeners(self) -> list[ListenerConfig]:
+        """Metadata's addresses for this broker, one per listener, inter-broker first."""
+        listeners = advertised(self.config, self.node_id, self.listeners)
+        return sorted(listeners, key=lambda l: l.name != self.inter_broker_listener)
 
     def _listen_in_memory(self) -> None:
         """Other brokers and the controller in this process reach our listeners through memory
@@ -196,8 +248,8 @@ class Broker:
         if self.control_port:
             self.faults.network.remove_listener(self.host, self.control_port)
         self.faults.network.local_logs.pop(self.node_id, None)
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self._control_server is not None:
             self._control_server.close()
         for conn in list(self.connections):
@@ -206,9 +258,10 @@ class Broker:
         await self.groups.stop()
         await self.txn.stop()
         self.txn_channel.close()
-        if self._server is not None:
-            await self._server.wait_closed()
-            self._server = None
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers = []
+        self._server = None
         if self._control_server is not None:
             await self._control_server.wait_closed()
             self._control_server = None

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from minibroker.security.principal import ANONYMOUS, KafkaPrincipal
+from minibroker.security.credentials import CredentialStore
 
 if TYPE_CHECKING:
     from minibroker.clock import Clock
@@ -213,6 +214,9 @@ class ControllerChannel(Protocol):
 
     async def delete_acls(self, filters: list[AclBindingFilter]) -> list[Any]: ...
 
+    async def alter_user_scram_credentials(self, deletions: list[tuple[str, int]],
+                                           upsertions: list[Any]) -> list[Any]: ...
+
 
 class MutationQuota(Protocol):
     """KIP-599's controller mutation quota (broker/controller_quota.py)."""
@@ -274,6 +278,10 @@ class LocalBroker(Protocol):
 
     def apply_dynamic_configs(self, entries: Iterable[Any]) -> None: ...
 
+    def listener_configs(self) -> tuple[str, str]:
+        """(listeners, advertised.listeners) as Kafka writes them, with the bound ports."""
+        ...
+
     async def next_producer_id(self) -> int: ...
 
 
@@ -310,6 +318,9 @@ class Services:
     # release it emulates (broker/releases.py); KIP-848's groups are off before Kafka 4.0.
     handlers: dict[int, Handler]
     consumer_group_protocol: bool
+    # The users SASL authenticates (security/credentials.py); UpdateMetadata replaces the SCRAM
+    # credentials, DescribeUserScramCredentials reads them.
+    credentials: CredentialStore
     # KIP-11: the broker's authorizer (security/authorizer.py), None when authorizer.class.name
     # is empty (everything allowed, Kafka's default). Its ACLs change in place.
     authorizer: StandardAuthorizer | None = None

@@ -18,9 +18,12 @@ from kafka.errors import for_code
 from kafka.protocol.admin import DescribeConfigsRequest
 
 from minibroker.cli.admin_tool import add_admin_tool_parser
+from minibroker.cli.user_configs import alter_users, describe_users
 from minibroker.client.admin import BROKER, DELETE, SET, TOPIC, Admin
 
-_TYPES = {"topics": TOPIC, "brokers": BROKER}
+USERS = -1                  # not a ConfigResource type: SCRAM credentials (cli/user_configs.py)
+
+_TYPES = {"topics": TOPIC, "brokers": BROKER, "users": USERS}
 _WORD = {TOPIC: "topic", BROKER: "broker"}
 # DescribeConfigsResponse ConfigSource, by Kafka's names.
 _SOURCES = {0: "UNKNOWN_CONFIG", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
@@ -65,6 +68,12 @@ def parse_add_config(text: str) -> dict[str, str]:
 
 async def _main(admin: Admin, args) -> None:
     rtype = _TYPES[args.entity_type]
+    if rtype == USERS:
+        if args.alter:
+            await alter_users(admin, args, parse_add_config(args.add_config))
+        else:
+            await describe_users(admin, args)
+        return
     if args.alter:
         await _alter(admin, rtype, args)
     else:

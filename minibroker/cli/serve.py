@@ -9,6 +9,7 @@ import signal
 import sys
 
 from minibroker.cli.common import fail, one_line, os_reason, port
+from minibroker.cli.serve_security import add_security_flags, ca_line, security_overrides
 from minibroker.config import ClusterConfig, emulated_releases
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -57,7 +58,8 @@ def _config(args) -> ClusterConfig:
         fail(f"{len(racks)} --rack values for {args.brokers} brokers (at most one per broker)")
     if args.port and args.port + args.brokers - 1 > 65535:
         fail(f"--port {args.port} leaves no room for {args.brokers} brokers (ports end at 65535)")
-    overrides = _overrides(args.override)
+    # The security shortcuts first: a config --override names explicitly wins.
+    overrides = {**security_overrides(args), **_overrides(args.override)}
     if args.controller_quorum_voters:
         try:
             overrides["controller_quorum_voters"] = tuple(
@@ -152,6 +154,11 @@ async def _serve(args, config: ClusterConfig) -> None:
         print(f"METRICS http://{config.host}:{metrics.port}/metrics", flush=True)
     if console is not None:
         print(f"CONSOLE {console.url}", flush=True)
+    if ca_line(args) is not None:
+        print(ca_line(args), flush=True)
+    if children is None and len(cluster.brokers[1].listeners) > 1:
+        for listener in cluster.brokers[1].listeners:    # each listener's bootstrap
+            print(f"LISTENER {listener.name} {cluster.bootstrap_for(listener.name)}", flush=True)
     cap = config.log_memory_max_bytes
     overflow = "" if cap < 0 else (
         " (past it the oldest batches spill to files in a temporary directory, removed at exit)"
@@ -238,6 +245,7 @@ def add_serve_parser(sub, description: str) -> None:
                    help="serve the fault control API (FaultControl, key 1004) that "
                         "`minibroker faults` uses: any client may then stop brokers, cut the "
                         "network, inject errors (see README, Faults on demand)")
+    add_security_flags(s)
     s.add_argument("--metrics-port", type=port, default=None,
                    help="serve Prometheus metrics on this port (0 = any free port; needs the "
                         "'metrics' extra, prometheus_client)")

@@ -29,6 +29,7 @@ from kafka.protocol.consumer import (OffsetCommitRequest, OffsetDeleteRequest,
                                      OffsetFetchRequest)
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
+from minibroker.client import scram_admin
 from minibroker.client.admin_acls import AclAdmin
 from minibroker.client.connection_pool import ConnectionPool
 from minibroker.client.lifecycle import PooledClient
@@ -485,6 +486,21 @@ class Admin(AclAdmin, PooledClient):
             for r in resp.results:
                 out[r.group_id] = _err(r.error_code, f"delete group {r.group_id}")
         return _check(out, raise_on_error)
+
+    # ------------------------------------------------------------------ users (KIP-554)
+    async def describe_user_scram_credentials(self, users: Iterable[str] | None = None
+                                              ) -> dict[str, Any]:
+        """{user: [(mechanism, iterations)], or the error for that user}; None: every user."""
+        return scram_admin.describe_results(await self._to_controller(
+            scram_admin.describe_request(None if users is None else list(users))))
+
+    async def alter_user_scram_credentials(self, upsertions: Iterable[tuple] = (),
+                                           deletions: Iterable[tuple[str, str]] = (),
+                                           raise_on_error: bool = True) -> dict:
+        """upsertions: (user, "SCRAM-SHA-256", password[, iterations]); deletions: (user,
+        mechanism). The password is salted and hashed here. {user: None or the error}."""
+        resp = await self._to_controller(scram_admin.alter_request(upsertions, deletions))
+        return _check(scram_admin.alter_results(resp), raise_on_error)
 
     async def describe_cluster(self) -> dict:
         node, conn = await self.pool.any_connection()

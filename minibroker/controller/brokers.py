@@ -11,12 +11,14 @@ from minibroker.controller.result import Result
 
 
 def register_broker(image: MetadataImage, broker_id: int, host: str, port: int,
-                    rack: str | None, control_port: int = -1) -> Result[int]:
+                    rack: str | None, control_port: int = -1,
+                    listeners: records.Listeners = ()) -> Result[int]:
     """Register (or re-register) and unfence; response: the broker epoch. A new broker's epoch is
     the offset of its RegisterBrokerRecord, as in KRaft; a returning one's is one higher."""
     prev = image.brokers.get(broker_id)
     epoch = (prev.broker_epoch + 1) if prev else image.offset + 1
-    out = [records.register_broker(broker_id, epoch, host, port, rack, control_port),
+    out = [records.register_broker(broker_id, epoch, host, port, rack, control_port,
+                                   tuple(map(tuple, listeners))),
            records.unfence_broker(broker_id, epoch)]
     # Partitions left without a leader that this broker is in sync for get it back.
     for name in sorted(image.topics):

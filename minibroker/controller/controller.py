@@ -24,7 +24,7 @@ from kafka.errors import PolicyViolationError, RequestTimedOutError
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
 from minibroker.controller import (acls, broker_configs, brokers, elections, group_configs,
-                                   partition_count, partitions, reassignment, topics)
+                                   partition_count, partitions, reassignment, scram, topics)
 from minibroker.controller.changelog import log_changes
 from minibroker.controller.delta import MetadataDelta
 from minibroker.controller.image import MetadataImage, PartitionRegistration
@@ -176,10 +176,11 @@ class Controller:
 
     # ------------------------------------------------------------------ brokers
     async def register_broker(self, broker_id: int, host: str, port: int,
-                              rack: str | None, control_port: int = -1) -> int:
+                              rack: str | None, control_port: int = -1,
+                              listeners: tuple = ()) -> int:
         async with self._lock:
             return await self._write(brokers.register_broker(self.image, broker_id, host, port,
-                                                             rack, control_port))
+                                                             rack, control_port, listeners))
 
     async def fence_broker(self, broker_id: int) -> None:
         async with self._lock:
@@ -309,6 +310,12 @@ class Controller:
     async def delete_acls(self, filters: list) -> list:
         async with self._lock:
             return await self._write(acls.delete_acls(self.image, filters))
+
+    async def alter_user_scram_credentials(self, deletions: list, upsertions: list) -> list:
+        """KIP-554 (controller/scram.py): [(user, error code, message)]."""
+        async with self._lock:
+            return await self._write(scram.alter_user_scram_credentials(
+                self.image, deletions, upsertions))
 
     # ------------------------------------------------------------------ reassignment (KIP-179)
     async def assign_partitions(self, assignments: list[tuple[str, int, list[int]]]):

@@ -9,6 +9,7 @@ import dataclasses
 import uuid
 from types import MappingProxyType
 
+from minibroker.security.credentials import ScramCredential
 from minibroker.controller.image import (CONTROL_PLANE_LISTENER, BrokerRegistration,
                                          MetadataImage, PartitionRegistration, Reassignment,
                                          TopicImage)
@@ -32,6 +33,8 @@ class MetadataDelta:
         self.broker_configs = dict(image.broker_configs)
         self.group_configs = dict(image.group_configs)
         self.group_configs_changed = False
+        self.scram_credentials = dict(image.scram_credentials)
+        self.scram_changed = False
         self.next_producer_id = image.next_producer_id
         self.reassignments = dict(image.reassignments)
         self.moving = dict(image.moving)
@@ -71,9 +74,13 @@ class MetadataDelta:
     def _replay_RegisterBrokerRecord(self, r) -> None:
         ep = r.end_points[0]
         control = [e.port for e in r.end_points[1:] if e.name == CONTROL_PLANE_LISTENER]
+        listeners = tuple((e.name, e.host, e.port, e.security_protocol) for e in r.end_points
+                          if e.name != CONTROL_PLANE_LISTENER)
+        if listeners == (("PLAINTEXT", ep.host, ep.port, 0),):
+            listeners = ()                  # the default: BrokerRegistration.host/port alone
         self.brokers[r.broker_id] = BrokerRegistration(r.broker_id, r.broker_epoch, ep.host,
                                                        ep.port, r.rack, r.fenced,
-                                                       control[0] if control else -1)
+                                                       control[0] if control else -1, listeners)
         self.changed_brokers.add(r.broker_id)
 
     def _replay_FenceBrokerRecord(self, r) -> None:
@@ -213,6 +220,15 @@ class MetadataDelta:
             self.acls = dict(self.image.acls)
         self.acls.pop(r.id, None)
 
+    def _replay_UserScramCredentialRecord(self, r) -> None:
+        self.scram_credentials[(r.name, r.mechanism)] = ScramCredential(
+            bytes(r.salt), bytes(r.stored_key), bytes(r.server_key), r.iterations)
+        self.scram_changed = True
+
+    def _replay_RemoveUserScramCredentialRecord(self, r) -> None:
+        self.scram_credentials.pop((r.name, r.mechanism), None)
+        self.scram_changed = True
+
     def _replay_ProducerIdsRecord(self, r) -> None:
         self.next_producer_id = r.next_producer_id
 
@@ -237,6 +253,8 @@ class MetadataDelta:
             group_configs=MappingProxyType({n: MappingProxyType(c) for n, c in sorted(
                 self.group_configs.items()) if c}) if self.group_configs_changed
             else self.image.group_configs,
+            scram_credentials=MappingProxyType(dict(sorted(self.scram_credentials.items())))
+            if self.scram_changed else self.image.scram_credentials,
             next_producer_id=self.next_producer_id,
             reassignments=MappingProxyType(self.reassignments),
             moving=MappingProxyType(self.moving),

@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from minibroker.security.acl import AclBinding
+from minibroker.security.credentials import ScramCredential
 
 EMPTY: Mapping = MappingProxyType({})
 
@@ -26,6 +27,9 @@ class BrokerRegistration:
     rack: str | None
     fenced: bool
     control_port: int = -1      # the control-plane listener (KIP-291); -1: none registered
+    # Every client listener, (name, host, port, security protocol id), the inter-broker one
+    # first; empty: one PLAINTEXT listener on host:port.
+    listeners: tuple[tuple[str, str, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +103,9 @@ class MetadataImage:
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
     # Group configs (KIP-848, resource type GROUP): group id -> {name: value}.
     group_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
+    # SCRAM credentials (UserScramCredentialRecord): (user, mechanism id) -> credential.
+    scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(
+        default_factory=lambda: EMPTY)
     next_producer_id: int = 0
     # KIP-179: reassignment requests by id (see controller/reassignment.py), and the request
     # each partition being moved belongs to.

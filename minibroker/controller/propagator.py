@@ -158,8 +158,8 @@ class Propagator:
                        if b in live and (b not in old.brokers or old.brokers[b].fenced))
         if fresh:
             await self._send(new, set(fresh), sorted(new.topics), sorted(new.topics), {})
-        if lai_topics or stops or delta.changed_brokers or delta.broker_configs_changed \
-                or delta.acls is not None:
+        if (lai_topics or stops or delta.changed_brokers or delta.broker_configs_changed
+                or delta.acls is not None or delta.scram_changed):
             await self._send(new, live, lai_topics, changed, stops, removed=old)
 
     # ------------------------------------------------------------------ sending
@@ -200,9 +200,10 @@ class Propagator:
             t = await self._um_topic(image, name, removed, pace)
             if t is not None:
                 um_states.append(t)
-        live_brokers = [_UBroker(id=b.broker_id, endpoints=[_UEndpoint(
-            port=b.port, host=b.host, listener="PLAINTEXT", security_protocol=0)], rack=b.rack)
-            for b in image.live_brokers()]
+        live_brokers = [_UBroker(id=b.broker_id, endpoints=[
+            _UEndpoint(port=p, host=h, listener=name, security_protocol=proto)
+            for name, h, p, proto in b.listeners or (("PLAINTEXT", b.host, b.port, 0),)],
+            rack=b.rack) for b in image.live_brokers()]
         await asyncio.gather(*(self._send_one(r, lai.get(r), um_states, live_brokers,
                                               stops.get(r), image)
                                for r in sorted(brokers | set(stops))))
@@ -265,7 +266,8 @@ class Propagator:
                 await conn.request(UpdateMetadataRequest(
                     request_type=0, topic_states=chunk, live_brokers=live_brokers,
                     max_partition_epoch=image.max_partition_epoch, broker_configs=configs,
-                    acls=acls, **common), UPDATE_METADATA_VERSION)
+                    acls=acls, scram_credentials=_scram(image), **common),
+                    UPDATE_METADATA_VERSION)
             for i in range(0, len(stops or ()), CHUNK_PARTITIONS):
                 by_topic: dict[str, list] = {}
                 for name, pid, delete in stops[i:i + CHUNK_PARTITIONS]:
@@ -287,6 +289,16 @@ class Propagator:
         c = self._conns.get(broker_id)
         if c is None or c.closed:
             c = await self.network.connect(self.controller_id, broker_id, host, port,
-                                           client_id="controller", timeout=5)
+                                           client_id="controller", timeout=5,
+                                           control_plane=True)
             self._conns[broker_id] = c
         return c
+
+
+def _scram(image: MetadataImage) -> list:
+    """Every SCRAM credential, for UpdateMetadata's ScramCredentials (brokers authenticate with
+    the credentials the controller last told them)."""
+    cls = UpdateMetadataRequest.ScramCredential
+    return [cls(name=user, mechanism=mech, salt=c.salt, stored_key=c.stored_key,
+                server_key=c.server_key, iterations=c.iterations)
+            for (user, mech), c in image.scram_credentials.items()]

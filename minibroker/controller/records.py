@@ -15,19 +15,34 @@ from minibroker.protocol import records as R
 TOPIC = 2                                   # ConfigRecord.resource_type (Kafka's ConfigResource)
 
 Epochs = Iterable[tuple[int, int]]          # (partition, leader epoch) pairs (KIP-253)
+Listeners = tuple[tuple[str, str, int, int], ...]   # (name, host, port, security protocol id)
 
 
 # ---------------------------------------------------------------------- brokers
 def register_broker(broker_id: int, broker_epoch: int, host: str, port: int,
-                    rack: str | None, control_port: int = -1) -> R.RegisterBrokerRecord:
-    """The client listener first; the control-plane listener (KIP-291), if any, second."""
+                    rack: str | None, control_port: int = -1,
+                    listeners: Listeners = ()) -> R.RegisterBrokerRecord:
+    """The inter-broker listener first (host:port), the other listeners (name, host, port,
+    security protocol id) next, the control-plane listener (KIP-291), if any, last."""
     ep = R.RegisterBrokerRecord.BrokerEndpoint
-    end_points = [ep(name="PLAINTEXT", host=host, port=port, security_protocol=0)]
+    end_points = [ep(name=name, host=h, port=p, security_protocol=proto)
+                  for name, h, p, proto in listeners] or [
+        ep(name="PLAINTEXT", host=host, port=port, security_protocol=0)]
     if control_port > 0:
         end_points.append(ep(name=CONTROL_PLANE_LISTENER, host=host, port=control_port,
                              security_protocol=0))
     return R.RegisterBrokerRecord(broker_id=broker_id, broker_epoch=broker_epoch, rack=rack,
                                   fenced=True, end_points=end_points)
+
+
+def user_scram_credential(name: str, mechanism: int, c) -> R.UserScramCredentialRecord:
+    return R.UserScramCredentialRecord(name=name, mechanism=mechanism, salt=c.salt,
+                                       stored_key=c.stored_key, server_key=c.server_key,
+                                       iterations=c.iterations)
+
+
+def remove_user_scram_credential(name: str, mechanism: int) -> R.RemoveUserScramCredentialRecord:
+    return R.RemoveUserScramCredentialRecord(name=name, mechanism=mechanism)
 
 
 def unfence_broker(broker_id: int, broker_epoch: int) -> R.UnfenceBrokerRecord:

@@ -7,6 +7,7 @@ order; sets are written sorted.
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import uuid
@@ -16,9 +17,10 @@ from typing import Any, Mapping
 from minibroker.controller.image import (BrokerRegistration, MetadataImage, PartitionRegistration,
                                          Reassignment, TopicImage)
 from minibroker.security.acl import AclBinding
+from minibroker.security.credentials import ScramCredential
 
 _CLASSES = {c.__name__: c for c in (BrokerRegistration, MetadataImage, PartitionRegistration,
-                                    Reassignment, TopicImage, AclBinding)}
+                                    Reassignment, TopicImage, AclBinding, ScramCredential)}
 
 
 def _encode(value: Any) -> Any:
@@ -27,6 +29,8 @@ def _encode(value: Any) -> Any:
                 **{f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}}
     if isinstance(value, uuid.UUID):
         return {"@uuid": str(value)}
+    if isinstance(value, bytes):                # SCRAM salts and keys
+        return {"@bytes": base64.b64encode(value).decode()}
     if isinstance(value, Mapping):
         return {"@map": [[_encode(k), _encode(v)] for k, v in value.items()]}
     if isinstance(value, tuple):
@@ -48,6 +52,8 @@ def _decode(value: Any) -> Any:
         return cls(**{k: _decode(v) for k, v in value.items() if k != "@"})
     if "@uuid" in value:
         return uuid.UUID(value["@uuid"])
+    if "@bytes" in value:
+        return base64.b64decode(value["@bytes"])
     if "@map" in value:
         return MappingProxyType({_decode(k): _decode(v) for k, v in value["@map"]})
     if "@tuple" in value:

@@ -13,9 +13,18 @@ from typing import Callable
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
     node_id: int
-    host: str
+    host: str               # the inter-broker listener's address (replication, markers)
     port: int
     rack: str | None
+    listeners: tuple[tuple[str, str, int], ...] = ()    # (name, host, port) of each listener
+
+    def address(self, listener: str) -> tuple[str, int]:
+        """Where a client connected on `listener` reaches this broker (Kafka answers Metadata
+        with the endpoints of the listener the request came on)."""
+        for name, host, port in self.listeners:
+            if name == listener:
+                return host, port
+        return self.host, self.port
 
 
 @dataclass(frozen=True, slots=True)

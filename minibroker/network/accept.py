@@ -21,6 +21,7 @@ import errno
 import ipaddress
 import logging
 import socket
+import ssl as ssl_module
 from typing import Any, Callable
 
 log = logging.getLogger("minibroker.network")
@@ -43,7 +44,8 @@ class Listener:
     """What broker.py uses of an asyncio.Server: `sockets`, `close()`, `wait_closed()`."""
 
     def __init__(self, sock: socket.socket, factory: Callable[[], Any], connections: dict,
-                 name: str, max_connections: int, max_connections_per_ip: int) -> None:
+                 name: str, max_connections: int, max_connections_per_ip: int,
+                 ssl: Any = None) -> None:
         self.sockets = [sock]
         self.factory = factory
         self.connections = connections      # the broker's, all listeners' (per-IP counts)
@@ -51,6 +53,8 @@ class Listener:
         self.name = name
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
+        self.ssl = ssl                  # TLS listeners: each handshake runs in a task of its own
+        self._handshakes: set[asyncio.Task] = set()
         self.failed_accepts = 0         # accepts that failed (out of descriptors), in all
         self.refused_per_ip = 0
         self._unreported = 0
@@ -77,13 +81,24 @@ class Listener:
             if self.max_connections_per_ip < INT32_MAX and self._over_per_ip(addr[0]):
                 conn.close()
                 continue
-            try:
-                _, protocol = await loop.connect_accepted_socket(self.factory, conn)
-                if self.max_connections < INT32_MAX:
-                    self.accepted.add(protocol)
-            except OSError as e:        # the client went before we got to it
-                log.debug("%s: dropped an accepted connection: %r", self.name, e)
-                conn.close()
+            if self.ssl is not None:    # a slow handshake must not hold up the next accept
+                task = loop.create_task(self._connect(loop, conn))
+                self._handshakes.add(task)
+                task.add_done_callback(self._handshakes.discard)
+            else:
+                await self._connect(loop, conn)
+
+    async def _connect(self, loop, conn: socket.socket) -> None:
+        try:
+            _, protocol = await loop.connect_accepted_socket(
+                self.factory, conn, **({"ssl": self.ssl, "ssl_handshake_timeout": 10.0}
+                                       if self.ssl is not None else {}))
+            if self.max_connections < INT32_MAX:
+                self.accepted.add(protocol)
+        except (OSError, ssl_module.SSLError, asyncio.TimeoutError) as e:
+            # The client went before we got to it, or its TLS handshake failed.
+            log.debug("%s: dropped an accepted connection: %r", self.name, e)
+            conn.close()
 
     def _open(self) -> int:
         if len(self.accepted) >= self.max_connections:
@@ -111,6 +126,8 @@ class Listener:
 
     def close(self) -> None:
         self._task.cancel()
+        for task in self._handshakes:
+            task.cancel()
         self.sockets[0].close()
 
     async def wait_closed(self) -> None:
@@ -119,7 +136,8 @@ class Listener:
 
 async def listen(factory: Callable[[], Any], host: str, port: int, *, connections: dict,
                  name: str, max_connections: int = INT32_MAX,
-                 max_connections_per_ip: int = INT32_MAX, backlog: int = 1024) -> Listener:
+                 max_connections_per_ip: int = INT32_MAX, backlog: int = 1024,
+                 ssl: Any = None) -> Listener:
     sock = socket.socket(_family(host), socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -129,4 +147,5 @@ async def listen(factory: Callable[[], Any], host: str, port: int, *, connection
     except OSError:
         sock.close()
         raise
-    return Listener(sock, factory, connections, name, max_connections, max_connections_per_ip)
+    return Listener(sock, factory, connections, name, max_connections, max_connections_per_ip,
+                    ssl)

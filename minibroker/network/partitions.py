@@ -16,6 +16,7 @@ import itertools
 import logging
 from typing import Any, Callable, Iterable
 
+from minibroker.network.sasl_client import scram_authenticate
 from minibroker.network import memory
 from minibroker.security.principal import INTER_BROKER
 from minibroker.network.client import KafkaClientConnection
@@ -40,6 +41,9 @@ class NetworkPartitions:
         # Brokers of this process linked by pipes: id -> (topic, partition) -> its log or None, for
         # followers to share the bytes of batches their leader holds (log/twins.py).
         self.local_logs: dict[int, Callable[[str, int], Any]] = {}
+        # (user, password) the controller authenticates with to control-plane listeners over
+        # TCP (serve --processes); None: they do not authenticate.
+        self.control_plane_credentials: tuple[str, str] | None = None
 
     # ------------------------------------------------------------------ state
     @property
@@ -94,7 +98,8 @@ class NetworkPartitions:
 
     # ------------------------------------------------------------------ connections
     async def connect(self, src: int, dst: int, host: str, port: int, client_id: str,
-                      timeout: float = 10.0) -> KafkaClientConnection:
+                      timeout: float = 10.0, control_plane: bool = False
+                      ) -> KafkaClientConnection:
         """An inter-broker connection from broker src to broker dst (LinkDown if cut)."""
         if not self.reachable(src, dst):
             raise LinkDown(f"network partition between broker {src} and broker {dst}")
@@ -107,6 +112,12 @@ class NetworkPartitions:
         else:
             conn = await KafkaClientConnection.connect(host, port, client_id=client_id,
                                                        timeout=timeout)
+            if control_plane and self.control_plane_credentials is not None:
+                try:
+                    await scram_authenticate(conn, *self.control_plane_credentials)
+                except BaseException:
+                    conn.close("control-plane authentication failed")
+                    raise
         if not self.reachable(src, dst):        # cut while connecting
             conn.close(f"network partition between broker {src} and broker {dst}")
             raise LinkDown(f"network partition between broker {src} and broker {dst}")

@@ -94,7 +94,9 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
     frames or per completed Task."""
 
     def __init__(self, handle: Handle, max_request_bytes: int, connections: dict,
-                 name: str = "server", pool: RequestMemoryPool | None = None) -> None:
+                 name: str = "server", pool: RequestMemoryPool | None = None,
+                 listener: str = "PLAINTEXT",
+                 principal_of: Callable[[Any], Any] | None = None) -> None:
         self.handle = handle
         self.connections = connections      # the server's open connections (closed on stop)
         self.name = name                    # for log lines, e.g. "broker 1"
@@ -112,7 +114,8 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         # Set by authentication (SASL, a TLS client certificate); the listener's name is its
         # server's. Both reach every handler through RequestContext.
         self.principal = ANONYMOUS
-        self.listener = "PLAINTEXT"
+        self.listener = listener
+        self.principal_of = principal_of    # a TLS listener's: the client certificate's principal
         # A request failed before suspending: the connection closes once the responses queued
         # ahead of it are written; the frames after it are never executed (a client that retries
         # them would otherwise apply them twice).
@@ -130,6 +133,11 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         self.local = transport.get_extra_info("sockname")
         self.tuning = SocketTuning(transport)
         self.connections[self] = None
+        if self.principal_of is not None:
+            try:
+                self.principal = self.principal_of(transport)
+            except ValueError as e:     # no ssl.principal.mapping.rules rule applies
+                self.close(f"failed authentication: {e}")
 
     def connection_lost(self, exc) -> None:
         self.closed = True
@@ -358,13 +366,18 @@ async def start_listener(handle: Handle, host: str, port: int, *, max_request_by
                          connections: dict, name: str = "server",
                          max_connections: int = INT32_MAX,
                          max_connections_per_ip: int = INT32_MAX,
-                         pool: RequestMemoryPool | None = None) -> Listener:
+                         pool: RequestMemoryPool | None = None, listener: str = "PLAINTEXT",
+                         ssl: Any = None, principal_of: Callable[[Any], Any] | None = None
+                         ) -> Listener:
     """An accept loop of our own (network/accept.py: max.connections, max.connections.per.ip
     and a back-off when accept fails), with asyncio.Server's close / wait_closed / sockets;
-    `pool`: queued.max.request.bytes (network/request_pool.py)."""
+    `pool`: queued.max.request.bytes (network/request_pool.py). `ssl`: an SSLContext
+    (network/tls.py) for SSL and SASL_SSL listeners; `principal_of` gives a connection's
+    principal from its transport once the handshake is done."""
     AcceptErrorLimiter.install(asyncio.get_running_loop())
     return await listen(
-        lambda: KafkaServerConnection(handle, max_request_bytes, connections, name, pool),
+        lambda: KafkaServerConnection(handle, max_request_bytes, connections, name, pool,
+                                      listener, principal_of),
         host, port,
         connections=connections, name=name, max_connections=max_connections,
-        max_connections_per_ip=max_connections_per_ip)
+        max_connections_per_ip=max_connections_per_ip, ssl=ssl)

@@ -27,6 +27,7 @@ __all__ = [
     "FenceBrokerRecord", "UnfenceBrokerRecord", "RemoveTopicRecord", "TopicPartitionCountRecord",
     "ProducerIdsRecord", "RemovePartitionRecord", "PartitionReassignmentRecord",
     "AccessControlEntryRecord", "RemoveAccessControlEntryRecord",
+    "UserScramCredentialRecord", "RemoveUserScramCredentialRecord",
     # coordinator
     "OffsetCommitKey", "OffsetCommitValue", "GroupMetadataKey", "GroupMetadataValue",
     "ConsumerGroupMetadataKey", "ConsumerGroupMetadataValue",
@@ -59,6 +60,8 @@ with loading():
     class PartitionReassignmentRecord(ApiData, load_json=_RECORDS): pass
     class AccessControlEntryRecord(ApiData, load_json=_RECORDS): pass
     class RemoveAccessControlEntryRecord(ApiData, load_json=_RECORDS): pass
+    class UserScramCredentialRecord(ApiData, load_json=_RECORDS): pass
+    class RemoveUserScramCredentialRecord(ApiData, load_json=_RECORDS): pass
 
     # --- coordinator ----------------------------------------------------------------------------------
     class OffsetCommitKey(ApiData, load_json=_RECORDS): pass

@@ -17,7 +17,10 @@ release's ApiVersions, 2.1 to 4.1), --minibroker-trace (the fixtures' clusters k
 trace; a failing test's report gets a "minibroker trace" section with the requests and responses
 seen while it ran, as a timeline — Playwright's trace-on-failure), --minibroker-strict (strict
 mode: a test during which a client broke a protocol rule fails, naming the rule; the list is
-`minibroker_cluster.violations`).
+`minibroker_cluster.violations`). Security (or any ClusterConfig setting): override the
+session fixture `minibroker_config` in your conftest.py, e.g. with
+`minibroker.testing.security_config("SASL_SSL", tls_dir=..., users=["alice:secret"])`
+(docs/security.md); `cluster.ca_file` is then the CA to trust.
 """
 from __future__ import annotations
 
@@ -65,7 +68,7 @@ _STRICT: list = []          # the fixtures' running ThreadedClusters in strict m
 _TRACE_START = pytest.StashKey[dict]()
 
 
-def _cluster(request):
+def _cluster(request, config: dict):
     from minibroker.testing.threaded import ThreadedCluster
     trace = None
     if request.config.getoption("--minibroker-trace"):
@@ -75,7 +78,7 @@ def _cluster(request):
     strict = request.config.getoption("--minibroker-strict")
     cluster = ThreadedCluster(brokers=request.config.getoption("--minibroker-brokers"),
                               kafka_version=request.config.getoption("--minibroker-kafka-version"),
-                              trace=trace, strict=strict, **FIXTURE_CONFIG)
+                              trace=trace, strict=strict, **{**FIXTURE_CONFIG, **config})
     if strict:
         _STRICT.append(cluster)
     return cluster
@@ -124,17 +127,23 @@ def pytest_runtest_makereport(item, call):
 
 
 @pytest.fixture(scope="session")
-def minibroker_cluster(request):
+def minibroker_config() -> dict:
+    """ClusterConfig settings of both cluster fixtures; override it for security settings."""
+    return {}
+
+
+@pytest.fixture(scope="session")
+def minibroker_cluster(request, minibroker_config):
     """A running cluster shared by the whole session (state carries over between tests)."""
-    with _cluster(request) as cluster:
+    with _cluster(request, minibroker_config) as cluster:
         yield cluster
     _forget_trace(cluster)
 
 
 @pytest.fixture
-def minibroker_fresh_cluster(request):
+def minibroker_fresh_cluster(request, minibroker_config):
     """A new running cluster for this test only, stopped after it."""
-    with _cluster(request) as cluster:
+    with _cluster(request, minibroker_config) as cluster:
         yield cluster
     _forget_trace(cluster)
 

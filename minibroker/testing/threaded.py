@@ -75,6 +75,15 @@ class ThreadedCluster:
         return self.cluster.bootstrap
 
     @property
+    def ca_file(self) -> str | None:
+        """The CA certificate clients trust (a TLS listener's; security_config's tls_dir/ca.pem)."""
+        return self.cluster.config.ssl_truststore_location or None
+
+    def bootstrap_for(self, listener: str) -> str:
+        """The brokers' addresses on one listener (Cluster.bootstrap_for)."""
+        return self.cluster.bootstrap_for(listener)
+
+    @property
     def controller_id(self) -> int:
         """The broker hosting the active controller (-1: none)."""
         return self.cluster.controller_node_id

@@ -7,6 +7,7 @@
 const {
   Kafka, CompressionTypes, CompressionCodecs, ConfigResourceTypes, Partitioners, logLevel, AssignerProtocol
 } = require('kafkajs')
+const fs = require('fs')
 const SnappyCodec = require('kafkajs-snappy')
 const lz4 = require('lz4js')
 const { ZstdCodec } = require('zstd-codec')
@@ -44,6 +45,9 @@ function client (cmd) {
   return new Kafka({
     clientId: 'conformance-kafkajs',
     brokers: cmd.bootstrap.split(','),
+    // Security (conformance/test_security.py): ssl {ca, cert, key} file paths, sasl as kafkajs takes it.
+    ...(cmd.ssl ? { ssl: Object.fromEntries(Object.entries(cmd.ssl).map(([k, path]) => [k, fs.readFileSync(path)])) } : {}),
+    ...(cmd.sasl ? { sasl: cmd.sasl } : {}),
     connectionTimeout: 5000,
     requestTimeout: 15000,
     retry: { retries: 8, initialRetryTime: 100, maxRetryTime: 1000 },

@@ -120,7 +120,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> RawRespo
 
     def key():
         return (version, wanted, auto, ops, cache.generation, cache.controller_id, cache.cluster_id,
-                cache.max_partition_epoch)
+                cache.max_partition_epoch, ctx.listener)     # each listener has its endpoints
     # Answers depend on the principal once ACLs are on: built each time then.
     shared = ctx.authorizer is None
     body = cache.responses.get(key()) if shared else None
@@ -177,12 +177,12 @@ def _metadata(ctx: RequestContext, req: MetadataRequest) -> tuple[bytes, list[st
             else:
                 code = UnknownTopicOrPartitionError.errno
             topics.append(_encode_entry(_error_entry(code, name), version))
-    return _splice(_skeleton(cache, cluster_ops), version, topics), to_create
+    return _splice(_skeleton(cache, cluster_ops, ctx.listener), version, topics), to_create
 
 
-def _skeleton(cache, cluster_ops):
-    brokers = [_Broker(node_id=b.node_id, host=b.host, port=b.port, rack=b.rack)
-               for b in cache.alive_brokers()]
+def _skeleton(cache, cluster_ops, listener: str):
+    brokers = [_Broker(node_id=b.node_id, host=host, port=port, rack=b.rack)
+               for b in cache.alive_brokers() for host, port in (b.address(listener),)]
     return MetadataResponse(
         throttle_time_ms=0, brokers=brokers, cluster_id=cache.cluster_id,
         controller_id=cache.controller_id, topics=[],
@@ -244,4 +244,4 @@ def _authorized_metadata(ctx: RequestContext, req: MetadataRequest, authz
     if 8 <= version <= 10 and req.include_cluster_authorized_operations:
         cluster_ops = authz.authorized_operations(who, host, RT.CLUSTER, CLUSTER_NAME) \
             if ctx.authorize(Op.DESCRIBE, RT.CLUSTER, CLUSTER_NAME) else frozenset()
-    return _splice(_skeleton(cache, cluster_ops), version, topics), to_create
+    return _splice(_skeleton(cache, cluster_ops, ctx.listener), version, topics), to_create

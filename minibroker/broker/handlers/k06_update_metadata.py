@@ -19,6 +19,7 @@ import asyncio
 
 from kafka.protocol.api_key import ApiKey
 
+from minibroker.security.credentials import SCRAM_MECHANISM_NAMES, ScramCredential
 from minibroker.broker.control_requests import check_control_request
 from minibroker.broker.context import RequestContext, Services
 from minibroker.broker.dispatch import handles
@@ -101,7 +102,8 @@ def _apply(services: Services, req: UpdateMetadataRequest, topics: list[TopicInf
     cache.controller_id = req.controller_id
     cache.controller_epoch = req.controller_epoch
     cache.max_partition_epoch = req.max_partition_epoch
-    cache.update_brokers([BrokerInfo(b.id, b.endpoints[0].host, b.endpoints[0].port, b.rack)
+    cache.update_brokers([BrokerInfo(b.id, b.endpoints[0].host, b.endpoints[0].port, b.rack,
+                                     tuple((e.listener, e.host, e.port) for e in b.endpoints))
                           for b in req.live_brokers])
     names = []
     for t in topics:
@@ -114,4 +116,9 @@ def _apply(services: Services, req: UpdateMetadataRequest, topics: list[TopicInf
     services.node.apply_dynamic_configs(req.broker_configs or ())
     if req.acls is not None and services.authorizer is not None:
         services.authorizer.set_acls(binding_of(e) for e in req.acls)
+    if req.scram_credentials is not None:
+        services.credentials.replace_scram({
+            (c.name, SCRAM_MECHANISM_NAMES[c.mechanism]): ScramCredential(
+                bytes(c.salt), bytes(c.stored_key), bytes(c.server_key), c.iterations)
+            for c in req.scram_credentials if c.mechanism in SCRAM_MECHANISM_NAMES})
     services.replica_manager.on_metadata_update(names)

@@ -34,8 +34,8 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[int, int, str
         return Errors.InvalidRequestError.errno, -1, "", -1
     if code:
         return code, -1, "", -1
-    b = ctx.metadata.brokers[node_id]
-    return 0, node_id, b.host, b.port
+    host, port = ctx.metadata.brokers[node_id].address(ctx.listener)
+    return 0, node_id, host, port
 
 
 @handles(ApiKey.FindCoordinator, FindCoordinatorRequest, versions=(0, 4))

@@ -60,8 +60,10 @@ BROKER_DOCS = {
 
 
 def _entry(name, value, source, read_only, config_type, synonyms, doc=None) -> _Entry:
-    return _Entry(name=name, value=value, read_only=read_only, config_source=source,
-                  is_default=source == DEFAULT_CONFIG, is_sensitive=False, synonyms=synonyms,
+    sensitive = name.endswith(".password")      # Kafka's PASSWORD configs: never described
+    return _Entry(name=name, value=None if sensitive else value, read_only=read_only,
+                  config_source=source, is_default=source == DEFAULT_CONFIG,
+                  is_sensitive=sensitive, synonyms=synonyms,
                   config_type=config_type, documentation=doc)
 
 
@@ -109,10 +111,10 @@ def broker_values(services: Services) -> dict[str, str | None]:
         if definition.synonyms:
             values[definition.synonyms[0]] = topic_defaults[name]
     values.update(services.config.describe())
-    listener = f"PLAINTEXT://{node.host}:{node.port}"
+    listeners, advertised_listeners = node.listener_configs()
     values.update({"broker.id": str(node.node_id), "node.id": str(node.node_id),
                    "broker.rack": node.rack, "process.roles": "broker",
-                   "listeners": listener, "advertised.listeners": listener,
+                   "listeners": listeners, "advertised.listeners": advertised_listeners,
                    "replica.selector.class":
                        "org.apache.kafka.common.replica.RackAwareReplicaSelector"})
     return values

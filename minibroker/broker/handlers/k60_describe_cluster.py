@@ -37,8 +37,8 @@ async def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterReque
             throttle_time_ms=0, error_code=code, error_message=message,
             endpoint_type=endpoint_type, cluster_id="", controller_id=-1, brokers=[],
             authorized_operations=acl_operations.OMITTED)
-    brokers = [_Broker(broker_id=b.node_id, host=b.host, port=b.port, rack=b.rack,
-                       is_fenced=False) for b in cache.alive_brokers()]
+    brokers = [_Broker(broker_id=b.node_id, host=host, port=port, rack=b.rack, is_fenced=False)
+               for b in cache.alive_brokers() for host, port in (b.address(ctx.listener),)]
     return DescribeClusterResponse(
         throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=BROKERS,
         cluster_id=cache.cluster_id or "", controller_id=cache.controller_id, brokers=brokers,

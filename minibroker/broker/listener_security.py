@@ -1,0 +1,57 @@
+"""What a listener's security protocol puts in front of dispatch: SASL authentication
+(network/sasl.py) on SASL_PLAINTEXT and SASL_SSL, a TLS context (network/tls.py) on SSL and
+SASL_SSL, and the client certificate's principal on SSL (on SASL_SSL the SASL identity wins, as
+Kafka's DefaultKafkaPrincipalBuilder has it)."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from minibroker.network.sasl import SaslGate, SaslSettings
+from minibroker.network.tls import PeerPrincipal, server_context
+from minibroker.security.credentials import CredentialStore, scram_credential
+from minibroker.security.listeners import Listener
+from minibroker.security.sasl import MECHANISMS
+
+
+def enabled_mechanisms(config: Any) -> tuple[str, ...]:
+    names = tuple(m.strip().upper() for m in config.sasl_enabled_mechanisms.split(",")
+                  if m.strip())
+    unknown = [m for m in names if m not in MECHANISMS]
+    if unknown:
+        raise ValueError(f"sasl.enabled.mechanisms: {unknown[0]} is not served (served: "
+                         f"{', '.join(MECHANISMS)})")
+    return names
+
+
+def listener_security(spec: Listener, handle: Callable, config: Any,
+                      credentials: CredentialStore, clock: Any
+                      ) -> tuple[Callable, Any, Callable | None]:
+    """(handle, ssl context or None, principal_of or None) for one listener."""
+    ctx = principal_of = None
+    if spec.tls:
+        ctx = server_context(config)
+        if not spec.sasl:
+            principal_of = PeerPrincipal(config.ssl_principal_mapping_rules)
+    if spec.sasl:
+        handle = SaslGate(handle, SaslSettings(
+            enabled_mechanisms(config), credentials, clock.now_ms,
+            config.connections_max_reauth_ms, config.connection_failed_authentication_delay_ms))
+    return handle, ctx, principal_of
+
+
+CONTROL_PLANE_USER = "minibroker-controller"
+
+
+def control_plane_handle(handle: Callable, config: Any, clock: Any, network: Any) -> Callable:
+    """The control-plane TCP listener's handle: with minibroker.control.plane.password set
+    (serve --processes), only the controller, authenticated with SASL/SCRAM-SHA-512, gets a
+    LeaderAndIsr, UpdateMetadata or StopReplica served; the in-memory path is unaffected."""
+    password = config.minibroker_control_plane_password
+    if not password:
+        return handle
+    network.control_plane_credentials = (CONTROL_PLANE_USER, password)
+    store = CredentialStore()
+    store.set_scram(CONTROL_PLANE_USER, "SCRAM-SHA-512",
+                    scram_credential("SCRAM-SHA-512", password))
+    return SaslGate(handle, SaslSettings(("SCRAM-SHA-512",), store, clock.now_ms,
+                                         failed_delay_ms=config.connection_failed_authentication_delay_ms))
