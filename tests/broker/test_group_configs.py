@@ -108,3 +108,32 @@ def test_the_authorizer_checks_the_group_as_kafka_does():
         assert e.value.args[0].name() == "GROUP_AUTHORIZATION_FAILED"
         incremental(admin, "open", set_it)
         assert described(admin, "open")["consumer.session.timeout.ms"][0] == "50000"
+
+
+def test_a_new_controller_and_a_snapshot_keep_them():
+    """Group configs are metadata records: a controller failover replays them, and the
+    snapshot text of an image carries them."""
+    from minibroker.config import ClusterConfig
+    from minibroker.controller import group_configs, snapshot
+    from minibroker.controller.delta import MetadataDelta
+    from minibroker.controller.image import MetadataImage
+
+    res = group_configs.alter_group_configs(MetadataImage(), ClusterConfig(), "g",
+                                            {"consumer.session.timeout.ms": "50000"})
+    delta = MetadataDelta(MetadataImage())
+    for offset, record in enumerate(res.records):
+        delta.replay(record, offset)
+    image = delta.apply()
+    assert dict(image.group_configs["g"]) == {"consumer.session.timeout.ms": "50000"}
+    again = snapshot.from_text(snapshot.to_text(image))
+    assert dict(again.group_configs["g"]) == {"consumer.session.timeout.ms": "50000"}
+
+
+def test_kept_across_a_controller_failover():
+    with ThreadedCluster(brokers=3) as c:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        incremental(admin, "kept", ("consumer.heartbeat.interval.ms", AlterConfigOpType.SET,
+                                    "6000"))
+        c.failover_controller()
+        assert described(admin, "kept")["consumer.heartbeat.interval.ms"] == (
+            "6000", ConfigSource.GROUP_CONFIG)
