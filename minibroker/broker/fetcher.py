@@ -52,6 +52,7 @@ log = logging.getLogger("minibroker.fetcher")
 FETCH_VERSION = 12
 REQUEST_TIMEOUT_S = 30
 _SESSION_ERRORS = (FetchSessionIdNotFoundError.errno, InvalidFetchSessionEpochError.errno)
+CONNECTING, WAITING = "connecting", "waiting"       # ReplicaFetcher.doing, described on demand
 
 
 class FollowerFetchSession:
@@ -107,6 +108,7 @@ class ReplicaFetcher:
         # The watchdog's view: when a fetch last completed, what the fetcher is doing now.
         self.last_fetch_completed = 0.0
         self.doing = "starting"
+        self._sent_at = 0.0
         self.restarts = 0
         self._watchdog: asyncio.Task | None = None
 
@@ -130,8 +132,8 @@ class ReplicaFetcher:
             if self._task is not None and not self._task.done() and \
                     now - self.last_fetch_completed < lag_s:
                 continue
-            why = self.doing if self._task is not None and not self._task.done() else \
-                f"its task ended ({self._ended_reason()})"
+            why = self._describe_doing(now) if self._task is not None and \
+                not self._task.done() else f"its task ended ({self._ended_reason()})"
             log.warning("broker %d: the replica fetcher for leader %d has not completed a fetch "
                         "for %.1f s (replica.lag.time.max.ms=%d): %s; restarting it",
                         self.node_id, self.leader_id, now - self.last_fetch_completed,
@@ -141,6 +143,13 @@ class ReplicaFetcher:
             self.session.reset()
             self._dirty = None
             self.start()
+
+    def _describe_doing(self, now: float) -> str:
+        if self.doing is CONNECTING:
+            return f"connecting to leader {self.leader_id}"
+        if self.doing is WAITING:
+            return f"waiting for a fetch response for {now - self._sent_at:.1f} s"
+        return self.doing
 
     def _ended_reason(self) -> str:
         task = self._task
@@ -195,7 +204,7 @@ class ReplicaFetcher:
                 await self._wake.wait()
                 continue
             try:
-                self.doing = f"connecting to leader {self.leader_id}"
+                self.doing = CONNECTING         # constants: no formatting per fetch
                 conn = await self._connect()
                 body, sent = self._build_request()
                 if body is None:         # every partition is throttled: wait for the quota
@@ -207,7 +216,7 @@ class ReplicaFetcher:
                 # and a follower's next fetch is what completes the leader's acks=all waiters); a
                 # timer closes a connection that does not answer, which fails the future.
                 fut = conn.send_encoded(FETCH, FETCH_VERSION, body, flexible=True, gathered=True)
-                self.doing = f"waiting for a fetch response since {loop.time():.1f}"
+                self.doing, self._sent_at = WAITING, loop.time()
                 timer = loop.call_later(REQUEST_TIMEOUT_S, conn.close, "request timed out")
                 try:
                     body = await fut

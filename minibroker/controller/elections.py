@@ -28,7 +28,7 @@ from kafka.errors import (ElectionNotNeededError, EligibleLeadersNotAvailableErr
 
 from minibroker.controller import records
 from minibroker.controller.image import MetadataImage
-from minibroker.controller.result import Result
+from minibroker.controller.result import ControllerHalted, ControllerMoved, Result
 
 log = logging.getLogger("minibroker.controller")
 
@@ -117,7 +117,9 @@ async def rebalance_loop(ctl, interval_s: float, per_broker_percentage: int) -> 
         await ctl.clock.sleep(interval_s)
         try:
             moved = await ctl.rebalance_leaders(per_broker_percentage)
-        except Exception:  # noqa: BLE001 — a failover meanwhile; the next round tries again
+        except (ControllerMoved, ControllerHalted):
+            return                      # no longer the active controller: the next one runs it
+        except Exception:  # noqa: BLE001 — logged; the next round tries again
             log.exception("controller: preferred leader rebalancing failed")
             continue
         if moved:

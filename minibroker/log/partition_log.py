@@ -663,7 +663,9 @@ class PartitionLog:
         stored = self._stored
         i = max(bisect_right(self._bases, self._spilled_end, self._head) - 1, self._head)
         picked = []
-        excess = self.held_bytes - share
+        # At least spill.min_bytes a file (or all there is): each file is a mapping, and a
+        # process has a bounded number of them (vm.max_map_count).
+        excess = max(self.held_bytes - share, spill.min_bytes)
         while i < len(stored) and excess > 0:
             batch = stored[i]
             i += 1
@@ -672,8 +674,13 @@ class PartitionLog:
                 excess -= batch.held - BATCH_OVERHEAD
         if not picked:
             return 0
+        try:
+            views = spill.write(self.topic, self.partition, picked)
+        except OSError as e:            # disk full, no mapping left: kept in memory, not lost
+            spill.failed(self.topic, self.partition, e)
+            return 0
         freed = 0
-        for batch, view in zip(picked, spill.write(self.topic, self.partition, picked)):
+        for batch, view in zip(picked, views):
             freed += batch.held - BATCH_OVERHEAD
             batch.data = batch.view = view
             batch.held = BATCH_OVERHEAD

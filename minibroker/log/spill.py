@@ -23,6 +23,9 @@ from typing import Any, Sequence
 
 log = logging.getLogger("minibroker.log")
 
+REPORT_EVERY = 1000                     # failed spills per ERROR line
+MIN_FILE_BYTES = 4 << 20
+
 
 def _unlink(path: str) -> None:
     try:
@@ -37,6 +40,10 @@ class SpillDir:
         self.path: str | None = None
         self.files = 0                  # spill files written, in all
         self.bytes = 0                  # bytes written to them, in all
+        self.failures = 0               # spills that could not be written (OSError)
+        # The least a spill file holds (unless its log has less): each file is a mapping, and
+        # a process has a bounded number of them (vm.max_map_count, 65530 by default).
+        self.min_bytes = MIN_FILE_BYTES
         self._finalizer: weakref.finalize | None = None
 
     def _directory(self) -> str:
@@ -72,6 +79,15 @@ class SpillDir:
         self.files += 1
         self.bytes += pos
         return views
+
+    def failed(self, topic: str, partition: int, e: OSError) -> None:
+        """A spill that could not be written: the batches stay in memory (nothing is dropped),
+        one ERROR line per REPORT_EVERY failures."""
+        self.failures += 1
+        if self.failures % REPORT_EVERY == 1:
+            log.error("cannot spill %s-%d past log.memory.max.bytes to %s: %r (%d failures so "
+                      "far); its batches stay in memory", topic, partition, self.path, e,
+                      self.failures)
 
     def close(self) -> None:
         """Remove the directory and what is in it (mappings still open keep their pages: the

@@ -18,6 +18,7 @@ SIZE = len(client_batch([b"x" * 1000])) + BATCH_OVERHEAD     # what one stored b
 
 
 def _logs(memory: LogMemory, n: int) -> list[PartitionLog]:
+    memory.spill.min_bytes = 0          # exact shares here (test_a_spill_file_holds_at_least...)
     return [PartitionLog("t", i, LogConfig(retention_ms=-1), FixedClock(), memory=memory)
             for i in range(n)]
 
@@ -145,4 +146,29 @@ def test_accounting_after_spilling_follows_truncation_retention_and_removal():
     a.delete()
     b.delete()
     assert memory.used == 0
+    memory.close()
+
+
+def test_a_spill_file_holds_at_least_min_bytes_or_all_the_log_has():
+    """Each file is a mapping and mappings are bounded (vm.max_map_count): a log just over its
+    share spills a few MiB at once, not a batch a file."""
+    memory = LogMemory(8 * SIZE)
+    (a,) = _logs(memory, 1)
+    memory.spill.min_bytes = 6 * (SIZE - BATCH_OVERHEAD)
+    _fill(a, 10)
+    memory.maybe_evict()
+    [path] = _spill_files(memory)
+    assert os.path.getsize(path) >= 6 * (SIZE - BATCH_OVERHEAD) - 100
+    memory.close()
+
+
+def test_a_spill_that_cannot_be_written_keeps_the_batches_in_memory(caplog, tmp_path):
+    memory = LogMemory(2 * SIZE)
+    (a,) = _logs(memory, 1)
+    memory.spill.parent = str(tmp_path / "gone")       # no such directory: mkdtemp fails
+    values = _fill(a, 6)
+    memory.maybe_evict()
+    assert len(_read_all(a)) == len(values) and a.log_start_offset == 0
+    assert memory.used == a.held_bytes > memory.max_bytes
+    assert any("cannot spill t-0" in r.getMessage() for r in caplog.records)
     memory.close()

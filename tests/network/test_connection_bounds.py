@@ -179,3 +179,46 @@ async def test_200_clients_sending_half_of_a_10mb_request_hold_at_most_the_reque
             await asyncio.sleep(0.05)
         assert b.request_pool.reserved == 0
         assert await _answers(b.host, b.port)
+
+
+@pytest.mark.real_time
+@pytest.mark.timeout(120)
+async def test_half_sent_requests_are_closed_after_connections_max_idle_ms_and_free_the_pool(
+        caplog):
+    """A connection that sent half a request and then nothing, whether it holds pool room or
+    waits for it, is idle: closed after connections.max.idle.ms, its reservation given back."""
+    async with Cluster(brokers=1, queued_max_request_bytes=FRAME,
+                       socket_request_max_bytes=FRAME + 100, connections_max_idle_ms=1000) as c:
+        b = c.brokers[1]
+        half = memoryview(struct.pack(">i", FRAME) + bytes(FRAME // 2))
+        socks = []
+        for _ in range(20):
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect((b.host, b.port))
+            except BlockingIOError:
+                pass
+            socks.append(s)
+        await asyncio.sleep(0.2)
+        for s in socks:
+            try:
+                s.send(half[:1 << 20])
+            except (BlockingIOError, InterruptedError):
+                pass
+        await asyncio.sleep(0.3)
+        assert b.request_pool.reserved > 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10
+        while loop.time() < deadline and (
+                b.request_pool.reserved or any(x.local[1] == b.port for x in b.connections
+                                               if x.local is not None)):
+            await asyncio.sleep(0.1)
+        assert b.request_pool.reserved == 0
+        assert not [x for x in b.connections if x.local is not None and x.local[1] == b.port]
+        closed = [r.getMessage() for r in caplog.records
+                  if "connections.max.idle.ms=1000" in r.getMessage()]
+        ports = {s.getsockname()[1] for s in socks}
+        assert sum(any(f", {p})" in m for p in ports) for m in closed) == 20, closed
+        for s in socks:
+            s.close()

@@ -287,11 +287,22 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
             if pending:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 0.5)
-        if pending or not self.is_active(shard) or shard.txns.get(txn.transactional_id) is not txn:
-            return                                  # the next coordinator resumes it
-        await self._write(shard, txn.transactional_id, txn.record(
-            state=COMPLETE_COMMIT if commit else COMPLETE_ABORT, partitions=(),
-            last_update_ms=self.clock.now_ms()))
+        # The Complete* record is retried until it is written, as Kafka's
+        # TransactionMarkerChannelManager retries its append: a write that timed out
+        # (COORDINATOR_NOT_AVAILABLE: the high watermark was slow, under load or while an ISR
+        # settles) left the id in Prepare*, answering CONCURRENT_TRANSACTIONS until the next
+        # coordinator took over (issue 42: ~30 s in the exactly-once conformance test).
+        while not pending and self.is_active(shard) and \
+                shard.txns.get(txn.transactional_id) is txn and txn.preparing:
+            code = await self._write(shard, txn.transactional_id, txn.record(
+                state=COMPLETE_COMMIT if commit else COMPLETE_ABORT, partitions=(),
+                last_update_ms=self.clock.now_ms()))
+            if code != Errors.CoordinatorNotAvailableError.errno:
+                return                      # written, or not the coordinator any more
+            log.info("broker %d: completing the transaction of %r: the write timed out; "
+                     "retrying", self.node_id, txn.transactional_id)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 0.5)
 
     async def _send(self, leader: int, producer_id: int, epoch: int, commit: bool,
                     coordinator_epoch: int, tps: list[tuple[str, int]]) -> dict:
