@@ -31,9 +31,9 @@ from minibroker.controller.controller import Controller
 from minibroker.controller.metadata_log import MetadataLog
 from minibroker.controller.quorum import MetadataQuorum
 from minibroker.controller.result import ControllerHalted, ControllerMoved
-from minibroker.fault_admin import FaultAdmin
+from minibroker.broker.fault_admin import FaultAdmin
 from minibroker.ids import IdSource, random_cluster_id
-from minibroker.sessions import BrokerSessions
+from minibroker.controller.sessions import BrokerSessions
 
 log = logging.getLogger("minibroker.cluster")
 
@@ -183,7 +183,7 @@ class Cluster:
             base = self.config.wall_clock_base_ms
             clock = Clock(base if base is not None else SEEDED_WALL_BASE_MS if seeded else None)
         self.clock = clock
-        self.ids = IdSource(seed)
+        self.ids = IdSource(seed, random_ids=not seeded)
         seeded_id = self.ids.cluster_id()   # drawn either way: the ids after it are the seed's
         self.cluster_id = self.config.cluster_id or (seeded_id if seeded else random_cluster_id())
         self.faults = Faults()
@@ -195,7 +195,7 @@ class Cluster:
             self.cluster_id = stored_cluster_id(self.config.data_dir, self.config.brokers,
                                                 self.cluster_id)
             if salt:
-                self.ids = IdSource(seed + salt)
+                self.ids = IdSource(seed + salt, random_ids=not seeded)
         # Every broker registered in a log read from disk belongs to a process that is gone: the
         # first controller fences them all (their registrations name old ports) until each
         # registers again, as KRaft brokers stay fenced until their first heartbeat.
@@ -211,9 +211,10 @@ class Cluster:
         self.brokers: dict[int, Broker] = {}
         for i in range(1, self.config.brokers + 1):
             port = self.config.port + i - 1 if self.config.port else 0
-            self.brokers[i] = Broker(i, self.config, self.clock, IdSource(seed * 1000 + i + salt),
-                                     ControllerChannel(self, i), self.faults, port=port,
-                                     rack=self.config.rack_of(i), credentials=self.credentials)
+            ids = IdSource(seed * 1000 + i + salt, random_ids=not seeded)
+            self.brokers[i] = Broker(i, self.config, self.clock, ids, ControllerChannel(self, i),
+                                     self.faults, port=port, rack=self.config.rack_of(i),
+                                     credentials=self.credentials)
         # serve --trace / --strict: one observer of every broker's client exchanges.
         self.strict = Strict(self.config) if self.config.strict else None
         self.tracer = trace.attach(self.brokers.values(), self.config, self.strict)

@@ -7,17 +7,23 @@ import uuid
 
 
 class IdSource:
-    def __init__(self, seed: int = 0) -> None:
+    """`random_ids`: an unseeded cluster's source: uuids (topic ids, member ids, the cluster id)
+    come from the OS, so no two clusters share them (a client's topic-recreation bug then
+    shows), while the rng's other draws (replica placement) still follow `seed`."""
+
+    def __init__(self, seed: int = 0, random_ids: bool = False) -> None:
         self.seed = seed
         self._rng = random.Random(seed)
         self._next_producer_id = 1000
+        self.random_ids = random_ids
 
     @property
     def rng(self) -> random.Random:
         return self._rng
 
     def uuid(self) -> uuid.UUID:
-        return uuid.UUID(int=self._rng.getrandbits(128), version=4)
+        drawn = self._rng.getrandbits(128)      # drawn either way: the rng's later draws agree
+        return uuid.uuid4() if self.random_ids else uuid.UUID(int=drawn, version=4)
 
     def topic_id(self) -> uuid.UUID:
         return self.uuid()

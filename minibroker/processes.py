@@ -29,22 +29,22 @@ import subprocess
 import sys
 from typing import Any
 
-from minibroker.security.credentials import store_for_users
 from minibroker.broker.broker import Broker
+from minibroker.broker.context import ControllerChannel, ItemResult
 from minibroker.broker.faults import Faults
 from minibroker.clock import SEEDED_WALL_BASE_MS, Clock
 from minibroker.ids import IdSource
 from minibroker.log.memory import keep_freed_batches_for_reuse
+from minibroker.security.acl import AclBinding, AclBindingFilter
+from minibroker.security.credentials import store_for_users
 
 log = logging.getLogger("minibroker.processes")
 
 _LEN = struct.Struct(">I")
-# What a broker may ask of the controller: ControllerChannel's methods, and its own registration.
-CALLS = ("auto_create_topics", "alter_partition", "allocate_producer_ids", "create_topics",
-         "delete_topics", "create_partitions", "alter_topic_configs", "alter_broker_configs",
-         "alter_group_configs", "describe_group_configs",
-         "assign_partitions", "alter_partition_reassignments", "list_partition_reassignments",
-         "partition_assignment_status", "alter_user_scram_credentials")
+# What a broker may ask of the controller: ControllerChannel's methods (the parent answers these
+# and the broker's own registration, nothing else).
+CALLS = frozenset(name for name, member in vars(ControllerChannel).items()
+                  if not name.startswith("_") and callable(member))
 
 
 def _frame(obj: Any) -> bytes:
@@ -92,16 +92,66 @@ class RemoteControllerChannel:
         self._writer.write(_frame((self._next, method, args, kw)))
         return await fut
 
-    def auto_create_topics(self, names: list[str]) -> asyncio.Task:
+    def auto_create_topics(self, names: list[str]) -> asyncio.Task[None]:
         return asyncio.get_running_loop().create_task(self.call("auto_create_topics", names))
 
-    def __getattr__(self, name: str):
-        if name not in CALLS:
-            raise AttributeError(name)
+    # ControllerChannel's methods, each the parent's cluster.ControllerChannel method of the name.
+    async def alter_partition(self, broker_id: int, topic: str, partition: int,
+                              leader_epoch: int, partition_epoch: int, new_isr: tuple[int, ...]
+                              ) -> int:
+        return await self.call("alter_partition", broker_id, topic, partition, leader_epoch,
+                               partition_epoch, new_isr)
 
-        async def call(*args: Any, **kw: Any) -> Any:
-            return await self.call(name, *args, **kw)
-        return call
+    async def allocate_producer_ids(self, count: int = 1000) -> tuple[int, int]:
+        return await self.call("allocate_producer_ids", count)
+
+    async def create_topics(self, specs: list[Any], validate_only: bool) -> list[ItemResult]:
+        return await self.call("create_topics", specs, validate_only)
+
+    async def delete_topics(self, names: list[str]) -> list[ItemResult]:
+        return await self.call("delete_topics", names)
+
+    async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
+                                validate_only: bool) -> ItemResult:
+        return await self.call("create_partitions", name, count, assignments, validate_only)
+
+    async def alter_topic_configs(self, name: str, changes: dict[str, str | None], replace: bool,
+                                  validate_only: bool) -> tuple[int, str | None]:
+        return await self.call("alter_topic_configs", name, changes, replace, validate_only)
+
+    async def alter_broker_configs(self, resource_name: str, changes: dict[str, str | None],
+                                   validate_only: bool, replace: bool = False
+                                   ) -> tuple[int, str | None]:
+        return await self.call("alter_broker_configs", resource_name, changes, validate_only,
+                               replace)
+
+    async def alter_user_scram_credentials(self, deletions: list[tuple[str, int]],
+                                           upsertions: list[Any]) -> list[Any]:
+        return await self.call("alter_user_scram_credentials", deletions, upsertions)
+
+    async def create_acls(self, bindings: list[AclBinding]) -> list[tuple[int, str | None]]:
+        return await self.call("create_acls", bindings)
+
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[Any]:
+        return await self.call("delete_acls", filters)
+
+    async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None
+                            ) -> Any:
+        return await self.call("elect_leaders", election_type, partitions)
+
+    async def assign_partitions(self, assignments: list[tuple[str, int, list[int]]]) -> Any:
+        return await self.call("assign_partitions", assignments)
+
+    async def alter_partition_reassignments(self, items: list[Any], allow_rf_change: bool
+                                            ) -> list[Any]:
+        return await self.call("alter_partition_reassignments", items, allow_rf_change)
+
+    async def list_partition_reassignments(self, wanted: dict[str, list[int]] | None
+                                           ) -> list[Any]:
+        return await self.call("list_partition_reassignments", wanted)
+
+    async def partition_assignment_status(self, request_id: int) -> Any:
+        return await self.call("partition_assignment_status", request_id)
 
 
 async def child_main(fd: int, node_id: int) -> None:
@@ -114,8 +164,9 @@ async def child_main(fd: int, node_id: int) -> None:
     clock = Clock(config.wall_clock_base_ms if config.wall_clock_base_ms is not None
                   else SEEDED_WALL_BASE_MS if seeded else None)
     port = config.port + node_id - 1 if config.port else 0
-    broker = Broker(node_id, config, clock, IdSource((config.seed or 0) * 1000 + node_id),
-                    channel, Faults(), port=port, rack=config.rack_of(node_id),
+    ids = IdSource((config.seed or 0) * 1000 + node_id, random_ids=config.seed is None)
+    broker = Broker(node_id, config, clock, ids, channel, Faults(), port=port,
+                    rack=config.rack_of(node_id),
                     credentials=store_for_users(config.users, IdSource(node_id + 7919).rng))
     broker.metadata.cluster_id = cluster_id
     broker.control_plane_sockets = True     # the controller is in another process

@@ -30,3 +30,19 @@ def cli(bootstrap: str, tool: str, *args: str) -> subprocess.CompletedProcess:
     """`python -m minibroker TOOL --bootstrap-server BOOTSTRAP ARGS...`, output captured."""
     return subprocess.run([sys.executable, "-m", "minibroker", tool, "--bootstrap-server",
                            bootstrap, *args], capture_output=True, text=True, timeout=60)
+
+
+def run_main(capsys, *argv: str) -> tuple[int, str, str]:
+    """`minibroker ARGV...` in this process: (exit code, stdout, stderr). A SystemExit carrying a
+    message (the one-line error) counts as exit code 1 with the message on stderr, as the shell
+    sees it."""
+    from minibroker.cli import main
+    code = 0
+    try:
+        main(list(argv))
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+    out, err = capsys.readouterr()
+    return code, out, err

@@ -39,6 +39,8 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli", "minibroker.cli.kafka_home"),
     ("minibroker.cli", "minibroker.cli.offsets_tools"),
     ("minibroker.cli", "minibroker.cli.leader_election"),
+    ("minibroker.cli", "minibroker.cli.console_tools"),
+    ("minibroker.cli", "minibroker.cli.log_dirs"),
     ("minibroker.cli", "minibroker.cli.trace"),
     # The `console` extra: loaded only by `minibroker console` and `serve --console-port`.
     ("minibroker.cli.console", "minibroker.console.server"),
@@ -187,11 +189,10 @@ LAYERS: list[set[str]] = [
     {"metadata"},                   # what a broker knows of the cluster (UpdateMetadata's cache)
     {"coordinator", "controller"},  # groups/offsets/transactions; the metadata image and its log
     {"broker"},                     # dispatch, handlers, the replica manager
-    {"fault_admin", "sessions"},    # FaultControl's runner; the controller's session timeouts
     {"cluster", "processes"},       # brokers + controller in one process, or one per process
     {"metrics"},
     {"client"},                     # the reference client (its streams example runs a Cluster)
-    {"testing", "spark", "console", "reassign_throttle"},
+    {"testing", "spark", "console"},
     {"cli"},
     {"__main__", "minibroker"},     # `python -m minibroker`; the public surface
 ]
@@ -314,6 +315,36 @@ def test_no_coordinator_module_imports_the_broker():
     graph = _graph()
     assert {(m, t) for m in MODULES if m.startswith("minibroker.coordinator")
             for t in graph[m] if t.startswith("minibroker.broker")} == set()
+
+
+def _record_constructions(module: str) -> list[str]:
+    """Record classes of minibroker.protocol.records that `module` instantiates."""
+    tree = ast.parse(MODULES[module].read_text())
+    aliases, names = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "minibroker.protocol":
+            aliases |= {a.asname or a.name for a in node.names if a.name == "records"}
+        elif isinstance(node, ast.ImportFrom) and node.module == "minibroker.protocol.records":
+            names |= {a.asname or a.name for a in node.names if a.name.endswith("Record")}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) \
+                    and f.value.id in aliases and f.attr.endswith("Record"):
+                found.append(f.attr)
+            elif isinstance(f, ast.Name) and f.id in names:
+                found.append(f.id)
+    return found
+
+
+def test_metadata_records_are_built_in_one_place():
+    """controller/records.py builds every metadata record (the coordinators' records have their
+    own *_records.py modules)."""
+    assert _record_constructions("minibroker.controller.records")
+    assert {m: _record_constructions(m) for m in MODULES
+            if m != "minibroker.controller.records" and not m.endswith("_records")
+            and _record_constructions(m)} == {}
 
 
 def test_handlers_are_all_listed_in_key_order():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from minibroker.cli import main
+from serve_helpers import run_main
 from minibroker.testing import ThreadedCluster
 
 pytestmark = [pytest.mark.real_time, pytest.mark.timeout(180)]
@@ -29,15 +29,7 @@ def cluster():
 
 
 def run(capsys, cluster, *argv: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(["consumer-groups", "--bootstrap-server", cluster.bootstrap, *argv])
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-        if isinstance(e.code, str):
-            print(e.code, file=__import__("sys").stderr)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_main(capsys, "consumer-groups", "--bootstrap-server", cluster.bootstrap, *argv)
 
 
 def plan(out: str) -> dict[tuple[str, str, str], str]:

@@ -7,7 +7,7 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from minibroker.cli import main
+from serve_helpers import run_main
 from minibroker.testing import ThreadedCluster
 
 pytestmark = [pytest.mark.real_time, pytest.mark.timeout(180)]
@@ -26,15 +26,7 @@ def cluster():
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = 0
-    try:
-        main(list(argv))
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-        if isinstance(e.code, str):
-            print(e.code, file=__import__("sys").stderr)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_main(capsys, *argv)
 
 
 def test_get_offsets(cluster, capsys):
@@ -82,3 +74,18 @@ def test_preferred_leader_election(cluster, capsys):
     code, _, err = run(capsys, "leader-election", "--bootstrap-server", cluster.bootstrap,
                        "--election-type", "preferred")
     assert code == 1 and "One and only one of the following options is required" in err
+
+
+def test_log_dirs(cluster, capsys):
+    import json
+    code, out, _ = run(capsys, "log-dirs", "--bootstrap-server", cluster.bootstrap,
+                       "--describe", "--topic-list", "ledger", "--broker-list", "1,2")
+    lines = out.splitlines()
+    assert lines[:2] == ["Querying brokers for log directories information",
+                         "Received log directory information from brokers 1,2"]
+    doc = json.loads(lines[2])
+    assert doc["version"] == 1 and [b["broker"] for b in doc["brokers"]] == [1, 2]
+    parts = {p["partition"]: p for b in doc["brokers"] for d in b["logDirs"]
+             for p in d["partitions"]}
+    assert set(parts) == {"ledger-0", "ledger-1"} and parts["ledger-0"]["size"] > 0
+    assert set(parts["ledger-0"]) == {"partition", "size", "offsetLag", "isFuture"}

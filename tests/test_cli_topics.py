@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.cli import main
+from serve_helpers import run_main
 from minibroker.testing import ThreadedCluster
 
 pytestmark = [pytest.mark.real_time, pytest.mark.timeout(120)]
@@ -18,15 +18,7 @@ def cluster():
 
 def run(capsys, cluster, *args: str) -> tuple[int, str, str]:
     """`minibroker topics --bootstrap-server ... ARGS`: (exit code, stdout, stderr)."""
-    code = 0
-    try:
-        main(["topics", "--bootstrap-server", cluster.bootstrap, *args])
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-        if isinstance(e.code, str):
-            print(e.code, file=__import__("sys").stderr)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_main(capsys, "topics", "--bootstrap-server", cluster.bootstrap, *args)
 
 
 def counts(out: str) -> dict[str, str]:

@@ -54,3 +54,16 @@ def test_the_clock_and_its_base_can_be_given():
     c = Cluster(brokers=2, clock=clock)
     assert c.clock is clock and all(b.clock is clock for b in c.brokers.values())
     assert Cluster(brokers=1, cluster_id="fixed").cluster_id == "fixed"
+
+
+async def _first_topic_id(**kw) -> object:
+    async with Cluster(brokers=1, **kw) as c:
+        await c.create_topic("t", 1, 1)
+        return next(iter((await c.active_controller()).image.topics.values())).topic_id
+
+
+async def test_unseeded_clusters_draw_different_topic_ids():
+    """Topic ids repeat only under a seed: two unseeded clusters name their first topic apart,
+    so a client that confuses a recreated topic with the old one is caught."""
+    assert await _first_topic_id() != await _first_topic_id()
+    assert await _first_topic_id(seed=5) == await _first_topic_id(seed=5)

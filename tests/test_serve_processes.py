@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -168,6 +168,24 @@ def test_no_restart_leaves_a_dead_broker_process_down():
         admin = AdminClient({"bootstrap.servers": bootstrap})
         brokers = admin.list_topics(timeout=10).brokers
         assert sorted(brokers) == [1, 2]
+    finally:
+        _stop(serve)
+    assert serve.returncode == 0
+
+
+def test_every_controller_call_reaches_the_controller_from_a_broker_process():
+    """ElectLeaders was missing from the inter-process channel's calls (a broker process answered
+    it with an AttributeError); the channel now has ControllerChannel's every method."""
+    serve, bootstrap = _serve()
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        topic = NewTopic("elect", 1, replica_assignment=[[2, 1, 3]])
+        admin.create_topics([topic])["elect"].result(30)
+        _wait_isr(admin, "elect", {1, 2, 3})
+        tp = TopicPartition("elect", 0)
+        result = admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)
+        # Broker 2 leads already: Kafka answers ELECTION_NOT_NEEDED for the partition.
+        assert result[tp].code() == KafkaError.ELECTION_NOT_NEEDED
     finally:
         _stop(serve)
     assert serve.returncode == 0

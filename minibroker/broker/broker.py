@@ -37,7 +37,7 @@ from minibroker.log.config import broker_defaults
 from minibroker.network.accept import Listener
 from minibroker.network.request_pool import RequestMemoryPool
 from minibroker.network.tcp import close_idle_connections, start_listener
-from minibroker.security.authorizer import authorizer_from_config
+from minibroker.security.authorizer import StandardAuthorizer, authorizer_from_config
 from minibroker.security.principal import ANONYMOUS
 from minibroker.security.credentials import CredentialStore
 from minibroker.security.listeners import (
@@ -46,6 +46,16 @@ from minibroker.broker.listener_security import (CONTROL_PLANE_USER, control_pla
                                                  listener_security)
 
 log = logging.getLogger("minibroker.broker")
+
+
+def _authorizer(config: ClusterConfig) -> StandardAuthorizer | None:
+    """authorizer.class.name's authorizer, or None; the controller of serve --processes (its
+    control-plane user) is a super user."""
+    super_users = config.super_users
+    if config.minibroker_control_plane_password:
+        super_users = ";".join(filter(None, (super_users, f"User:{CONTROL_PLANE_USER}")))
+    return authorizer_from_config(config.authorizer_class_name, super_users,
+                                  config.allow_everyone_if_no_acl_found)
 
 
 class Broker:
@@ -73,11 +83,7 @@ class Broker:
         self.throttle = ReplicationThrottle(node_id, clock.monotonic)
         # KIP-11: None (everything allowed) unless authorizer.class.name is set; its ACLs are
         # what the controller's last UpdateMetadata carried.
-        super_users = config.super_users
-        if config.minibroker_control_plane_password:   # the controller of serve --processes
-            super_users = ";".join(filter(None, (super_users, f"User:{CONTROL_PLANE_USER}")))
-        self.authorizer = authorizer_from_config(config.authorizer_class_name, super_users,
-                                                 config.allow_everyone_if_no_acl_found)
+        self.authorizer = _authorizer(config)
         # Topic configs not set on a topic default to the broker's log.* configs (Kafka's synonyms).
         self.log_defaults = broker_defaults(config.describe())
         self.fetch_sessions = FetchSessionCache(config.max_incremental_fetch_session_cache_slots,
@@ -89,17 +95,9 @@ class Broker:
                                               controller_channel, self.log_defaults,
                                               stats=self.stats, throttle=self.throttle,
                                               network=faults.network, data_dir=self.data_dir)
-        self.groups = GroupCoordinatorRuntime(
-            node_id, config, clock, ids, self.metadata,
-            ReplicaManagerPartitionWriter(self.replica_manager, OFFSETS_TOPIC),
-            lambda specs: self.controller.create_topics(specs, validate_only=False))
         # Transactions (KIP-98): markers and KIP-890 verification go to other brokers over the wire.
         self.txn_channel = TxnChannel(node_id, self.metadata, faults.network)
-        self.txn = TransactionCoordinator(
-            node_id, config, clock, self.metadata,
-            ReplicaManagerPartitionWriter(self.replica_manager, TRANSACTION_STATE_TOPIC),
-            lambda specs: self.controller.create_topics(specs, validate_only=False),
-            self.next_producer_id, self.txn_channel.send_markers)
+        self.groups, self.txn = self._coordinators()
         self.connections: dict = {}         # an ordered set: closed in the order they came
         # The APIs this broker serves and advertises: every registered one, or those of the Kafka
         # release it emulates (serve --kafka-version), narrowed to that release's versions.
@@ -109,17 +107,7 @@ class Broker:
         self.consumer_group_protocol = releases.consumer_group_protocol(config.kafka_version)
         # Its own copy: SCRAM credentials then follow what UpdateMetadata told this broker.
         self.credentials = credentials.copy() if credentials is not None else CredentialStore()
-        # What handlers may use, each service behind its Protocol: built once, shared by requests.
-        self.services = Services(
-            node=self, node_id=node_id, config=config, clock=clock, metadata=self.metadata,
-            replica_manager=self.replica_manager, groups=self.groups, txn=self.txn,
-            txn_verifier=self.txn_channel, controller=controller_channel,
-            quota=self.controller_mutation_quota, faults=faults, stats=self.stats,
-            fetch_sessions=self.fetch_sessions, log_defaults=self.log_defaults,
-            pending_metadata=self.pending_metadata, handlers=self.handlers,
-            consumer_group_protocol=self.consumer_group_protocol, authorizer=self.authorizer,
-            transaction_verification=releases.transaction_verification(config.kafka_version),
-            credentials=self.credentials)
+        self.services = self._services()
         # What a listener calls per request frame: network/ knows no broker, only this.
         self.handle = handler_for(self.services)
         # The control-plane listener (KIP-291's control.plane.listener.name): the controller's
@@ -148,6 +136,34 @@ class Broker:
         # Bumped on each start, sent in registration so the controller can fence stale ones.
         self.broker_epoch = -1
         self._producer_ids: list[int] = []
+
+    def _coordinators(self) -> tuple[GroupCoordinatorRuntime, TransactionCoordinator]:
+        """The group and transaction coordinators, each writing its internal topic through the
+        replica manager and creating it through the controller on first use."""
+        def create_topics(specs: list[Any]) -> Any:
+            return self.controller.create_topics(specs, validate_only=False)
+        groups = GroupCoordinatorRuntime(
+            self.node_id, self.config, self.clock, self.ids, self.metadata,
+            ReplicaManagerPartitionWriter(self.replica_manager, OFFSETS_TOPIC), create_topics)
+        txn = TransactionCoordinator(
+            self.node_id, self.config, self.clock, self.metadata,
+            ReplicaManagerPartitionWriter(self.replica_manager, TRANSACTION_STATE_TOPIC),
+            create_topics, self.next_producer_id, self.txn_channel.send_markers)
+        return groups, txn
+
+    def _services(self) -> Services:
+        """What handlers may use, each service behind its Protocol: built once, shared by every
+        request (broker/context.py)."""
+        return Services(
+            node=self, node_id=self.node_id, config=self.config, clock=self.clock,
+            metadata=self.metadata, replica_manager=self.replica_manager, groups=self.groups,
+            txn=self.txn, txn_verifier=self.txn_channel, controller=self.controller,
+            quota=self.controller_mutation_quota, faults=self.faults, stats=self.stats,
+            fetch_sessions=self.fetch_sessions, log_defaults=self.log_defaults,
+            pending_metadata=self.pending_metadata, handlers=self.handlers,
+            consumer_group_protocol=self.consumer_group_protocol, authorizer=self.authorizer,
+            transaction_verification=releases.transaction_verification(self.config.kafka_version),
+            credentials=self.credentials)
 
     async def start(self, listen: bool = True) -> None:
         """listen=False: no socket; requests come through network/memory.py's connect(self.handle)."""

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from minibroker.protocol.framing import RequestHeader
     from minibroker.protocol.fast import ProduceTopic
     from minibroker.protocol.produce_response import PartitionResult
-    from minibroker.security.acl import AclBinding, AclBindingFilter
+    from minibroker.security.acl import AclBinding, AclBindingFilter, AclOperation, ResourceType
     from minibroker.security.authorizer import StandardAuthorizer
 
 
@@ -169,13 +169,14 @@ class ControllerChannel(Protocol):
     """How a broker reaches the active controller (Kafka's forwarding and AlterPartition RPCs).
 
     In one process: cluster.ControllerChannel; a `serve --processes` broker: processes'
-    RemoteControllerChannel."""
+    RemoteControllerChannel, each call a frame to the parent. tests/test_controller_channel.py
+    checks both against this Protocol, method by method."""
 
     def auto_create_topics(self, names: list[str]) -> asyncio.Task[None]: ...
 
     async def alter_partition(self, broker_id: int, topic: str, partition: int,
-                              leader_epoch: int, partition_epoch: int, new_isr: list[int]
-                              ) -> tuple[int, Any]: ...
+                              leader_epoch: int, partition_epoch: int, new_isr: tuple[int, ...]
+                              ) -> int: ...
 
     async def allocate_producer_ids(self, count: int = 1000) -> tuple[int, int]: ...
 
@@ -190,7 +191,8 @@ class ControllerChannel(Protocol):
                                   validate_only: bool) -> tuple[int, str | None]: ...
 
     async def alter_broker_configs(self, resource_name: str, changes: dict[str, str | None],
-                                   validate_only: bool) -> tuple[int, str | None]: ...
+                                   validate_only: bool, replace: bool = False
+                                   ) -> tuple[int, str | None]: ...
 
     async def alter_group_configs(self, group_id: str, changes: dict[str, str | None],
                                   validate_only: bool, replace: bool = False) -> Any: ...
@@ -345,9 +347,9 @@ class Handler:
 class ExchangeObserver(Protocol):
     """What serve --trace / --strict put around dispatch (broker/trace.py's Tracer)."""
 
-    def dispatch(self, dispatch: Callable[..., Awaitable[list | None]], services: Services,
+    def dispatch(self, dispatch: Callable[..., Awaitable[list[Any] | None]], services: Services,
                  context: type[RequestContext], conn: Connection, frame: memoryview
-                 ) -> Awaitable[list | None]: ...
+                 ) -> Awaitable[list[Any] | None]: ...
 
 
 class Connection(Protocol):
@@ -383,7 +385,7 @@ class RequestContext:
         peer = self.conn.peer
         return str(peer[0]) if peer else ""
 
-    def authorize(self, operation: int, resource_type: int, name: str) -> bool:
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """Whether the principal may do `operation` on the resource (KIP-11); always, without
         an authorizer (authorizer.class.name empty, Kafka's default): one attribute test."""
         authorizer = self.authorizer

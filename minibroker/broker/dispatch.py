@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, TypeVar, cast
 
 from kafka.errors import KafkaError, UnsupportedVersionError
 from kafka.protocol.api_key import ApiKey
@@ -28,23 +28,27 @@ log = logging.getLogger("minibroker.dispatch")
 
 
 HANDLERS: dict[int, Handler] = {}
+HandlerFn = TypeVar("HandlerFn", bound=Callable[..., Awaitable[Any]])
+# A framed response as the buffers a transport writes out (bytes, memoryviews of stored batches).
+Parts = list[Any]
 
 
 def _api_name(api_key: int, request_class: Any) -> str:
     """Kafka's name of the API (ApiKeys), else the request class's (our own keys)."""
     try:
-        return ApiKey(api_key).name
+        return str(ApiKey(api_key).name)
     except ValueError:
-        return request_class.__name__.removesuffix("Request")
+        return str(request_class.__name__).removesuffix("Request")
 
 
-def handles(api_key: int, request_class: Any, versions: tuple[int, int], raw: bool = False):
+def handles(api_key: int, request_class: Any, versions: tuple[int, int], raw: bool = False
+            ) -> Callable[[HandlerFn], HandlerFn]:
     """Register a handler. raw=True: it receives the undecoded body (a memoryview of the frame) and
     must reject malformed input with ProtocolViolation itself (hand-rolled hot-path decoders)."""
     lo, hi = versions
     assert 0 <= lo <= hi <= request_class.max_version, (request_class, versions)
 
-    def register(fn):
+    def register(fn: HandlerFn) -> HandlerFn:
         assert int(api_key) not in HANDLERS, f"api key {api_key} registered twice"
         flexible = [v for v in range(lo, hi + 1) if request_class.flexible_version_q(v)]
         if int(api_key) == 18:
@@ -76,7 +80,7 @@ class RawResponse:
     """A response already encoded as a list of buffers (fast paths: Fetch, Produce)."""
     __slots__ = ("parts",)
 
-    def __init__(self, parts: list) -> None:
+    def __init__(self, parts: Parts) -> None:
         self.parts = parts
 
 
@@ -101,7 +105,7 @@ def decode_exact(cls: Any, data: memoryview, version: int) -> Any:
     return obj
 
 
-def encode_response(resp: Any, version: int, correlation_id: int) -> list:
+def encode_response(resp: Any, version: int, correlation_id: int) -> Parts:
     if isinstance(resp, RawResponse):
         return resp.parts
     flexible_hdr = resp.flexible_version_q(version) and resp.API_KEY != 18
@@ -118,14 +122,24 @@ def api_versions_response(error_code: int, control_plane: bool = False,
 
 
 def unsupported_version_response(correlation_id: int,
-                                 handlers: dict[int, Handler] | None = None) -> list:
+                                 handlers: dict[int, Handler] | None = None) -> Parts:
     """An ApiVersions request of a version we lack is answered at v0 with the error (KIP-511)."""
     return encode_response(api_versions_response(UnsupportedVersionError.errno, False, handlers),
                            0, correlation_id)
 
 
+def _malformed(handler: Handler, decoded: Any, api_version: int) -> ProtocolViolation | None:
+    """A null where the schema allows none, which reached the handler (the generic decoder reads
+    any -1 length as None): the client's malformed input, closed with one log line. Looked for
+    only after a failure: walking every request costs more than decoding."""
+    where = first_null(handler.request_class._struct, decoded, api_version)
+    if where is None:
+        return None
+    return ProtocolViolation(f"{handler.name} v{api_version}: null {where}, which is not nullable")
+
+
 async def dispatch(services: Services, context: type[RequestContext], conn: Connection,
-                   frame: memoryview, control_plane: bool = False) -> list | None:
+                   frame: memoryview, control_plane: bool = False) -> Parts | None:
     """Handle one request frame; returns the framed response buffers, or None for no response.
     `context`: the broker's RequestContext class (context_class(services)). control_plane: the
     frame came to the broker's control-plane listener."""
@@ -156,6 +170,7 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
     ctx = context(services, header, api_version, conn, frame, control_plane,
                   conn.principal, conn.listener)
     faults = services.faults
+    resp: Any
     if handler.raw:
         req = frame[header.body_offset:]
         # Fault hooks see the decoded request, as for every other API (decoded only when armed).
@@ -170,11 +185,10 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
         try:
             resp, complete = check_request(ctx, api_key, req)
         except Exception:
-            where = first_null(cls._struct, req, api_version)     # malformed, as below
-            if where is None:
+            err = _malformed(handler, req, api_version)
+            if err is None:
                 raise
-            raise ProtocolViolation(f"{handler.name} v{api_version}: null {where}, which is not "
-                                    "nullable") from None
+            raise err from None
     if resp is None:
         coro = handler.fn(ctx, req)
         # Only the handler refers to the frame now: one that waits may let it go (ctx.frame =
@@ -186,20 +200,15 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
         except (ProtocolViolation, KafkaError, asyncio.CancelledError):
             raise
         except Exception:
-            # A null where the schema allows none reaches the handler (the generic decoder reads
-            # any -1 length as None): the client's malformed input, closed with one log line.
-            # Looked for only after a failure: walking every request costs more than decoding.
-            where = None if decoded is None else first_null(cls._struct, decoded, api_version)
-            if where is None:
+            err = None if decoded is None else _malformed(handler, decoded, api_version)
+            if err is None:
                 raise
-            raise ProtocolViolation(f"{handler.name} v{api_version}: null {where}, which is not "
-                                    "nullable") from None
+            raise err from None
         if complete is not None:
             resp = complete(resp)
     if resp is not None and type(resp) is not RawResponse:
         resp = encode_response(resp, api_version, corr)
-    if faults.armed and faults.latency_ms:
-        # A slow broker (Faults.set_latency).
+    if faults.armed and faults.latency_ms:      # a slow broker (Faults.set_latency)
         await faults.delay_response(services.node_id, api_key)
     elapsed = clock.monotonic() - started
     services.stats.request_done(api_key, elapsed)
@@ -208,13 +217,11 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
                   handler.name, api_version, client_id, corr, elapsed * 1000)
     if resp is None:
         return None
-    if type(resp) is RawResponse:
-        return resp.parts
-    return resp
+    return cast(Parts, resp.parts if type(resp) is RawResponse else resp)
 
 
 def handler_for(services: Services, control_plane: bool = False
-                ) -> Callable[[Connection, memoryview], Awaitable[list | None]]:
+                ) -> Callable[[Connection, memoryview], Awaitable[Parts | None]]:
     """The `handle(conn, frame)` a listener calls per request frame (a C-level partial: no extra
     Python frame per request)."""
     context = context_class(services)

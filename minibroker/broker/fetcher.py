@@ -41,7 +41,7 @@ from minibroker.network.partitions import NetworkPartitions
 from minibroker.protocol.fast import (FetchPartitionView, FetchResponseView,
                                       decode_fetch_response)
 from minibroker.protocol.fetch_request import API_KEY as FETCH, encode_follower_fetch
-from minibroker.protocol.framing import adoption, frame_records
+from minibroker.log.adoption import adoption, frame_records
 
 if TYPE_CHECKING:
     from minibroker.broker.partition import Partition

@@ -11,7 +11,7 @@ partition is in the follower's next long poll within a few milliseconds.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from minibroker.broker.partition import Partition
@@ -24,13 +24,14 @@ WAKE = object()         # the fetch's future result that ends its wait at once
 
 
 class FirstFetches:
-    def __init__(self) -> None:
+    def __init__(self, monotonic: Callable[[], float]) -> None:
+        self._monotonic = monotonic         # the cluster's clock (Clock.monotonic)
         self._pending: dict[int, dict[tuple[str, int], tuple["Partition", float]]] = {}
         self._waiting: dict[int, set[asyncio.Future]] = {}
 
     def led(self, p: "Partition") -> None:
         """p.make_leader ran: note the followers that have not fetched p, wake their fetches."""
-        now = asyncio.get_running_loop().time()
+        now = self._monotonic()
         for r in sorted(p.followers):
             if p.followers[r].log_end_offset >= 0:
                 continue
@@ -44,7 +45,7 @@ class FirstFetches:
         pending = self._pending.get(replica_id)
         if not pending:
             return max_wait_ms
-        now = asyncio.get_running_loop().time()
+        now = self._monotonic()
         for key, (p, since) in list(pending.items()):
             f = p.followers.get(replica_id) if p.is_leader else None
             if f is None or f.log_end_offset >= 0 or now - since > GRACE_S \

@@ -41,6 +41,10 @@ def parser() -> Parser:
     add_offsets_tools_parsers(sub)
     from minibroker.cli.leader_election import add_leader_election_parser
     add_leader_election_parser(sub)
+    from minibroker.cli.console_tools import add_console_tools_parsers
+    add_console_tools_parsers(sub)
+    from minibroker.cli.log_dirs import add_log_dirs_parser
+    add_log_dirs_parser(sub)
     from minibroker.cli.kafka_home import add_kafka_home_parser
     add_kafka_home_parser(sub)
     from minibroker.cli.trace import add_trace_parser
@@ -87,6 +91,10 @@ def subparser(ap, command: str | None):
 
 
 def main(argv: list[str] | None = None) -> None:
+    if (sys.argv[1:] if argv is None else argv) == ["--version"]:
+        from minibroker import __version__      # the package root is light (PEP 562)
+        print(f"minibroker {__version__}")      # before the parsers, which load kafka-python
+        return
     args = _parse(argv)
     level = getattr(args, "log_level", "WARNING")
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

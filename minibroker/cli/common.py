@@ -122,13 +122,13 @@ def add_client_flags(p: argparse.ArgumentParser) -> None:
                         "--command-config's request.timeout.ms, else 30000)")
 
 
-def read_properties(path: str) -> dict[str, str]:
+def read_properties(path: str, flag: str = "--command-config") -> dict[str, str]:
     """A Java .properties file: key=value or key: value, # and ! comments, \\ continuations."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
-        fail(f"cannot read --command-config {path}: {os_reason(e)}")
+        fail(f"cannot read {flag} {path}: {os_reason(e)}")
     out: dict[str, str] = {}
     pending = ""
     for raw in text.splitlines():
@@ -179,11 +179,11 @@ async def probe(servers: str, client_id: str, timeout_ms: int):
         try:
             conn = await asyncio.wait_for(
                 KafkaClientConnection.connect(host, p, client_id=client_id), timeout)
+        except asyncio.TimeoutError:    # first: TimeoutError is an OSError too
+            tried.append(f"{host}:{p} (no connection in {timeout_ms} ms)")
+            continue
         except OSError as e:
             tried.append(f"{host}:{p} ({os_reason(e)})")
-            continue
-        except asyncio.TimeoutError:
-            tried.append(f"{host}:{p} (no connection in {timeout_ms} ms)")
             continue
         try:
             await conn.request(ApiVersionsRequest(), 0, timeout=timeout)
@@ -198,6 +198,13 @@ async def probe(servers: str, client_id: str, timeout_ms: int):
     what = "no bootstrap server answered" if accepted else \
         "cannot connect to any bootstrap server"
     fail(f"{what}: {', '.join(tried)}")
+
+
+def broker_reason(err: Exception) -> str:
+    """A Kafka error from the reference admin client as the broker worded it, without the
+    client's "alter configs t: " prefix and Python's class name."""
+    text = str(err.args[0]) if err.args else getattr(err, "description", "") or str(err)
+    return text.split(": ", 1)[1] if ": " in text else text
 
 
 def user_message(e: BaseException) -> str:
@@ -228,5 +235,4 @@ class _Refused(argparse.Action):
 def refuse(p: argparse.ArgumentParser, flag: str, why: str, takes_value: bool = True) -> None:
     """Register Kafka's `flag` on `p` as refused, `why` being the one-line reason (also shown in
     --help and in docs/cli.md)."""
-    p.add_argument(flag, action=_Refused, nargs=None if takes_value else 0, help=why,
-                   default=argparse.SUPPRESS)
+    p.add_argument(flag, action=_Refused, nargs=None if takes_value else 0, help=why)

@@ -18,6 +18,11 @@ the same flags and output, against any minibroker cluster. Each tool also takes 
 (the wait for connecting and for each answer) and `--command-config FILE` (Kafka client
 properties: `request.timeout.ms`, `default.api.timeout.ms`, `client.id`). Errors are one line.
 
+Scripts written for Kafka's `bin/` (librdkafka's test suite finds them through `KAFKA_PATH`):
+
+    minibroker kafka-home /tmp/kafka          # /tmp/kafka/bin/kafka-topics.sh, ...
+    KAFKA_PATH=/tmp/kafka BROKERS=127.0.0.1:9092 ...
+
 This table is generated from the parsers (`python -m minibroker.cli.doc > docs/cli.md`; a test
 fails when it is stale). *supported*: the flag works as in Kafka; *refused*: it cannot apply to
 minibroker, and giving it prints the reason; *not yet*: not implemented.

@@ -26,7 +26,7 @@ import json
 
 from minibroker.cli.common import (add_client_flags, bootstrap_parser, client_settings, fail,
                                    probe, user_message)
-from minibroker.fault_admin import BadCommand, api_key_of, error_code_of
+from minibroker.broker.fault_admin import BadCommand, api_key_of, error_code_of
 from minibroker.protocol.messages import FaultControlRequest
 
 VERSION = 0

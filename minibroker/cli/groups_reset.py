@@ -23,7 +23,8 @@ TARGETS = ("to_earliest", "to_latest", "to_offset", "shift_by", "to_current", "t
 
 
 def target_given(args) -> bool:
-    return any(getattr(args, t) not in (None, False) for t in TARGETS)
+    # `is`, not `in`: --to-offset 0 and --shift-by 0 are targets (0 == False)
+    return any(getattr(args, t) is not None and getattr(args, t) is not False for t in TARGETS)
 
 
 def parse_datetime(text: str) -> int:

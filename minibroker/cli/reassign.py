@@ -11,7 +11,7 @@ the KIP-179 draft's request ids and progress:
 
 The file is Kafka's: {"version": 1, "partitions": [{"topic": "t", "partition": 0,
 "replicas": [1, 2, 3]}, ...]}. --progress without --request reports the most recent request.
---throttle and --cancel work as Kafka's (minibroker.reassign_throttle): --verify clears the
+--throttle and --cancel work as Kafka's (minibroker.cli.reassign_throttle): --verify clears the
 throttle once every move completed, --cancel keeps the old replicas and clears it too.
 """
 from __future__ import annotations
@@ -19,9 +19,10 @@ from __future__ import annotations
 import json
 import sys
 
-from minibroker import reassign_throttle as throttle
+from minibroker.cli import reassign_throttle as throttle
 from minibroker.cli.admin_tool import add_admin_tool_parser
-from minibroker.cli.common import fail, one_line, os_reason
+from minibroker.cli.common import fail, one_line, os_reason, refuse
+from minibroker.cli.reassign_plan import generate, list_moves
 from minibroker.client.admin import Admin
 from minibroker.client.records import TopicPartition
 
@@ -31,7 +32,10 @@ def add_reassign_parser(sub) -> None:
                               "move partitions between brokers (KIP-179) and follow the progress",
                               _reassign, client_id="minibroker-reassign")
     g = r.add_mutually_exclusive_group(required=True)
-    for action, what in (("execute", "start the moves in --reassignment-json-file"),
+    for action, what in (("generate", "propose moving --topics-to-move-json-file's topics to "
+                                      "--broker-list"),
+                         ("list", "the reassignments in progress"),
+                         ("execute", "start the moves in --reassignment-json-file"),
                          ("progress", "each new replica's share of the leader's log"),
                          ("verify", "whether the file's moves are complete (then clears the "
                                     "throttle)"),
@@ -44,6 +48,19 @@ def add_reassign_parser(sub) -> None:
                    help="--execute: replication rate of the moving replicas (-1: no limit)")
     r.add_argument("--preserve-throttles", action="store_true",
                    help="--cancel: leave the throttle configs in place")
+    r.add_argument("--topics-to-move-json-file", metavar="FILE",
+                   help="--generate: {\"version\": 1, \"topics\": [{\"topic\": ...}]}")
+    r.add_argument("--broker-list", metavar="IDS", help="--generate: brokers to move onto")
+    r.add_argument("--disable-rack-aware", action="store_true",
+                   help="--generate: ignore the brokers' racks")
+    r.add_argument("--additional", action="store_true",
+                   help="--execute: accepted; moves may always be added (KIP-179 request ids)")
+    r.add_argument("--timeout", type=int, default=10000, metavar="MS",
+                   help="--execute: accepted for scripts (moves start at once here)")
+    refuse(r, "--replica-alter-log-dirs-throttle", "minibroker's brokers have one log "
+           "directory each: there are no moves between directories to throttle")
+    refuse(r, "--bootstrap-controller", "minibroker's controllers run inside the brokers and "
+           "are reached through them: use --bootstrap-server")
 
 
 def _targets(path: str | None) -> dict[TopicPartition, list[int]]:
@@ -68,7 +85,11 @@ def _what(e: Exception) -> str:
 
 
 async def _reassign(admin: Admin, args) -> None:
-    if args.execute:
+    if args.generate:
+        await generate(admin, args)
+    elif args.list:
+        await list_moves(admin)
+    elif args.execute:
         await _execute(admin, _targets(args.reassignment_json_file), args.throttle)
     elif args.progress:
         await _progress(admin, args.request)

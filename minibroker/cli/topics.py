@@ -24,7 +24,7 @@ import re
 from kafka.errors import TopicAlreadyExistsError
 
 from minibroker.cli.admin_tool import add_admin_tool_parser, timeout_ms
-from minibroker.cli.common import fail
+from minibroker.cli.common import broker_reason, fail, refuse
 from minibroker.cli.topics_describe import describe, matching_topics
 from minibroker.client.admin import Admin, NewTopic
 
@@ -54,8 +54,8 @@ def add_topics_parser(sub) -> None:
                    help="brokers of each partition (--create), or of the new ones (--alter)")
     t.add_argument("--config", action="append", default=[], metavar="NAME=VALUE",
                    help="--create: a topic config, e.g. retention.ms=60000 (repeat)")
-    t.add_argument("--delete-config", action="append", default=[], metavar="NAME",
-                   help="refused, as in Kafka 4: use `minibroker configs --alter`")
+    refuse(t, "--delete-config", "no longer supported since Kafka 4.0: use `minibroker configs "
+           "--alter --entity-type topics --entity-name TOPIC --delete-config NAME`")
     t.add_argument("--if-exists", action="store_true",
                    help="--alter/--delete/--describe: do nothing when the topic does not exist")
     t.add_argument("--if-not-exists", action="store_true",
@@ -75,9 +75,6 @@ def add_topics_parser(sub) -> None:
 
 
 def _check(args) -> None:
-    if args.delete_config:
-        fail("--delete-config is no longer supported since Kafka 4.0: use `minibroker configs "
-             "--alter --entity-type topics --entity-name TOPIC --delete-config NAME`")
     if (args.create or args.alter or args.delete) and not args.topic:
         fail("--create, --alter and --delete need --topic")
     if args.alter and args.config:
@@ -155,10 +152,7 @@ async def _create(admin: Admin, args) -> None:
     print(f"Created topic {args.topic}.")
 
 
-def _reason(err: Exception) -> str:
-    """The broker's message without the client's "create topic t: " prefix."""
-    text = str(err.args[0]) if err.args else getattr(err, "description", str(err))
-    return text.split(": ", 1)[1] if ": " in text else text
+_reason = broker_reason
 
 
 async def _existing(admin: Admin, args) -> list[str]:

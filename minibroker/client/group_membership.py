@@ -123,27 +123,7 @@ class GroupMembership:
         except Errors.KafkaConnectionError:
             self._coordinator_dead(node)
             raise
-        # JoinGroup
-        metadata = encode_subscription(self._subscription)
-        jversion = self.pool.version(conn, JoinGroupRequest)
-        while True:
-            req = JoinGroupRequest(
-                group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
-                rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
-                group_instance_id=None, protocol_type="consumer",
-                protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=a, metadata=metadata)
-                           for a in self.assignors], reason=None)
-            try:
-                resp = await conn.request(req, jversion,
-                                          timeout=self.rebalance_timeout_ms / 1000 + 5)
-            except (ConnectionError, asyncio.TimeoutError) as e:
-                self._coordinator_dead(node)
-                self._rejoin = True
-                raise Errors.KafkaConnectionError(f"JoinGroup: {e!r}") from e
-            if resp.error_code == Errors.MemberIdRequiredError.errno:
-                self.member_id = resp.member_id
-                continue
-            break
+        resp = await self._join_group(conn, node)
         if resp.error_code:
             self._rejoin = True
             if resp.error_code in COORDINATOR_ERRORS:
@@ -192,6 +172,28 @@ class GroupMembership:
         loop = asyncio.get_running_loop()
         self._next_heartbeat = loop.time() + self.heartbeat_interval
         await self._call_listener("on_partitions_assigned", set(self._parts))
+
+    async def _join_group(self, conn, node: int):
+        """JoinGroup, again with the member id the coordinator gives (KIP-394)."""
+        metadata = encode_subscription(self._subscription)
+        jversion = self.pool.version(conn, JoinGroupRequest)
+        while True:
+            req = JoinGroupRequest(
+                group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
+                rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
+                group_instance_id=None, protocol_type="consumer",
+                protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name=a, metadata=metadata)
+                           for a in self.assignors], reason=None)
+            try:
+                resp = await conn.request(req, jversion,
+                                          timeout=self.rebalance_timeout_ms / 1000 + 5)
+            except (ConnectionError, asyncio.TimeoutError) as e:
+                self._coordinator_dead(node)
+                self._rejoin = True
+                raise Errors.KafkaConnectionError(f"JoinGroup: {e!r}") from e
+            if resp.error_code != Errors.MemberIdRequiredError.errno:
+                return resp
+            self.member_id = resp.member_id
 
     async def _assign(self, protocol: str, members) -> list[tuple[str, bytes]]:
         subscriptions = {}

@@ -18,7 +18,7 @@ from kafka import codec as kafka_codec
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
-from minibroker.protocol.varint import SMALL_UVARINTS, uvarint_bytes
+from minibroker.protocol.varint import SMALL_UVARINTS, read_varint, uvarint_bytes
 
 CODECS = {None: 0, "none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -244,31 +244,16 @@ def drop_aborted(records: list[ConsumerRecord], data: bytes, aborted) -> list[Co
 
 def _is_abort_marker(data: bytes, pos: int) -> bool:
     """A control batch's first record's key: version int16, type int16 (0 = ABORT, 1 = COMMIT)."""
-    _, pos = _zigzag(data, pos)                     # record length
-    _, pos = _zigzag(data, pos + 1)                 # timestamp delta, after the attributes byte
-    _, pos = _zigzag(data, pos)                     # offset delta
-    n, pos = _zigzag(data, pos)
+    _, pos = read_varint(data, pos)                 # record length
+    _, pos = read_varint(data, pos + 1)             # timestamp delta, after the attributes byte
+    _, pos = read_varint(data, pos)                 # offset delta
+    n, pos = read_varint(data, pos)
     return n >= 4 and struct.unpack_from(">hh", data, pos)[1] == 0
-
-
-def _zigzag(data: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint (a record's fields) at pos: (value, next pos)."""
-    b = data[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    n, shift = b & 0x7F, 7
-    while True:
-        pos += 1
-        b = data[pos]
-        n |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (n >> 1) ^ -(n & 1), pos + 1
-        shift += 7
 
 
 def _wide(data: bytes, pos: int) -> tuple[int, int]:
     """A zigzag varint of 3 bytes or more at pos: (value, its width)."""
-    value, after = _zigzag(data, pos)
+    value, after = read_varint(data, pos)
     return value, after - pos
 
 
@@ -299,7 +284,7 @@ def _plain_records(topic: str, partition: int, data: bytes, pos: int, end: int, 
     Every field but the last (the header count) has a byte after it inside the record."""
     log_append = ttype == 1
     make, cls = tuple.__new__, ConsumerRecord      # the NamedTuple without its __new__'s frame
-    short, zig = _short_varints(), _zigzag
+    short, zig = _short_varints(), read_varint
     while pos < end:
         length, w = short[data[pos] | data[pos + 1] << 8] or _wide(data, pos)
         pos += w

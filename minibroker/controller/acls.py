@@ -13,19 +13,12 @@ from kafka.errors import InvalidRequestError
 from minibroker.controller.image import MetadataImage
 from minibroker.controller.result import Result
 from minibroker.ids import IdSource
-from minibroker.protocol import records as R
+from minibroker.controller.records import acl_entry, remove_acl_entry
 from minibroker.security.acl import AclBinding, AclBindingFilter
 
 # (error code, message) per creation; per filter (code, message, [(binding, code, message)])
 Creation = tuple[int, str | None]
 Deletion = tuple[int, str | None, list[tuple[AclBinding, int, str | None]]]
-
-
-def acl_record(acl_id: uuid.UUID, a: AclBinding) -> R.AccessControlEntryRecord:
-    return R.AccessControlEntryRecord(
-        id=acl_id, resource_type=int(a.resource_type), resource_name=a.resource_name,
-        pattern_type=int(a.pattern_type), principal=a.principal, host=a.host,
-        operation=int(a.operation), permission_type=int(a.permission_type))
 
 
 def create_acls(image: MetadataImage, bindings: list[AclBinding],
@@ -39,7 +32,7 @@ def create_acls(image: MetadataImage, bindings: list[AclBinding],
             continue
         if b not in existing:
             existing.add(b)
-            records.append(acl_record(ids.uuid(), b))
+            records.append(acl_entry(ids.uuid(), b))
         response.append((0, None))
     return Result(tuple(records), response)
 
@@ -60,6 +53,6 @@ def delete_acls(image: MetadataImage, filters: list[AclBindingFilter]) -> Result
                 matched.append((b, 0, None))
                 if acl_id not in removed:
                     removed.add(acl_id)
-                    records.append(R.RemoveAccessControlEntryRecord(id=acl_id))
+                    records.append(remove_acl_entry(acl_id))
         response.append((0, None, matched))
     return Result(tuple(records), response)

@@ -17,12 +17,11 @@ from kafka.errors import InvalidConfigurationError, InvalidRequestError
 
 from minibroker.config import ClusterConfig
 from minibroker.controller import dynamic_broker_configs as dyn
+from minibroker.controller import records
 from minibroker.controller.image import MetadataImage
 from minibroker.controller.result import ItemResult, Result
 from minibroker.log.config import BROKER_CONFIGS
-from minibroker.protocol import records as R
 
-BROKER = 4
 # Broker configs Kafka knows that are not dynamic (beyond ClusterConfig's own names).
 _KNOWN_STATIC = frozenset({
     "broker.id", "node.id", "process.roles", "log.dirs", "log.dir", "broker.rack",
@@ -59,6 +58,5 @@ def alter_broker_configs(image: MetadataImage, resource_name: str,
     if replace:     # AlterConfigs: what is not given goes back to its static value
         current = image.broker_configs.get(resource_name, {})
         changes = {**{k: None for k in current}, **changes}
-    return Result(tuple(R.ConfigRecord(resource_type=BROKER, resource_name=resource_name, name=k,
-                                       value=None if v is None else v.strip())
+    return Result(tuple(records.broker_config(resource_name, k, None if v is None else v.strip())
                         for k, v in sorted(changes.items())), ItemResult(0))

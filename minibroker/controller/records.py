@@ -11,8 +11,10 @@ from typing import Iterable
 from minibroker.controller.delta import NO_LEADER_CHANGE
 from minibroker.controller.image import CONTROL_PLANE_LISTENER
 from minibroker.protocol import records as R
+from minibroker.security.acl import AclBinding
 
 TOPIC = 2                                   # ConfigRecord.resource_type (Kafka's ConfigResource)
+BROKER = 4
 
 Epochs = Iterable[tuple[int, int]]          # (partition, leader epoch) pairs (KIP-253)
 Listeners = tuple[tuple[str, str, int, int], ...]   # (name, host, port, security protocol id)
@@ -70,6 +72,25 @@ def remove_topic(topic_id: uuid.UUID) -> R.RemoveTopicRecord:
 def topic_config(topic_name: str, name: str, value: str | None) -> R.ConfigRecord:
     """value None deletes the override."""
     return R.ConfigRecord(resource_type=TOPIC, resource_name=topic_name, name=name, value=value)
+
+
+def broker_config(resource_name: str, name: str, value: str | None) -> R.ConfigRecord:
+    """A dynamic broker config (KIP-226) of broker `resource_name`, or "" for the cluster
+    default; value None deletes it."""
+    return R.ConfigRecord(resource_type=BROKER, resource_name=resource_name, name=name,
+                          value=value)
+
+
+def acl_entry(acl_id: uuid.UUID, a: AclBinding) -> R.AccessControlEntryRecord:
+    """An ACL (KIP-11 CreateAcls), under the id it is deleted by."""
+    return R.AccessControlEntryRecord(
+        id=acl_id, resource_type=int(a.resource_type), resource_name=a.resource_name,
+        pattern_type=int(a.pattern_type), principal=a.principal, host=a.host,
+        operation=int(a.operation), permission_type=int(a.permission_type))
+
+
+def remove_acl_entry(acl_id: uuid.UUID) -> R.RemoveAccessControlEntryRecord:
+    return R.RemoveAccessControlEntryRecord(id=acl_id)
 
 
 def partition_count(topic_id: uuid.UUID, initial: int, undeleted: int,

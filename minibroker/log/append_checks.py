@@ -54,12 +54,6 @@ def _raise(cls, errors: list[tuple[int, str]]) -> None:
     raise e
 
 
-def needs_checks(config: LogConfig) -> bool:
-    """Whether any check or rewrite here applies to the topic (the fast path skips them all)."""
-    return (config.compacts or config.compression_type != "producer"
-            or not config.log_append_time)
-
-
 def check_keys(view: memoryview, h: BatchHeader, topic_partition: str) -> None:
     """Compacted topics: refuse records without a key."""
     errors = [(i, f"Compacted topic cannot accept message without key in topic partition "

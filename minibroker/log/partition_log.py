@@ -149,7 +149,7 @@ BATCH_OVERHEAD = 400
 def _frame_shares(view: memoryview, headers: list[BatchHeader], frame_records: int) -> list[int]:
     """Adopted batches keep their whole frame alive: the frame's bytes beyond the record sets kept
     from it (`frame_records`, these batches' among them, by this log or others:
-    protocol.framing.frame_records) are split among those in proportion, so that
+    log.adoption.frame_records) are split among those in proportion, so that
     log.memory.max.bytes counts the frame once."""
     owner = view.obj
     mine = sum(h.size for h in headers)
@@ -261,7 +261,7 @@ class PartitionLog:
         `adopt=True`: `records` is writable and the caller hands its bytes over (nothing else
         writes them again), so the batches are patched and kept in place instead of copied. An
         int is the same, for a frame whose slices several logs keep: the bytes they keep in all
-        (protocol.framing.frame_records), so that the frame is counted once.
+        (log.adoption.frame_records), so that the frame is counted once.
 
         `origin="coordinator"` is for the broker's own appends (transaction markers, coordinator records):
         control batches allowed, no client batch rules, producer epochs fenced but no sequence checks."""

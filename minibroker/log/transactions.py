@@ -20,6 +20,7 @@ from bisect import bisect_left
 from typing import NamedTuple
 
 from minibroker.log.batch import HEADER_SIZE
+from minibroker.protocol.varint import read_varint
 
 ABORT, COMMIT = 0, 1            # ControlRecordType
 
@@ -37,35 +38,17 @@ class CompletedTxn(NamedTuple):
     committed: bool
 
 
-def _uvarint(buf, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 35:
-            raise ValueError("varint too long")
-
-
-def _varint(buf, pos: int) -> tuple[int, int]:
-    raw, pos = _uvarint(buf, pos)
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
 def control_type(batch, pos: int = 0) -> int:
     """The marker type (ABORT 0 / COMMIT 1) of the control batch at `pos` of `batch`: the key of
     its first record is (version int16, type int16). Control batches are never compressed.
     Anything that does not decode reads as ABORT (the safe side for read_committed)."""
     try:
         p = pos + HEADER_SIZE
-        _, p = _varint(batch, p)            # record length
+        _, p = read_varint(batch, p)        # record length
         p += 1                              # record attributes
-        _, p = _varint(batch, p)            # timestamp delta
-        _, p = _varint(batch, p)            # offset delta
-        key_len, p = _varint(batch, p)
+        _, p = read_varint(batch, p)        # timestamp delta
+        _, p = read_varint(batch, p)        # offset delta
+        key_len, p = read_varint(batch, p)
         if key_len < 4:
             return ABORT
         return COMMIT if int.from_bytes(batch[p + 2:p + 4], "big", signed=True) == COMMIT else ABORT

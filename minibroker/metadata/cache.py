@@ -64,7 +64,7 @@ class MetadataCache:
         self.encoded: dict[str, dict[int, bytes]] = {}
         # Bumped on every broker/topic change; whole encoded Metadata responses are kept per generation.
         self.generation = 0
-        self.responses: dict[tuple, bytes] = {}
+        self.responses: dict[tuple[object, ...], bytes] = {}
         # Called after a change: topic_listeners(name, old TopicInfo | None, new TopicInfo | None)
         # on every put/remove, broker_listeners(brokers) on every broker list (the group
         # coordinator's KIP-1101 topic hash cache, and its offsets of deleted partitions: a put

@@ -255,6 +255,21 @@ def node_endpoints_tag(endpoints: Sequence[NodeEndpoint]) -> bytes:
     return b"\x01\x00" + _uvarint_bytes(len(body)) + bytes(body)
 
 
+def _fetch_response_head(version: int, correlation_id: int, throttle_time_ms: int,
+                         error_code: int, session_id: int, topic_count: int) -> bytearray:
+    """A Fetch response's header and body up to its topics' count (encode_fetch_response)."""
+    flexible = version >= 12
+    cur = bytearray(_pack_i32(correlation_id))
+    if flexible:
+        cur.append(0)                                   # response header v1: no tags
+    if version >= 7:
+        cur += _THROTTLE_ERR_SESSION.pack(throttle_time_ms, error_code, session_id)
+    else:
+        cur += _pack_i32(throttle_time_ms)
+    cur += _uvarint_bytes(topic_count + 1) if flexible else _pack_i32(topic_count)
+    return cur
+
+
 def encode_fetch_response(version: int, correlation_id: int, throttle_time_ms: int, error_code: int,
                           session_id: int, topics: Sequence[tuple], node_endpoints:
                           Sequence[NodeEndpoint] = ()) -> list:
@@ -265,15 +280,9 @@ def encode_fetch_response(version: int, correlation_id: int, throttle_time_ms: i
     flexible = version >= 12
     by_id = version >= 13
     out: list = []
-    cur = bytearray(_pack_i32(correlation_id))
-    if flexible:
-        cur.append(0)                                   # response header v1: no tags
-    if version >= 7:
-        cur += _THROTTLE_ERR_SESSION.pack(throttle_time_ms, error_code, session_id)
-    else:
-        cur += _pack_i32(throttle_time_ms)
+    cur = _fetch_response_head(version, correlation_id, throttle_time_ms, error_code, session_id,
+                               len(topics))
     total = 0
-    cur += _uvarint_bytes(len(topics) + 1) if flexible else _pack_i32(len(topics))
     for name, parts in topics:
         if by_id:
             cur += name.bytes

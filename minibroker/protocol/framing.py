@@ -53,35 +53,6 @@ def handed_over(data: object) -> bool:
     return isinstance(data, memoryview) and not data.readonly and 2 * data.nbytes >= len(data.obj)
 
 
-def _keepable(data: object) -> bool:
-    return isinstance(data, memoryview) and not data.readonly and 4 * data.nbytes >= len(data.obj)
-
-
-def frame_records(record_sets) -> int:
-    """The record sets one frame carries (a Produce request's or a Fetch response's partitions),
-    as a multi-partition handed_over: the bytes of those to keep where they are, or 0 (copy them
-    all). Kept are the writable slices of a large frame that are each at least a quarter of it,
-    when together they are at least half of it. PartitionLog then counts the frame once across
-    the logs that keep its slices (each its part of the frame's other bytes); a slice kept after
-    the others were deleted keeps at most four times what it counts alive. A producer's request
-    to a broker leading two partitions carries two batches of about half the frame each, and so
-    does a follower's fetch of them: neither passed handed_over, and both were copied."""
-    total = 0
-    owner = None
-    for data in record_sets:
-        if _keepable(data):
-            if owner is not None and data.obj is not owner:
-                return 0
-            owner = data.obj
-            total += data.nbytes
-    return total if owner is not None and 2 * total >= len(owner) else 0
-
-
-def adoption(data: object, frame_total: int) -> int:
-    """PartitionLog's `adopt` for one of the record sets `frame_records` gave `frame_total` for."""
-    return frame_total if frame_total and _keepable(data) else 0
-
-
 class FrameReader:
     """Splits a byte stream into size-prefixed frames, yielded as memoryviews.
 

@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from typing import Callable
 
+Buffer = bytes | bytearray | memoryview
+# read(buf, pos, end) -> (value, next pos)
+Reader = Callable[[Buffer, int, int], tuple[int, int]]
+
 # The one-byte unsigned varints, 0-127: indexed directly by the hot encoders.
 SMALL_UVARINTS = [bytes((i,)) for i in range(0x80)]
 
@@ -37,10 +41,10 @@ def write_varint(value: int, out: bytearray) -> None:
     out.append(value)
 
 
-def uvarint_reader(error: Callable[[str], Exception]) -> Callable:
+def uvarint_reader(error: Callable[[str], Exception]) -> Reader:
     """read(buf, pos, end) -> (value, next pos) of an unsigned varint in buf[pos:end]; truncated
     or over 5 bytes raises error(why)."""
-    def read_uvarint(buf, pos: int, end: int) -> tuple[int, int]:
+    def read_uvarint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
         shift = value = 0
         while True:
             if pos >= end:
@@ -56,11 +60,28 @@ def uvarint_reader(error: Callable[[str], Exception]) -> Callable:
     return read_uvarint
 
 
-def varint_reader(error: Callable[[str], Exception]) -> Callable:
+def read_varint(data: Buffer, pos: int) -> tuple[int, int]:
+    """A zigzag varint at data[pos]: (value, next pos), without bounds or length checks, for bytes
+    already checked (a stored batch, a record set a client decodes); truncated data raises
+    IndexError."""
+    b = data[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    n, shift = b & 0x7F, 7
+    while True:
+        pos += 1
+        b = data[pos]
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (n >> 1) ^ -(n & 1), pos + 1
+        shift += 7
+
+
+def varint_reader(error: Callable[[str], Exception]) -> Reader:
     """As uvarint_reader, for a zigzag (signed) varint."""
     read_uvarint = uvarint_reader(error)
 
-    def read_varint(buf, pos: int, end: int) -> tuple[int, int]:
+    def read_varint(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
         value, pos = read_uvarint(buf, pos, end)
         return (value >> 1) ^ -(value & 1), pos
     return read_varint

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
-from typing import Iterator
 
 import kafka.errors as Errors
 from kafka.protocol.consumer import FetchResponse
@@ -125,10 +124,14 @@ def probe(conf: ClientConf) -> None:
         try:
             await admin.metadata.fetch_all()
         except (Errors.KafkaError, OSError, asyncio.TimeoutError) as e:
-            protocol = dict(conf.security).get("kafka.security.protocol", "PLAINTEXT").upper()
-            raise ConnectionError(f"cannot reach {conf.bootstrap} with security.protocol="
-                                  f"{protocol}: {e}") from None
+            raise _unreachable(conf, e) from None
     run_with_admin(conf, go)
+
+
+def _unreachable(conf: ClientConf | str, e: Exception) -> ConnectionError:
+    conf = ClientConf(conf) if isinstance(conf, str) else conf
+    protocol = dict(conf.security).get("kafka.security.protocol", "PLAINTEXT").upper()
+    return ConnectionError(f"cannot reach {conf.bootstrap} with security.protocol={protocol}: {e}")
 
 
 def run_with_admin(bootstrap: ClientConf | str, fn):
@@ -137,6 +140,8 @@ def run_with_admin(bootstrap: ClientConf | str, fn):
         admin = _admin(bootstrap)
         try:
             return await fn(admin)
+        except Errors.NodeNotReadyError as e:     # no broker reachable: say how we tried
+            raise _unreachable(bootstrap, e) from None
         finally:
             await admin.close()
     return asyncio.run(go())
@@ -296,7 +301,3 @@ def fetch_range(bootstrap: ClientConf | str, topic: str, partition: int, start: 
                      max_bytes, rows_per_batch, out.append)
     run_with_admin(bootstrap, go)
     return out
-
-
-def iter_range(*args, **kw) -> Iterator[Columns]:
-    yield from fetch_range(*args, **kw)

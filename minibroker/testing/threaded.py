@@ -37,7 +37,7 @@ class ThreadedCluster:
             ready.set()
             loop.run_forever()
             loop.run_until_complete(self.cluster.stop())
-            loop.close()
+            _finish(loop)
 
         self._thread = threading.Thread(target=run, name="minibroker", daemon=True)
         self._thread.start()
@@ -169,3 +169,16 @@ class ThreadedCluster:
 
     def partition_state(self, topic: str, partition: int) -> dict:
         return self.call(self.cluster.partition_state, topic, partition)
+
+
+def _finish(loop: asyncio.AbstractEventLoop) -> None:
+    """Close `loop` as asyncio.run does: cancel what is left (a client connection's handler, a
+    request waiting on a stopped peer) and wait for it, so no task is destroyed while pending."""
+    left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for t in left:
+        t.cancel()
+    if left:
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.run_until_complete(loop.shutdown_default_executor())
+    loop.close()

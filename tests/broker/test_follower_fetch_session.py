@@ -13,7 +13,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchResponse
 
 from cluster_helpers import batch, connect, produce_request, until_partition
-from minibroker.broker import replica_manager
+from minibroker.broker import fetch_path
 from minibroker.broker.partition import Partition
 from minibroker.cluster import Cluster
 
@@ -102,7 +102,7 @@ async def test_a_follower_whose_session_the_leader_lost_opens_a_new_one(c):
 def rare_full_visits(monkeypatch):
     """A follower session's visit of all its partitions once a minute instead of once a second,
     so that what these tests check is not done by those visits (named before the cluster)."""
-    monkeypatch.setattr(replica_manager, "QUIET_REFRESH_MS", 60_000)
+    monkeypatch.setattr(fetch_path, "QUIET_REFRESH_MS", 60_000)
 
 
 class Visits:

@@ -19,7 +19,8 @@ from minibroker.cluster import Cluster
 from minibroker.log.partition_log import BATCH_OVERHEAD
 from minibroker.network.client import decode_response, encode_request
 from minibroker.network.sockopts import TCP_QUICKACK
-from minibroker.protocol.framing import FrameReader, adoption, frame_records, handed_over
+from minibroker.log.adoption import adoption, frame_records
+from minibroker.protocol.framing import FrameReader, handed_over
 
 
 def _receive(r: FrameReader, data: bytes) -> tuple[list[bytes], list[int]]:

@@ -2,7 +2,7 @@
 aborted transactions of what it read; ListOffsets LATEST is the LSO; read_uncommitted sees all."""
 from __future__ import annotations
 
-from minibroker.broker.replica_manager import LATEST
+from minibroker.broker.partition_reads import LATEST
 from minibroker.log.batch import build_batch, build_control_batch
 from minibroker.protocol.fast import ProducePartition, ProduceTopic
 from tests.broker.test_replica_manager import T, _fetch_part, _leader_of_t, _rm

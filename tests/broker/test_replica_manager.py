@@ -10,7 +10,8 @@ from kafka.errors import (NotLeaderForPartitionError, OffsetOutOfRangeError,
 from kafka.protocol.consumer import FetchRequest
 
 from minibroker.metadata.cache import MetadataCache
-from minibroker.broker.replica_manager import EARLIEST, LATEST, ReplicaManager
+from minibroker.broker.partition_reads import EARLIEST, LATEST
+from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
 from minibroker.log.config import broker_defaults

@@ -6,7 +6,7 @@ import uuid
 
 from kafka.errors import InvalidRequestError
 
-from minibroker.controller import acls
+from minibroker.controller import acls, records
 from minibroker.controller.delta import MetadataDelta
 from minibroker.controller.image import MetadataImage
 from minibroker.ids import IdSource
@@ -31,7 +31,7 @@ def test_create_writes_one_record_per_new_acl():
     first, second = same.uuid(), same.uuid()
     bad = AclBinding(RT.TOPIC, "t", PT.MATCH, "User:a", "*", Op.READ, Perm.ALLOW)
     res = acls.create_acls(MetadataImage(), [READ_T, bad, DENY_G, READ_T], ids)
-    assert res.records == (acls.acl_record(first, READ_T), acls.acl_record(second, DENY_G))
+    assert res.records == (records.acl_entry(first, READ_T), records.acl_entry(second, DENY_G))
     assert res.response == [(0, None), (InvalidRequestError.errno, "Invalid pattern type MATCH"),
                             (0, None), (0, None)]
     image = replay(MetadataImage(), res.records)
@@ -42,7 +42,7 @@ def test_create_writes_one_record_per_new_acl():
 
 def test_delete_removes_each_match_once():
     a, b = uuid.UUID(int=1), uuid.UUID(int=2)
-    image = replay(MetadataImage(), [acls.acl_record(a, READ_T), acls.acl_record(b, DENY_G)])
+    image = replay(MetadataImage(), [records.acl_entry(a, READ_T), records.acl_entry(b, DENY_G)])
     by_a = AclBindingFilter(principal="User:a")
     everything = AclBindingFilter()
     unknown = AclBindingFilter(operation=Op.UNKNOWN)

@@ -57,7 +57,9 @@ def test_tables():
     assert {k: c.__name__ for k, c in r.METADATA_RECORDS.items()} == {
         0: "RegisterBrokerRecord", 2: "TopicRecord", 3: "PartitionRecord", 4: "ConfigRecord",
         5: "PartitionChangeRecord", 7: "FenceBrokerRecord", 8: "UnfenceBrokerRecord",
-        9: "RemoveTopicRecord", 15: "ProducerIdsRecord", 1000: "TopicPartitionCountRecord",
+        9: "RemoveTopicRecord", 11: "UserScramCredentialRecord", 15: "ProducerIdsRecord",
+        18: "AccessControlEntryRecord", 19: "RemoveAccessControlEntryRecord",
+        22: "RemoveUserScramCredentialRecord", 1000: "TopicPartitionCountRecord",
         1001: "RemovePartitionRecord", 1002: "PartitionReassignmentRecord"}
     assert {k: c.__name__ for k, c in r.COORDINATOR_KEYS.items()} == {
         0: "OffsetCommitKey", 1: "OffsetCommitKey", 2: "GroupMetadataKey", 3: "ConsumerGroupMetadataKey",

@@ -1,7 +1,8 @@
 """One SparkSession (local[2]) and one broker cluster for every Spark test of the run.
 
-The test command installs the `spark` extra and Java 17 (README, .ci/run, conformance/install.sh):
-a missing pyspark or java fails these tests, like a missing conformance client.  Leaving Spark out
+The test command installs the `spark` extra and Java 17 (README, .ci/run, conformance/install.sh).
+Without them these tests are skipped, saying why; MINIBROKER_CLIENTS naming `spark` makes a
+missing pyspark or java fail them instead, like a missing conformance client. Leaving Spark out
 on purpose: a MINIBROKER_CLIENTS list without `spark` (e.g. `python`) skips them, saying so.
 """
 from __future__ import annotations
@@ -22,6 +23,22 @@ except ImportError as e:                       # pragma: no cover - depends on t
     _missing = f"the spark extra is not installed ({e}): pip install -e '.[test,fast,spark]'"
 if _missing is None and shutil.which("java") is None:
     _missing = "no java on PATH (Spark needs Java 17 or 21): apt-get install openjdk-17-jre-headless"
+
+
+def _named() -> bool:
+    return "spark" in {w.strip() for w in os.environ.get("MINIBROKER_CLIENTS", "").split(",")}
+
+
+if _missing is not None and not _named():
+    class _WithoutExtra(pytest.Module):
+        """A Spark test module in a run without the extra: skipped, saying why, before its
+        imports (pandas, pyarrow, numpy) could fail collection."""
+
+        def collect(self):
+            pytest.skip(_missing, allow_module_level=True)
+
+    def pytest_pycollect_makemodule(module_path, parent):
+        return _WithoutExtra.from_parent(parent, path=module_path)
 
 
 def _selected() -> bool:
@@ -46,10 +63,18 @@ def pytest_collection_modifyitems(config, items) -> None:
                 reason=f"spark not selected (MINIBROKER_CLIENTS={os.environ.get('MINIBROKER_CLIENTS')})"))
 
 
+def _require_extra() -> None:
+    """Skip without the spark extra or java, unless MINIBROKER_CLIENTS asked for spark by name."""
+    if _missing is None:
+        return
+    if _named():
+        pytest.fail(_missing + " (or leave Spark out: MINIBROKER_CLIENTS without 'spark')")
+    pytest.skip(_missing)
+
+
 @pytest.fixture(scope="session")
 def spark():
-    if _missing is not None:
-        pytest.fail(_missing + " (or leave Spark out: MINIBROKER_CLIENTS without 'spark')")
+    _require_extra()
     from minibroker.spark.session import local_session
     session = local_session("local[2]", "minibroker-tests")
     yield session
@@ -59,8 +84,7 @@ def spark():
 @pytest.fixture(scope="session")
 def local_cluster_job(request):
     """The local-cluster process of test_local_cluster, started by the first Spark test."""
-    if _missing is not None:
-        pytest.fail(_missing + " (or leave Spark out: MINIBROKER_CLIENTS without 'spark')")
+    _require_extra()
     proc = start_local_cluster_job(request.getfixturevalue("kafka"))
     yield proc
     if proc.poll() is None:

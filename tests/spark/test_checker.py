@@ -2,8 +2,9 @@
 Spark job (the 5M/20M-row timings are in benchmarks/ordering_checker.py)."""
 from __future__ import annotations
 
-import pandas as pd
 import pytest
+
+pd = pytest.importorskip("pandas", reason="the spark extra is not installed: pip install -e '.[test,fast,spark]'")
 
 from minibroker.spark.checker import check_pandas, check_spark, generate_history
 

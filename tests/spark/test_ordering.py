@@ -12,8 +12,9 @@ import tempfile
 import threading
 import time
 
-import pandas as pd
 import pytest
+
+pd = pytest.importorskip("pandas", reason="the spark extra is not installed: pip install -e '.[test,fast,spark]'")
 
 from minibroker.client import Admin, Producer
 from minibroker.spark.checker import check_pandas, check_spark

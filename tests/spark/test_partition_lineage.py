@@ -32,7 +32,7 @@ import pytest
 from minibroker.client import Admin, Producer, TopicPartition
 from minibroker.spark.checker import check_pandas
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = pytest.mark.timeout(1800)
 
 N = 4
 KEYS = [b"k%03d" % i for i in range(96)]
@@ -151,7 +151,7 @@ def _wait(cond, what: str, driver: Driver, timeout: float) -> None:
 def scenario(kafka, topic: str, ordered: bool):
     b = kafka.bootstrap
     kafka.call(kafka.cluster.create_topic, topic, N, 2)
-    prod = Producing(b, topic, rate=50, burst=BURST)
+    prod = Producing(b, topic, rate=30, burst=BURST)
     prod.thread.start()
     driver = Driver(b, topic, ordered)
     try:
@@ -159,7 +159,7 @@ def scenario(kafka, topic: str, ordered: bool):
         while len(prod.acked) < BURST and time.monotonic() < end:
             time.sleep(0.1)
         driver.start()
-        _wait(lambda: _delivered(driver.out), "a first micro-batch", driver, 240)
+        _wait(lambda: _delivered(driver.out), "a first micro-batch", driver, 600)
         for count in (2 * N, 3 * N):            # expansions while the old partitions have backlog
             _admin(b, lambda a: a.create_partitions({topic: count}))
             _state(b, topic, count, count)
@@ -174,7 +174,7 @@ def scenario(kafka, topic: str, ordered: bool):
             for _, _, _, p, o in _delivered(driver.out):
                 got[p] = max(got.get(p, -1), o)
             return all(got.get(p, -1) >= old[p] - 1 for p in old if old[p] > 0)
-        _wait(read_all_marked, "the marked partitions delivered", driver, 240)
+        _wait(read_all_marked, "the marked partitions delivered", driver, 420)
         _admin(b, lambda a: a.delete_records({TopicPartition(topic, p): -1 for p in old}))
         _state(b, topic, 6, 6)                  # drained and removed
         time.sleep(2)                           # planned at least once without them

@@ -9,8 +9,9 @@ import os
 import random
 import threading
 
-import pyarrow as pa
 import pytest
+
+pa = pytest.importorskip("pyarrow", reason="the spark extra is not installed: pip install -e '.[test,fast,spark]'")
 
 from minibroker.client import Admin
 from minibroker.client.records import decode_records

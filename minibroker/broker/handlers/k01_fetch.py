@@ -30,7 +30,7 @@ from kafka.protocol.api_key import ApiKey
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import RawResponse, handles
 from minibroker.broker.leader_hints import LeaderHints
-from minibroker.broker.replica_manager import fetch_error as _error
+from minibroker.broker.fetch_path import fetch_error as _error
 from minibroker.protocol.fast import encode_fetch_response
 from minibroker.protocol.messages import FetchRequestKip253 as FetchRequest
 from minibroker.security.acl import AclOperation as Op, ResourceType as RT

@@ -1,7 +1,7 @@
 """FaultControl (key 1004, ours), v0 — faults on demand over the wire (`minibroker faults`).
 
-The broker only passes the command to the cluster's FaultAdmin (minibroker/fault_admin.py), set
-by `serve --faults` (Cluster.enable_fault_admin); without one the answer is
+The broker only passes the command to the cluster's FaultAdmin (broker/fault_admin.py), set by
+`serve --faults` (Cluster.enable_fault_admin); without one the answer is
 CLUSTER_AUTHORIZATION_FAILED. Faults never apply to this API itself (Faults.intercept), so a
 client can always heal what it broke.
 """

@@ -15,7 +15,7 @@ from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeader
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
-from minibroker.broker.replica_manager import DEBUGGING_REPLICA_ID
+from minibroker.broker.partition_reads import DEBUGGING_REPLICA_ID
 
 _Topic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 _Part = _Topic.EpochEndOffset

@@ -1,6 +1,7 @@
 """The classic group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup — Kafka's
-GroupCoordinator. DescribeGroups, ListGroups and DeleteGroups come from the base class
-(classic_admin.ClassicGroupAdmin), with how a failed group record write is answered.
+GroupCoordinator. SyncGroup is classic_sync.ClassicGroupSync's; DescribeGroups, ListGroups and
+DeleteGroups come from classic_admin.ClassicGroupAdmin below it, with how a failed group record
+write is answered.
 
 Every method is a plain `def` that validates, changes state and arms timers, then returns either a
 value or a future the handler awaits (a rebalance barrier, or a write reaching the high
@@ -31,10 +32,10 @@ from minibroker.coordinator.errors import (
     COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, ILLEGAL_GENERATION,
     INCONSISTENT_GROUP_PROTOCOL, INVALID_GROUP_ID, INVALID_REQUEST, INVALID_SESSION_TIMEOUT,
     MEMBER_ID_REQUIRED, NONE, NOT_COORDINATOR, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID)
-from minibroker.coordinator.group.classic_admin import ClassicGroupAdmin
 from minibroker.coordinator.group.classic_group import (
     COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup,
     ClassicGroupMember, JoinResult, SyncResult)
+from minibroker.coordinator.group.classic_sync import ClassicGroupSync, snake
 from minibroker.coordinator.group.classic_group_records import (
     empty_generation_record, group_metadata_record)
 from minibroker.coordinator.offsets import OFFSETS_TOPIC
@@ -47,7 +48,7 @@ log = logging.getLogger("minibroker.coordinator")
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000      # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
 
 
-class ClassicGroupCoordinator(ClassicGroupAdmin):
+class ClassicGroupCoordinator(ClassicGroupSync):
     # ================================================================== JoinGroup
     def join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
                    require_known_member_id: bool, client_id: str, client_host: str,
@@ -212,7 +213,7 @@ class ClassicGroupCoordinator(ClassicGroupAdmin):
             fut.set_result(JoinResult(code, member_id))
             return
         member = group.members[member_id]
-        getattr(self, f"_on_join__{_snake(group.state)}")(
+        getattr(self, f"_on_join__{snake(group.state)}")(
             shard, group, member, fut, protocols, rebalance_timeout_ms, session_timeout_ms, reason)
 
     def _on_join__preparing_rebalance(self, shard, group, member, fut, protocols,
@@ -443,94 +444,6 @@ class ClassicGroupCoordinator(ClassicGroupAdmin):
             group.cancel_timers()
             del shard.groups[group.group_id]
 
-    # ================================================================== SyncGroup
-    def sync_group(self, group_id: str, generation_id: int, member_id: str,
-                   group_instance_id: str | None, protocol_type: str | None,
-                   protocol_name: str | None, assignments: list[tuple[str, bytes]]) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
-        if not group_id:
-            fut.set_result(SyncResult(INVALID_GROUP_ID))
-            return fut
-        shard, code = self.rt.shard_for(group_id)
-        if code:
-            fut.set_result(SyncResult(code))
-            return fut
-        group = shard.groups.get(group_id)
-        if group is None:
-            fut.set_result(SyncResult(UNKNOWN_MEMBER_ID))
-            return fut
-        if group.is_(DEAD):
-            fut.set_result(SyncResult(COORDINATOR_NOT_AVAILABLE))
-            return fut
-        code = self._validate_current_member(group, member_id, group_instance_id)
-        if not code and generation_id != group.generation_id:
-            code = ILLEGAL_GENERATION
-        if not code and protocol_type is not None and protocol_type != group.protocol_type:
-            code = INCONSISTENT_GROUP_PROTOCOL
-        if not code and protocol_name is not None and protocol_name != group.protocol_name:
-            code = INCONSISTENT_GROUP_PROTOCOL
-        if code:
-            fut.set_result(SyncResult(code))
-            return fut
-        getattr(self, f"_on_sync__{_snake(group.state)}")(shard, group, group.members[member_id],
-                                                          fut, assignments)
-        return fut
-
-    def _on_sync__empty(self, shard, group, member, fut, assignments) -> None:
-        fut.set_result(SyncResult(UNKNOWN_MEMBER_ID))
-
-    def _on_sync__preparing_rebalance(self, shard, group, member, fut, assignments) -> None:
-        fut.set_result(SyncResult(REBALANCE_IN_PROGRESS))
-
-    def _on_sync__completing_rebalance(self, shard, group, member, fut, assignments) -> None:
-        if member.sync_future is not None:
-            member.complete_sync(SyncResult(REBALANCE_IN_PROGRESS))
-        member.sync_future = fut
-        self._remove_pending_sync_member(group, member.member_id)
-        if not group.is_leader(member.member_id):
-            return
-        given = {mid: bytes(a) for mid, a in assignments}
-        assignment = {mid: given.get(mid, b"") for mid in group.members}
-        generation = group.generation_id
-
-        def stored(code: int) -> None:
-            if not self._is_current(shard, group):
-                return
-            if group.is_(COMPLETING_REBALANCE) and group.generation_id == generation:
-                if code:
-                    self._reset_and_propagate_assignment_error(shard, group,
-                                                               self._group_write_error(code))
-                    self._maybe_prepare_rebalance(shard, group, "storing the group failed")
-                else:
-                    # The stored record (assignments, Stable) applies through replay; in memory
-                    # the group became Stable now (the record keeps CompletingRebalance's time).
-                    replay_all(shard, [record])
-                    group.current_state_timestamp = self.now_ms
-                    log.info("Stabilized group %s generation %d (%s-%d) with %d members",
-                             group.group_id, group.generation_id, OFFSETS_TOPIC, shard.partition,
-                             len(group.members))
-                    for m in group.members.values():
-                        if m.is_awaiting_sync:
-                            m.complete_sync(SyncResult(NONE, group.protocol_type,
-                                                       group.protocol_name, m.assignment))
-                            self._complete_and_schedule_heartbeat(shard, group, m)
-        record = group_metadata_record(group, assignment)
-        self.rt.append(shard, [record], stored)
-
-    def _on_sync__stable(self, shard, group, member, fut, assignments) -> None:
-        self._remove_pending_sync_member(group, member.member_id)
-        fut.set_result(SyncResult(NONE, group.protocol_type, group.protocol_name,
-                                  member.assignment))
-        self._complete_and_schedule_heartbeat(shard, group, member)
-
-    _on_sync__dead = _on_sync__empty
-
-    def _remove_pending_sync_member(self, group, member_id: str) -> None:
-        group.pending_sync_members.discard(member_id)
-        if not group.pending_sync_members and group.sync_timer is not None:
-            group.sync_timer.cancel()
-            group.sync_timer = None
-
     # ================================================================== Heartbeat
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
                   generation_id: int) -> int:
@@ -631,12 +544,3 @@ class ClassicGroupCoordinator(ClassicGroupAdmin):
                 m.complete_sync(SyncResult(NOT_COORDINATOR))
             group.state = DEAD
         shard.groups.clear()
-
-
-def _snake(state: str) -> str:
-    out = []
-    for ch in state:
-        if ch.isupper() and out:
-            out.append("_")
-        out.append(ch.lower())
-    return "".join(out)

@@ -53,26 +53,25 @@ import kafka.errors as Errors
 
 from minibroker.coordinator.context import CoordinatorContext, CoordinatorPart, completed
 from minibroker.coordinator.errors import (
-    COMMON_WRITE_ERRORS, COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, FENCED_MEMBER_EPOCH,
-    GROUP_ID_NOT_FOUND, GROUP_MAX_SIZE_REACHED, INVALID_REGULAR_EXPRESSION, INVALID_REQUEST, NONE,
-    NON_EMPTY_GROUP, STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, UNRELEASED_INSTANCE_ID,
-    UNSUPPORTED_ASSIGNOR)
+    COMMON_WRITE_ERRORS, COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, GROUP_ID_NOT_FOUND,
+    INVALID_REGULAR_EXPRESSION, INVALID_REQUEST, NONE, NON_EMPTY_GROUP, STALE_MEMBER_EPOCH,
+    UNKNOWN_MEMBER_ID, UNSUPPORTED_ASSIGNOR)
 from minibroker.coordinator.group.assignors import ASSIGNORS, MemberSpec, TopicDescription, assign
 from minibroker.coordinator.group.consumer_group import (
-    CONSUMER_GROUP_TYPE, GROUP_CONSUMER_MAX_SIZE, LEAVE_GROUP_MEMBER_EPOCH,
-    LEAVE_GROUP_STATIC_MEMBER_EPOCH, MEMBER_STABLE, UNREVOKED_PARTITIONS, Assignment,
-    ConsumerGroup, ConsumerGroupMember, reconcile)
+    CONSUMER_GROUP_TYPE, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    UNREVOKED_PARTITIONS, Assignment, ConsumerGroup, ConsumerGroupMember, reconcile)
 from minibroker.coordinator.group.consumer_group_records import (
     Record, assignment_of, topic_partitions_of, current_assignment_record,
     current_assignment_tombstone, group_epoch_record, group_epoch_tombstone,
     member_metadata_record, member_metadata_tombstone, partition_metadata_tombstone,
     target_member_record, target_member_tombstone, target_metadata_record,
     target_metadata_tombstone)
+from minibroker.coordinator.group.consumer_members import (
+    GroupError, member_for_heartbeat, updated_member)
 from minibroker.coordinator.group.metadata_hash import TopicHashCache, compute_group_metadata_hash
 from minibroker.coordinator.replay import replay_all
 from minibroker.protocol.messages import (ConsumerGroupDescribeResponse,
                                           ConsumerGroupHeartbeatResponse)
-
 
 log = logging.getLogger("minibroker.coordinator")
 
@@ -82,16 +81,6 @@ _WRITE_ERRORS = {
 }
 
 
-class GroupError(Exception):
-    """A request refused with a Kafka error code (caught in this module, never on the wire)."""
-
-    def __init__(self, code: int, message: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-# ---------------------------------------------------------------------------------- coordinator
 class ConsumerGroupCoordinator(CoordinatorPart):
     def __init__(self, rt: CoordinatorContext) -> None:
         super().__init__(rt)
@@ -275,85 +264,20 @@ class ConsumerGroupCoordinator(CoordinatorPart):
             raise GroupError(GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
         return ConsumerGroup(group_id)        # created by the replay of its first records
 
-    @staticmethod
-    def _check_epoch(member: ConsumerGroupMember, received: int, owned: Assignment | None) -> None:
-        """Kafka's throwIfMemberEpochIsInvalid."""
-        if received > member.member_epoch:
-            raise GroupError(FENCED_MEMBER_EPOCH, f"The consumer group member has a greater "
-                             f"member epoch ({received}) than the one known by the group "
-                             f"coordinator ({member.member_epoch}). The member must abandon all "
-                             f"its partitions and rejoin.")
-        if received < member.member_epoch:
-            ok = received == member.previous_member_epoch and owned is not None and all(
-                parts <= member.assigned_partitions.get(tid, frozenset())
-                for tid, parts in owned.items())
-            if not ok:
-                raise GroupError(FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller "
-                                 f"member epoch ({received}) than the one known by the group "
-                                 f"coordinator ({member.member_epoch}). The member must abandon "
-                                 f"all its partitions and rejoin.")
-
     def _join_or_update(self, shard, req, api_version, client_id, client_host):
         gid = req.group_id
         group = self._group_for_heartbeat(shard, gid, create=req.member_epoch == 0)
         owned = None if req.topic_partitions is None else assignment_of(req.topic_partitions)
         records: list[Record] = []
-        replaced: ConsumerGroupMember | None = None
         member_id = req.member_id
         if req.member_epoch == 0 and not member_id:
             member_id = self.rt.ids.uuid().hex        # v0: the coordinator names the member
-        static = req.instance_id
-        if req.member_epoch == 0:
-            existing_static = group.members.get(group.static_members.get(static, "")) \
-                if static else None
-            if existing_static is not None and existing_static.member_id != member_id:
-                if existing_static.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-                    raise GroupError(UNRELEASED_INSTANCE_ID, f"Static member {member_id} with "
-                                     f"instance id {static} cannot join the group because the "
-                                     f"instance id is owned by {existing_static.member_id} "
-                                     f"member.")
-                # The new member takes over the old one: its assignment and target.
-                replaced = existing_static
-                member = dataclasses.replace(existing_static, member_id=member_id,
-                                             member_epoch=0, previous_member_epoch=0)
-            else:
-                old = group.members.get(member_id)
-                if old is None and len(group.members) >= GROUP_CONSUMER_MAX_SIZE:
-                    raise GroupError(GROUP_MAX_SIZE_REACHED, f"The consumer group has reached "
-                                     f"its maximum capacity of {GROUP_CONSUMER_MAX_SIZE} members.")
-                member = ConsumerGroupMember(member_id) if old is None else dataclasses.replace(
-                    old, member_epoch=0, previous_member_epoch=0, state=MEMBER_STABLE,
-                    assigned_partitions={}, partitions_pending_revocation={})
-        else:
-            member = group.members.get(member_id)
-            if static:
-                mapped = group.static_members.get(static)
-                if mapped is None:
-                    raise GroupError(UNKNOWN_MEMBER_ID, f"Instance id {static} is unknown.")
-                if mapped != member_id:
-                    raise GroupError(FENCED_INSTANCE_ID, f"Static member {member_id} with "
-                                     f"instance id {static} was fenced by member {mapped}.")
-            if member is None:
-                raise GroupError(UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of "
-                                 f"group {gid}.")
-            self._check_epoch(member, req.member_epoch, owned)
+        member, replaced = member_for_heartbeat(group, req, member_id, owned)
         before = group.members.get(member.member_id) if replaced is None else replaced
 
         names = req.subscribed_topic_names
         regex = req.subscribed_topic_regex if api_version >= 1 else None
-        updated = dataclasses.replace(
-            member,
-            instance_id=static if static is not None else member.instance_id,
-            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
-            client_id=client_id, client_host=client_host,
-            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
-            else member.rebalance_timeout_ms,
-            subscribed_topic_names=tuple(sorted(set(names))) if names is not None
-            else member.subscribed_topic_names,
-            subscribed_topic_regex=(regex or None) if regex is not None
-            else member.subscribed_topic_regex,
-            server_assignor=(req.server_assignor or None) if req.server_assignor is not None
-            else member.server_assignor)
+        updated = updated_member(member, req, regex, client_id, client_host)
 
         bump = False
         if replaced is not None:
@@ -385,17 +309,8 @@ class ConsumerGroupCoordinator(CoordinatorPart):
             records.append(group_epoch_record(gid, group_epoch, metadata_hash))
             log.info("group %s: epoch %d (hash %d)", gid, group_epoch, metadata_hash)
 
-        target_epoch = group.assignment_epoch
-        target = dict(group.target_assignment)
-        if replaced is not None and replaced.member_id in target:
-            target[member_id] = target.pop(replaced.member_id)
-        if group_epoch > target_epoch:
-            new_target = self._compute_target(group, members_after, subscribed, target)
-            for mid in sorted(new_target):
-                if new_target[mid] != target.get(mid):
-                    records.append(target_member_record(gid, mid, new_target[mid]))
-            records.append(target_metadata_record(gid, group_epoch))
-            target, target_epoch = new_target, group_epoch
+        target, target_epoch = self._target_after(group, replaced, member_id, group_epoch,
+                                                  members_after, subscribed, records)
 
         def owner_of(tid: uuid.UUID, p: int) -> str | None:
             o = group.owners.get((tid, p))
@@ -409,17 +324,7 @@ class ConsumerGroupCoordinator(CoordinatorPart):
 
         replay_all(shard, records)
         group = shard.consumer_groups[gid]
-        if replaced is not None:
-            self._cancel(group, "session", replaced.member_id)
-            self._cancel(group, "rebalance", replaced.member_id)
-        self._set_subscribed(group, subscribed)
-        self._schedule_session(shard, group, member_id)
-        if reconciled.state == UNREVOKED_PARTITIONS:
-            if before is None or before.state != UNREVOKED_PARTITIONS or \
-                    before.member_epoch != reconciled.member_epoch:
-                self._schedule_rebalance(shard, group, reconciled)
-        else:
-            self._cancel(group, "rebalance", member_id)
+        self._after_heartbeat(shard, group, replaced, subscribed, member_id, before, reconciled)
 
         full = req.member_epoch == 0 or (
             req.rebalance_timeout_ms != -1 and (names is not None or regex is not None)
@@ -432,6 +337,40 @@ class ConsumerGroupCoordinator(CoordinatorPart):
             heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
             assignment=self._response_assignment(reconciled) if send else None)
         return response, records
+
+    def _target_after(self, group, replaced, member_id: str, group_epoch: int, members_after,
+                      subscribed, records: list[Record]) -> tuple[dict, int]:
+        """The target assignment and its epoch once a heartbeat is applied: recomputed (its
+        records appended to `records`) when the group epoch moved past it."""
+        gid = group.group_id
+        target_epoch = group.assignment_epoch
+        target = dict(group.target_assignment)
+        if replaced is not None and replaced.member_id in target:
+            target[member_id] = target.pop(replaced.member_id)
+        if group_epoch > target_epoch:
+            new_target = self._compute_target(group, members_after, subscribed, target)
+            for mid in sorted(new_target):
+                if new_target[mid] != target.get(mid):
+                    records.append(target_member_record(gid, mid, new_target[mid]))
+            records.append(target_metadata_record(gid, group_epoch))
+            target, target_epoch = new_target, group_epoch
+        return target, target_epoch
+
+    def _after_heartbeat(self, shard, group, replaced, subscribed, member_id: str, before,
+                         reconciled: ConsumerGroupMember) -> None:
+        """The timers a heartbeat's records leave: the session, and the rebalance timeout of a
+        member yet to revoke partitions."""
+        if replaced is not None:
+            self._cancel(group, "session", replaced.member_id)
+            self._cancel(group, "rebalance", replaced.member_id)
+        self._set_subscribed(group, subscribed)
+        self._schedule_session(shard, group, member_id)
+        if reconciled.state == UNREVOKED_PARTITIONS:
+            if before is None or before.state != UNREVOKED_PARTITIONS or \
+                    before.member_epoch != reconciled.member_epoch:
+                self._schedule_rebalance(shard, group, reconciled)
+        else:
+            self._cancel(group, "rebalance", member_id)
 
     @staticmethod
     def _response_assignment(m: ConsumerGroupMember):

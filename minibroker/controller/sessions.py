@@ -18,7 +18,7 @@ from typing import Any
 
 from minibroker.controller.result import ControllerHalted, ControllerMoved
 
-log = logging.getLogger("minibroker.sessions")
+log = logging.getLogger("minibroker.controller.sessions")
 
 
 class BrokerSessions:
