@@ -16,9 +16,9 @@ from kafka.errors import InvalidConfigurationError, InvalidRequestError
 from minibroker.config import ClusterConfig
 from minibroker.controller.image import MetadataImage
 from minibroker.controller.result import ItemResult, Result
-from minibroker.protocol import records as R
+from minibroker.controller import records
 
-GROUP = 32
+GROUP = records.GROUP
 
 
 @dataclass(frozen=True)
@@ -136,6 +136,5 @@ def alter_group_configs(image: MetadataImage, config: ClusterConfig, group_id: s
     problem = check(config, after)
     if problem:
         return Result((), ItemResult(InvalidConfigurationError.errno, problem))
-    return Result(tuple(R.ConfigRecord(resource_type=GROUP, resource_name=group_id, name=k,
-                                       value=None if v is None else v.strip())
+    return Result(tuple(records.group_config(group_id, k, None if v is None else v.strip())
                         for k, v in sorted(changes.items())), ItemResult(0))
