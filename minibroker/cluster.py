@@ -137,6 +137,14 @@ class ControllerChannel:
         return await self._forward(lambda c: c.alter_broker_configs(
             resource_name, changes, validate_only=validate_only, replace=replace))
 
+    async def alter_group_configs(self, group_id: str, changes: dict, validate_only: bool,
+                                  replace: bool = False):
+        return await self._forward(lambda c: c.alter_group_configs(
+            group_id, changes, validate_only=validate_only, replace=replace))
+
+    async def describe_group_configs(self, group_id: str):
+        return await self._forward(lambda c: c.describe_group_configs(group_id))
+
     async def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]] | None):
         return await self._forward(lambda c: c.elect_leaders(election_type, partitions))
 

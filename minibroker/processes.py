@@ -125,6 +125,13 @@ class RemoteControllerChannel:
         return await self.call("alter_broker_configs", resource_name, changes, validate_only,
                                replace)
 
+    async def alter_group_configs(self, group_id: str, changes: dict[str, str | None],
+                                  validate_only: bool, replace: bool = False) -> Any:
+        return await self.call("alter_group_configs", group_id, changes, validate_only, replace)
+
+    async def describe_group_configs(self, group_id: str) -> dict[str, str]:
+        return await self.call("describe_group_configs", group_id)
+
     async def alter_user_scram_credentials(self, deletions: list[tuple[str, int]],
                                            upsertions: list[Any]) -> list[Any]:
         return await self.call("alter_user_scram_credentials", deletions, upsertions)

@@ -33,7 +33,7 @@ TOPIC_DENIED = TopicAuthorizationFailedError.errno
 GROUP_DENIED = GroupAuthorizationFailedError.errno
 CLUSTER_DENIED = ClusterAuthorizationFailedError.errno
 TXN_DENIED = TransactionalIdAuthorizationFailedError.errno
-CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8
+CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER, CONFIG_GROUP = 2, 4, 8, 32
 
 # (ctx, req) -> 0 or the error code of the whole request
 RequestRule = Callable[[Any, Any], int]
@@ -172,6 +172,8 @@ def _configs(op: Op) -> Callable[[Any, Any, Any], int]:
             return 0 if ctx.authorize(op, RT.TOPIC, item.resource_name) else TOPIC_DENIED
         if item.resource_type in (CONFIG_BROKER, CONFIG_BROKER_LOGGER):
             return 0 if ctx.authorize(op, RT.CLUSTER, CLUSTER_NAME) else CLUSTER_DENIED
+        if item.resource_type == CONFIG_GROUP:      # KIP-848 group configs, as Kafka 4's KafkaApis
+            return 0 if ctx.authorize(op, RT.GROUP, item.resource_name) else GROUP_DENIED
         return 0
     return check
 

@@ -23,8 +23,8 @@ from kafka.errors import PolicyViolationError, RequestTimedOutError
 
 from minibroker.clock import Clock
 from minibroker.config import ClusterConfig
-from minibroker.controller import (acls, broker_configs, brokers, elections, partition_count,
-                                   partitions, reassignment, scram, topics)
+from minibroker.controller import (acls, broker_configs, brokers, elections, group_configs,
+                                   partition_count, partitions, reassignment, scram, topics)
 from minibroker.controller.changelog import log_changes
 from minibroker.controller.delta import MetadataDelta
 from minibroker.controller.image import MetadataImage, PartitionRegistration
@@ -290,6 +290,17 @@ class Controller:
             res = broker_configs.alter_broker_configs(self.image, resource_name, changes,
                                                       replace)
             return res.response if validate_only else await self._write(res)
+
+    async def alter_group_configs(self, group_id: str, changes: dict, validate_only: bool,
+                                  replace: bool = False) -> ItemResult:
+        async with self._lock:
+            res = group_configs.alter_group_configs(self.image, self.config, group_id, changes,
+                                                    replace)
+            return res.response if validate_only else await self._write(res)
+
+    async def describe_group_configs(self, group_id: str) -> dict[str, str]:
+        """The configs set on the group (KIP-848), from the committed image."""
+        return dict(self.image.group_configs.get(group_id, {}))
 
     # ------------------------------------------------------------------ ACLs (KIP-11)
     async def create_acls(self, bindings: list) -> list:

@@ -31,6 +31,8 @@ class MetadataDelta:
         self.removed_topics: set[str] = set()
         self.topics_by_id = dict(image.topics_by_id)
         self.broker_configs = dict(image.broker_configs)
+        self.group_configs = dict(image.group_configs)
+        self.group_configs_changed = False
         self.scram_credentials = dict(image.scram_credentials)
         self.scram_changed = False
         self.next_producer_id = image.next_producer_id
@@ -194,6 +196,10 @@ class MetadataDelta:
                 return
             self.changed_topics.add(r.resource_name)
             target = t["configs"]
+        elif r.resource_type == 32:           # GROUP
+            target = self.group_configs[r.resource_name] = dict(
+                self.group_configs.get(r.resource_name, {}))
+            self.group_configs_changed = True
         else:                                 # BROKER (cluster-wide default when name is "")
             target = self.broker_configs[r.resource_name] = dict(
                 self.broker_configs.get(r.resource_name, {}))
@@ -244,6 +250,9 @@ class MetadataDelta:
             broker_configs=MappingProxyType({n: MappingProxyType(c) for n, c in sorted(
                 self.broker_configs.items()) if c}) if self.broker_configs_changed
             else self.image.broker_configs,
+            group_configs=MappingProxyType({n: MappingProxyType(c) for n, c in sorted(
+                self.group_configs.items()) if c}) if self.group_configs_changed
+            else self.image.group_configs,
             scram_credentials=MappingProxyType(dict(sorted(self.scram_credentials.items())))
             if self.scram_changed else self.image.scram_credentials,
             next_producer_id=self.next_producer_id,

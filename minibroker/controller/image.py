@@ -101,6 +101,8 @@ class MetadataImage:
     topics_by_id: Mapping[uuid.UUID, str] = field(default_factory=lambda: EMPTY)
     # Dynamic broker configs: broker id (or "" for the cluster default) -> {name: value}.
     broker_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
+    # Group configs (KIP-848, resource type GROUP): group id -> {name: value}.
+    group_configs: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: EMPTY)
     # SCRAM credentials (UserScramCredentialRecord): (user, mechanism id) -> credential.
     scram_credentials: Mapping[tuple[str, int], ScramCredential] = field(
         default_factory=lambda: EMPTY)

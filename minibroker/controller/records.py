@@ -15,6 +15,7 @@ from minibroker.security.acl import AclBinding
 
 TOPIC = 2                                   # ConfigRecord.resource_type (Kafka's ConfigResource)
 BROKER = 4
+GROUP = 32
 
 Epochs = Iterable[tuple[int, int]]          # (partition, leader epoch) pairs (KIP-253)
 Listeners = tuple[tuple[str, str, int, int], ...]   # (name, host, port, security protocol id)
@@ -79,6 +80,11 @@ def broker_config(resource_name: str, name: str, value: str | None) -> R.ConfigR
     default; value None deletes it."""
     return R.ConfigRecord(resource_type=BROKER, resource_name=resource_name, name=name,
                           value=value)
+
+
+def group_config(group_id: str, name: str, value: str | None) -> R.ConfigRecord:
+    """A group config (KIP-848) of group `group_id`; value None deletes it."""
+    return R.ConfigRecord(resource_type=GROUP, resource_name=group_id, name=name, value=value)
 
 
 def acl_entry(acl_id: uuid.UUID, a: AclBinding) -> R.AccessControlEntryRecord:

@@ -13,6 +13,9 @@ log.retention.ms).  v3: config_type, documentation (with include_documentation).
 Every Kafka 4.x topic config is described (minibroker.log.config.TOPIC_CONFIGS); brokers also
 describe broker.id, node.id, broker.rack (null without a rack), listeners and the topic defaults
 under their broker names (log.retention.ms, ...).
+GROUP resources (type 32, Kafka 4.0+; KIP-848 group configs): every Kafka group config, the
+group's value (GROUP_CONFIG) or its broker synonym's (STATIC_BROKER_CONFIG when the broker sets
+it, else DEFAULT_CONFIG), for any group id, as Kafka's ConfigHelper.createGroupConfigEntry.
 Not implemented: BROKER_LOGGER resources.
 """
 from __future__ import annotations
@@ -23,18 +26,20 @@ from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 
 from minibroker.broker.context import RequestContext, Services
 from minibroker.broker.dispatch import handles
+from minibroker.broker.handlers.k33_alter_configs import group_configs_served
 from minibroker.broker.throttle import RATE_CONFIGS
 from minibroker.protocol.topic_names import invalid_reason
 from minibroker.config import ClusterConfig
 from minibroker.controller import dynamic_broker_configs as dyn
+from minibroker.controller import group_configs as groups
 from minibroker.log import config as log_config
 
 _Result = DescribeConfigsResponse.DescribeConfigsResult
 _Entry = _Result.DescribeConfigsResourceResult
 _Synonym = _Entry.DescribeConfigsSynonym
 
-TOPIC, BROKER = 2, 4
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+TOPIC, BROKER, GROUP = 2, 4, 32
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 1, 4, 5, 8
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 # Kafka's ConfigDef types (DescribeConfigsResponse.ConfigType).
 UNKNOWN, BOOLEAN, STRING, INT, SHORT, LONG, DOUBLE, LIST = 0, 1, 2, 3, 4, 5, 6, 7
@@ -152,6 +157,23 @@ def broker_configs(services: Services, keys, include_synonyms: bool, include_doc
     return out
 
 
+def group_config_entries(config: ClusterConfig, set_configs: dict[str, str], keys,
+                         include_synonyms: bool, include_docs: bool = False) -> list[_Entry]:
+    out = []
+    for name, key in sorted(groups.KEYS.items()):
+        if keys is not None and name not in keys:
+            continue
+        default, static = groups.broker_value(config, key)
+        levels = [(name, set_configs[name], GROUP_CONFIG)] if name in set_configs else []
+        levels.append((key.synonym, default, STATIC_BROKER_CONFIG if static else DEFAULT_CONFIG))
+        value, source = levels[0][1], levels[0][2]
+        synonyms = ([_Synonym(name=n, value=v, source=src) for n, v, src in levels]
+                    if include_synonyms else [])
+        out.append(_entry(name, value, source, False, _TYPES[key.type], synonyms,
+                          key.doc if include_docs else None))
+    return out
+
+
 def _error(r, code: int, message: str | None) -> _Result:
     return _Result(error_code=code, error_message=message, resource_type=r.resource_type,
                    resource_name=r.resource_name, configs=[])
@@ -188,6 +210,12 @@ async def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsReque
                                        resource_type=BROKER, resource_name=r.resource_name,
                                        configs=broker_configs(ctx.services, keys, synonyms, docs,
                                                               r.resource_name)))
+        elif r.resource_type == GROUP and group_configs_served(ctx):
+            set_configs = await ctx.controller.describe_group_configs(r.resource_name)
+            results.append(_Result(error_code=0, error_message=None, resource_type=GROUP,
+                                   resource_name=r.resource_name,
+                                   configs=group_config_entries(ctx.services.config, set_configs,
+                                                                keys, synonyms, docs)))
         else:
             results.append(_error(r, InvalidRequestError.errno,
                                   f"Unsupported resource type: {r.resource_type}"))

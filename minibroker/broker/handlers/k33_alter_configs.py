@@ -8,6 +8,8 @@ answered once with INVALID_REQUEST ("Duplicate resource.").
 BROKER resources (a broker id, or "" for the cluster default): the given dynamic broker configs
 replace that resource's set (KIP-226; minibroker.controller.broker_configs).
 v1: throttle_time_ms.  v2: flexible.
+GROUP resources (KIP-848 group configs, from Kafka 4.0; minibroker.controller.group_configs):
+the group's configs are replaced by the given ones.
 Not implemented: BROKER_LOGGER resources answer INVALID_REQUEST.
 """
 from __future__ import annotations
@@ -23,13 +25,14 @@ from minibroker.broker.dispatch import handles
 from minibroker.protocol.topic_names import invalid_reason
 
 _Result = AlterConfigsResponse.AlterConfigsResourceResponse
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, GROUP, BROKER, BROKER_LOGGER = 2, 32, 4, 8
 
 
-def precheck(resources, dynamic_brokers: bool = False) -> dict[int, tuple[int, str]]:
+def precheck(resources, dynamic_brokers: bool = False, groups: bool = False
+             ) -> dict[int, tuple[int, str]]:
     """Errors found before asking the controller, by resource index: resource types other than
-    TOPIC (and BROKER, when `dynamic_brokers`), illegal topic names, duplicate resources (all but
-    the first occurrence left out)."""
+    TOPIC (and BROKER, when `dynamic_brokers`; GROUP, when `groups`), illegal topic names,
+    duplicate resources (all but the first occurrence left out)."""
     counts: dict = {}
     for r in resources:
         counts[(r.resource_type, r.resource_name)] = counts.get(
@@ -42,7 +45,7 @@ def precheck(resources, dynamic_brokers: bool = False) -> dict[int, tuple[int, s
             errors[i] = None if key in answered else (InvalidRequestError.errno,
                                                       "Duplicate resource.")
             answered.add(key)
-        elif r.resource_type == BROKER and dynamic_brokers:
+        elif r.resource_type == BROKER and dynamic_brokers or r.resource_type == GROUP and groups:
             continue
         elif r.resource_type == BROKER_LOGGER:
             errors[i] = (InvalidRequestError.errno, "Broker loggers are not configurable here: "
@@ -57,10 +60,10 @@ def precheck(resources, dynamic_brokers: bool = False) -> dict[int, tuple[int, s
 
 
 async def alter_each(resources, result_class, alter: Callable[[Any], Awaitable[tuple[int, str]]],
-                     dynamic_brokers: bool = False) -> list:
+                     dynamic_brokers: bool = False, groups: bool = False) -> list:
     """One result per resource, in request order: the precheck's error, else `await alter(r)`'s
     (error code, message); a duplicate resource is answered once."""
-    errors = precheck(resources, dynamic_brokers)
+    errors = precheck(resources, dynamic_brokers, groups)
     results = []
     for i, r in enumerate(resources):
         if i not in errors:
@@ -82,9 +85,19 @@ async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest
         if r.resource_type == BROKER:
             res = await ctx.controller.alter_broker_configs(
                 r.resource_name, configs, validate_only=req.validate_only, replace=True)
+        elif r.resource_type == GROUP:
+            res = await ctx.controller.alter_group_configs(
+                r.resource_name, configs, validate_only=req.validate_only, replace=True)
         else:
             res = await ctx.controller.alter_topic_configs(
                 r.resource_name, configs, replace=True, validate_only=req.validate_only)
         return res.error_code, res.message
     return AlterConfigsResponse(throttle_time_ms=0, responses=await alter_each(
-        req.resources, _Result, alter, dynamic_brokers=True))
+        req.resources, _Result, alter, dynamic_brokers=True, groups=group_configs_served(ctx)))
+
+
+def group_configs_served(ctx: RequestContext) -> bool:
+    """GROUP resources are Kafka 4.0's (KIP-848); an emulated older release refuses them as
+    an unknown resource type."""
+    version = ctx.services.config.kafka_version
+    return version is None or tuple(int(p) for p in version.split(".")[:2]) >= (4, 0)

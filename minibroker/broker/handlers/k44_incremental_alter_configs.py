@@ -10,6 +10,8 @@ v1: flexible.
 BROKER resources (a broker id, or "" for the cluster default): Kafka's dynamic broker configs
 (KIP-226, minibroker.controller.broker_configs), APPEND / SUBTRACT starting from the resource's
 dynamic value, else the broker's static one; BROKER_LOGGER resources answer INVALID_REQUEST.
+GROUP resources (KIP-848 group configs, from Kafka 4.0): SET and DELETE
+(minibroker.controller.group_configs); no group config is a LIST.
 """
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
 from minibroker.broker.handlers.k32_describe_configs import (LIST, TOPIC_CONFIG_TYPES,
                                                              broker_values)
-from minibroker.broker.handlers.k33_alter_configs import BROKER, alter_each
+from minibroker.broker.handlers.k33_alter_configs import (BROKER, GROUP, alter_each,
+                                                           group_configs_served)
+from minibroker.controller import group_configs
 from minibroker.controller import dynamic_broker_configs as dyn
 from minibroker.log import config as log_config
 
@@ -74,6 +78,15 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
         ) -> IncrementalAlterConfigsResponse:
     async def alter(r) -> tuple[int, str]:
         broker = r.resource_type == BROKER
+        if r.resource_type == GROUP:
+            current = {**{k.name: k.default for k in group_configs.KEYS.values()},
+                       **await ctx.controller.describe_group_configs(r.resource_name)}
+            changes, code, message = changes_for(current, r.configs, broker=True)
+            if changes is None:
+                return code, message
+            res = await ctx.controller.alter_group_configs(
+                r.resource_name, changes, validate_only=req.validate_only)
+            return res.error_code, res.message
         if broker:
             dynamic = ctx.node.dynamic_configs or {}
             current = {**broker_values(ctx.services), **dynamic.get("", {}),
@@ -92,4 +105,4 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
                 r.resource_name, changes, replace=False, validate_only=req.validate_only)
         return res.error_code, res.message
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=await alter_each(
-        req.resources, _Result, alter, dynamic_brokers=True))
+        req.resources, _Result, alter, dynamic_brokers=True, groups=group_configs_served(ctx)))
