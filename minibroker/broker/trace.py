@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import json
 import json.encoder
+import keyword
 import struct
 import sys
 import uuid
@@ -114,24 +115,35 @@ def fields(obj: Any, version: int, errors: set[int]) -> dict:
     """A decoded message as JSON-ready dicts (record sets summarised, bytes shortened), adding
     each non-zero error code met to `errors`."""
     schema = obj._struct
-    plan = _PLANS.get((id(schema), version)) or _plan(schema, version)     # no call when known
-    out = {}
-    for name, kind, is_error in plan:
-        v = getattr(obj, name)
-        if v is None:
-            out[name] = None
-        elif kind == 0:
-            if type(v) in _PLAIN:
-                if is_error and v:
-                    errors.add(v)
-                out[name] = v
-            else:
-                out[name] = _scalar(v, name)
-        elif kind == 1:
-            out[name] = fields(v, version, errors)
+    walk = _WALKS.get((id(schema), version)) or _walk(schema, version)
+    return walk(obj, errors)
+
+
+_WALKS: dict[tuple, Callable[[Any, set[int]], dict]] = {}
+
+
+def _walk(schema: Any, version: int) -> Callable[[Any, set[int]], dict]:
+    """fields() for one message version as one generated dict display: no per-field loop,
+    branch on the field's kind or getattr (the walk was most of the trace's cost after JSON)."""
+    items = []
+    for name, kind, is_error in _plan(schema, version):
+        get = (f"o.{name}" if name.isidentifier() and not keyword.iskeyword(name)
+               else f"getattr(o, {name!r})")
+        if kind == 1:
+            value = f"None if (v := {get}) is None else F(v, {version}, errors)"
+        elif kind == 2:
+            value = f"None if (v := {get}) is None else [F(x, {version}, errors) for x in v]"
+        elif is_error:      # a non-zero code is also noted in `errors`
+            value = (f"v if (v := {get}) is None or (type(v) in P and (not v or errors.add(v) "
+                     f"or True)) else S(v, {name!r})")
         else:
-            out[name] = [fields(x, version, errors) for x in v]
-    return out
+            value = f"v if (v := {get}) is None or type(v) in P else S(v, {name!r})"
+        items.append(f"{name!r}: ({value})")
+    code = "def walk(o, errors):\n    return {" + ", ".join(items) + "}\n"
+    scope = {"P": _PLAIN, "S": _scalar, "F": fields}
+    exec(compile(code, f"<trace fields {schema.__class__.__name__} v{version}>", "exec"), scope)
+    walk = _WALKS[(id(schema), version)] = scope["walk"]
+    return walk
 
 
 def error_name(code: int) -> str:
