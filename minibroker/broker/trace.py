@@ -21,6 +21,8 @@ import asyncio
 import dataclasses
 import functools
 import json
+import json.encoder
+import keyword
 import struct
 import sys
 import uuid
@@ -38,26 +40,37 @@ from minibroker.network.client import decode_response
 # base offset, length, partition leader epoch, magic, crc, attributes, last offset delta,
 # first timestamp, max timestamp, producer id, producer epoch, base sequence, record count
 _BATCH = struct.Struct(">qiibIhiqqqhii")
+_HEAD = struct.Struct(">qiib")
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+_CODEC_OF = CODECS + (5, 6, 7)          # attributes & 7 → its name, else the number
 _HEX_UP_TO = 64
 _ENCODE = json.JSONEncoder(separators=(",", ":"), check_circular=False, default=repr).encode
+try:    # the same encoder without JSONEncoder.encode's per-call set-up (a C encoder made each time)
+    _C_ENCODE = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+        None, repr, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True)
+    _C_ENCODE({"k": [1.5, None, "v"]}, 0)
+except Exception:  # noqa: BLE001 — no C accelerator (or another signature): JSONEncoder's own
+    _C_ENCODE = None
 
 
 def batches(records: Any) -> list[dict]:
     """Summaries of the record batches in a record set (magic 2; older formats by size only)."""
     buf = memoryview(records).cast("B") if not isinstance(records, memoryview) else records
     out, pos, end = [], 0, len(buf)
+    whole, head = _BATCH.unpack_from, _HEAD.unpack_from
     while pos + 17 <= end:
-        base_offset, length, _epoch, magic = struct.unpack_from(">qiib", buf, pos)
+        if pos + _BATCH.size <= end:     # one unpack for the whole header (most batches)
+            (base_offset, length, _epoch, magic, _, attrs, _delta, _, _, pid, pepoch, seq,
+             count) = whole(buf, pos)
+        else:
+            base_offset, length, _epoch, magic = head(buf, pos)
         size = 12 + length
         if magic != 2 or pos + _BATCH.size > end:
             out.append({"base_offset": base_offset, "magic": magic, "size": size})
         else:
-            (_, _, _, _, _, attrs, _delta, _, _, pid, pepoch, seq, count) = \
-                _BATCH.unpack_from(buf, pos)
             out.append({"base_offset": base_offset, "count": count, "producer_id": pid,
                         "producer_epoch": pepoch, "base_sequence": seq,
-                        "codec": CODECS[attrs & 7] if attrs & 7 < 5 else attrs & 7,
+                        "codec": _CODEC_OF[attrs & 7],
                         "transactional": bool(attrs & 0x10), "control": bool(attrs & 0x20),
                         "size": size})
         pos += size
@@ -101,23 +114,36 @@ def _plan(struct: Any, version: int) -> list[tuple[str, int, bool]]:
 def fields(obj: Any, version: int, errors: set[int]) -> dict:
     """A decoded message as JSON-ready dicts (record sets summarised, bytes shortened), adding
     each non-zero error code met to `errors`."""
-    out = {}
-    for name, kind, is_error in _plan(obj._struct, version):
-        v = getattr(obj, name)
-        if v is None:
-            out[name] = None
-        elif kind == 0:
-            if type(v) in _PLAIN:
-                if is_error and v:
-                    errors.add(v)
-                out[name] = v
-            else:
-                out[name] = _scalar(v, name)
-        elif kind == 1:
-            out[name] = fields(v, version, errors)
+    schema = obj._struct
+    walk = _WALKS.get((id(schema), version)) or _walk(schema, version)
+    return walk(obj, errors)
+
+
+_WALKS: dict[tuple, Callable[[Any, set[int]], dict]] = {}
+
+
+def _walk(schema: Any, version: int) -> Callable[[Any, set[int]], dict]:
+    """fields() for one message version as one generated dict display: no per-field loop,
+    branch on the field's kind or getattr (the walk was most of the trace's cost after JSON)."""
+    items = []
+    for name, kind, is_error in _plan(schema, version):
+        get = (f"o.{name}" if name.isidentifier() and not keyword.iskeyword(name)
+               else f"getattr(o, {name!r})")
+        if kind == 1:
+            value = f"None if (v := {get}) is None else F(v, {version}, errors)"
+        elif kind == 2:
+            value = f"None if (v := {get}) is None else [F(x, {version}, errors) for x in v]"
+        elif is_error:      # a non-zero code is also noted in `errors`
+            value = (f"v if (v := {get}) is None or (type(v) in P and (not v or errors.add(v) "
+                     f"or True)) else S(v, {name!r})")
         else:
-            out[name] = [fields(x, version, errors) for x in v]
-    return out
+            value = f"v if (v := {get}) is None or type(v) in P else S(v, {name!r})"
+        items.append(f"{name!r}: ({value})")
+    code = "def walk(o, errors):\n    return {" + ", ".join(items) + "}\n"
+    scope = {"P": _PLAIN, "S": _scalar, "F": fields}
+    exec(compile(code, f"<trace fields {schema.__class__.__name__} v{version}>", "exec"), scope)
+    walk = _WALKS[(id(schema), version)] = scope["walk"]
+    return walk
 
 
 def error_name(code: int) -> str:
@@ -144,6 +170,9 @@ def produce_fields(body: memoryview, version: int) -> dict:
             "topic_data": [{"name": t.name, "partition_data": [
                 {"index": p.index, "records": None if p.records is None else batches(p.records)}
                 for p in t.partitions]} for t in view.topics]}
+
+
+_ID_KEYS = ("broker", "conn", "client_id", "software", "api_key", "api", "version", "corr")
 
 
 class _Conn:
@@ -205,15 +234,18 @@ class Tracer:
 
     def emit(self, record: dict) -> None:
         if self._write is not None:
-            self._write(_ENCODE(record))
+            self._write("".join(_C_ENCODE(record, 0)) if _C_ENCODE is not None
+                        else _ENCODE(record))
 
     async def dispatch(self, dispatch: Callable, broker: Any, context: Any, conn: Any,
                        frame: memoryview):
         """dispatch(services, context, conn, frame), with its request and response traced and
         checked. `broker`: the broker's Services."""
-        started = broker.clock.monotonic()
+        clock = broker.clock
+        started = clock.monotonic()
+        base_ms = clock.wall_base_ms      # now_ms() is base + monotonic ms: read the clock once
         state = self.conn_state(conn)
-        line, req = self.request_line(broker, state, frame)
+        line, req = self.request_line(broker, state, frame, base_ms + int(started * 1000))
         strict = self.strict
         if strict is not None:
             strict.on_request(broker, state, line, req, frame)
@@ -225,10 +257,11 @@ class Tracer:
             parts = await coro
         except ProtocolViolation as e:
             state.in_flight.discard(line.get("corr"))
-            self.emit(self._ids(line, "closed", broker.clock.now_ms()) | {"reason": str(e)})
+            self.emit(self._ids(line, "closed", clock.now_ms()) | {"reason": str(e)})
             raise
-        out = self._ids(line, "response", broker.clock.now_ms())
-        out["latency_ms"] = round((broker.clock.monotonic() - started) * 1000, 3)
+        ended = clock.monotonic()
+        out = self._ids(line, "response", base_ms + int(ended * 1000))
+        out["latency_ms"] = round((ended - started) * 1000, 3)
         resp = None
         if parts is None:
             out["no_response"] = True
@@ -241,14 +274,17 @@ class Tracer:
 
     @staticmethod
     def _ids(line: dict, kind: str, now_ms: int) -> dict:
-        return {"time": now_ms, "dir": kind} | {
-            k: line[k] for k in ("broker", "conn", "client_id", "software", "api_key", "api",
-                                 "version", "corr") if k in line}
+        out = {"time": now_ms, "dir": kind}
+        for k in _ID_KEYS:
+            if k in line:
+                out[k] = line[k]
+        return out
 
-    def request_line(self, broker: Any, state: _Conn, frame: memoryview) -> tuple[dict, Any]:
+    def request_line(self, broker: Any, state: _Conn, frame: memoryview, now_ms: int
+                     ) -> tuple[dict, Any]:
         """The request's trace line, and the decoded request (Produce: its summary) or None."""
         req = None
-        line: dict = {"time": broker.clock.now_ms(), "dir": "request", "broker": broker.node_id,
+        line: dict = {"time": now_ms, "dir": "request", "broker": broker.node_id,
                       "conn": state.id}
         if len(frame) < 8:
             return line, req
