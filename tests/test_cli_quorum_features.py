@@ -84,3 +84,29 @@ def test_bootstrap_controller_is_refused(capsys):
     code, out, err = run_main(capsys, "metadata-quorum", "--bootstrap-controller", "h:1",
                               "describe", "--status")
     assert code != 0 and len(err.splitlines()) == 1 and "no listener of their own" in err, err
+
+
+def test_features_describe(cluster, capsys):
+    code, out, err = run_main(capsys, "features", "--bootstrap-server", cluster.bootstrap,
+                              "describe")
+    assert code == 0, err
+    epoch = cluster.cluster.brokers[1].metadata.metadata_offset
+    assert epoch >= 0
+    assert out.splitlines() == [
+        f"Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
+        f"FinalizedVersionLevel: 1\tEpoch: {epoch}",
+        f"Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 0\t"
+        f"FinalizedVersionLevel: 0\tEpoch: {epoch}",
+        f"Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 4.0-IV3\t"
+        f"FinalizedVersionLevel: 4.0-IV3\tEpoch: {epoch}",
+        f"Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 0\t"
+        f"FinalizedVersionLevel: 0\tEpoch: {epoch}"]
+
+
+@pytest.mark.parametrize("args", [["upgrade", "--release-version", "4.0-IV3"],
+                                  ["downgrade", "--feature", "group.version=0"],
+                                  ["disable", "--feature", "group.version"], ["upgrade"]])
+def test_features_changes_are_refused(cluster, capsys, args):
+    code, out, err = run_main(capsys, "features", "--bootstrap-server", cluster.bootstrap, *args)
+    assert code != 0 and err.splitlines() == [err.strip()] and "no feature levels to change" \
+        in err, err
