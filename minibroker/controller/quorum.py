@@ -104,19 +104,22 @@ class MetadataQuorum:
         self.epoch += 1
         return self.leader_id
 
-    def describe(self, now_ms: int, observers: list[int]) -> QuorumInfo:
+    def describe(self, now_ms: int, observers: list[int], hosted: set[int] | None = None
+                 ) -> QuorumInfo:
         """The quorum as its leader sees it at `now_ms`. A live voter has every committed record
         (appends reach it at once), so it fetched and caught up now; a stopped one: its copy's
-        length, timestamps unknown (-1). `observers`: the running brokers that are not voters,
-        which follow the committed log."""
+        length, timestamps unknown (-1). `observers`: the unfenced brokers, of which those not
+        voting follow the committed log. `hosted`: the voters whose copy this process holds
+        (serve --processes: broker 1 only); the others observe."""
         hw = len(self.leader_log())
+        voting = [v for v in self.voters if hosted is None or v in hosted]
         def state(v: int, end: int, live: bool) -> ReplicaState:
             at = now_ms if live else -1
             return ReplicaState(v, end, at, at if live and end >= hw else -1)
-        voters = tuple(state(v, len(self.copies[v]), v in self.live) for v in self.voters)
+        voters = tuple(state(v, len(self.copies[v]), v in self.live) for v in voting)
         return QuorumInfo(self.leader_id, self.epoch, hw, voters,
                           tuple(state(o, hw, True) for o in sorted(observers)
-                                if o not in self.copies))
+                                if o not in voting))
 
     # ------------------------------------------------------------------ the log
     def leader_log(self) -> MetadataLog:
