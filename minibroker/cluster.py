@@ -29,7 +29,7 @@ from minibroker.clock import SEEDED_WALL_BASE_MS, Clock
 from minibroker.config import ClusterConfig
 from minibroker.controller.controller import Controller
 from minibroker.controller.metadata_log import MetadataLog
-from minibroker.controller.quorum import MetadataQuorum
+from minibroker.controller.quorum import MetadataQuorum, QuorumInfo
 from minibroker.controller.result import ControllerHalted, ControllerMoved
 from minibroker.broker.fault_admin import FaultAdmin
 from minibroker.ids import IdSource, random_cluster_id
@@ -168,6 +168,14 @@ class ControllerChannel:
 
     async def partition_assignment_status(self, request_id: int):
         return await self._forward(lambda c: c.partition_assignment_status(request_id))
+
+    # DescribeQuorum (KIP-595): the quorum is the cluster's, no controller call needed.
+    async def describe_quorum(self) -> QuorumInfo:
+        c = self.cluster
+        # Observers: the unfenced registered brokers (child processes' too) that are not voters.
+        ctl = c.controller
+        observers = [] if ctl is None else [b.broker_id for b in ctl.image.live_brokers()]
+        return c.quorum.describe(c.clock.now_ms(), observers, set(c.brokers))
 
 
 class Cluster:

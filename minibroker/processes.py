@@ -33,6 +33,7 @@ from minibroker.broker.broker import Broker
 from minibroker.broker.context import ControllerChannel, ItemResult
 from minibroker.broker.faults import Faults
 from minibroker.clock import SEEDED_WALL_BASE_MS, Clock
+from minibroker.controller.quorum import QuorumInfo
 from minibroker.ids import IdSource
 from minibroker.log.memory import keep_freed_batches_for_reuse
 from minibroker.security.acl import AclBinding, AclBindingFilter
@@ -159,6 +160,9 @@ class RemoteControllerChannel:
 
     async def partition_assignment_status(self, request_id: int) -> Any:
         return await self.call("partition_assignment_status", request_id)
+
+    async def describe_quorum(self) -> QuorumInfo:
+        return await self.call("describe_quorum")
 
 
 async def child_main(fd: int, node_id: int) -> None:

@@ -41,6 +41,8 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli", "minibroker.cli.leader_election"),
     ("minibroker.cli", "minibroker.cli.console_tools"),
     ("minibroker.cli", "minibroker.cli.log_dirs"),
+    ("minibroker.cli", "minibroker.cli.metadata_quorum"),
+    ("minibroker.cli", "minibroker.cli.features"),
     ("minibroker.cli", "minibroker.cli.trace"),
     # The `console` extra: loaded only by `minibroker console` and `serve --console-port`.
     ("minibroker.cli.console", "minibroker.console.server"),

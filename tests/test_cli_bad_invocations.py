@@ -175,6 +175,7 @@ TOOLS = {  # every subcommand that talks to a cluster, with a minimal valid invo
     "leader-election": ["--election-type", "preferred", "--all-topic-partitions"],
     "console-producer": ["--topic", "t"], "console-consumer": ["--topic", "t"],
     "log-dirs": ["--describe"], "acls": ["--list"],
+    "metadata-quorum": ["describe", "--status"], "features": ["describe"],
 }
 
 

@@ -134,6 +134,7 @@ REQUEST_RULES: dict[int, RequestRule] = {
     35: _cluster(Op.DESCRIBE), 43: _cluster(Op.ALTER), 45: _cluster(Op.ALTER),
     46: _cluster(Op.DESCRIBE), 47: _group(Op.DELETE), 68: _heartbeat_848,
     50: _cluster(Op.DESCRIBE),       # SCRAM credentials (KIP-554); 51 answers per user (k51)
+    55: _cluster(Op.DESCRIBE),       # DescribeQuorum, as KafkaApis (KIP-595)
     1000: _group(Op.READ), 1002: _cluster(Op.ALTER), 1003: _cluster(Op.DESCRIBE),
     1004: _cluster(Op.ALTER),
 }

@@ -30,6 +30,7 @@ from minibroker.security.credentials import CredentialStore
 if TYPE_CHECKING:
     from minibroker.clock import Clock
     from minibroker.config import ClusterConfig
+    from minibroker.controller.quorum import QuorumInfo
     from minibroker.coordinator.group.classic_coordinator import ClassicGroupCoordinator
     from minibroker.coordinator.group.consumer_coordinator import ConsumerGroupCoordinator
     from minibroker.coordinator.offset_manager import OffsetMetadataManager
@@ -218,6 +219,8 @@ class ControllerChannel(Protocol):
 
     async def alter_user_scram_credentials(self, deletions: list[tuple[str, int]],
                                            upsertions: list[Any]) -> list[Any]: ...
+
+    async def describe_quorum(self) -> QuorumInfo: ...
 
 
 class MutationQuota(Protocol):

@@ -45,6 +45,9 @@ def parser() -> Parser:
     add_console_tools_parsers(sub)
     from minibroker.cli.log_dirs import add_log_dirs_parser
     add_log_dirs_parser(sub)
+    from minibroker.cli.metadata_quorum import add_metadata_quorum_parser
+    add_metadata_quorum_parser(sub)
+    from minibroker.cli.features import add_features_parser; add_features_parser(sub)  # noqa: E702
     from minibroker.cli.kafka_home import add_kafka_home_parser
     add_kafka_home_parser(sub)
     from minibroker.cli.trace import add_trace_parser

@@ -236,3 +236,22 @@ def refuse(p: argparse.ArgumentParser, flag: str, why: str, takes_value: bool = 
     """Register Kafka's `flag` on `p` as refused, `why` being the one-line reason (also shown in
     --help and in docs/cli.md)."""
     p.add_argument(flag, action=_Refused, nargs=None if takes_value else 0, help=why)
+
+
+def refuse_command(cmd, name: str, why: str, *flags: str,
+                   switches: tuple[str, ...] = ()) -> None:
+    """Register Kafka's subcommand `name` (of the subparsers `cmd`) as refused: running it, or
+    giving one of its `flags` (valued) or `switches`, is one line saying `why` (docs/cli.md too)."""
+    p = cmd.add_parser(name, help=f"refused: {why}")
+    p.set_defaults(refused=why)
+    for flag in flags:
+        refuse(p, flag, why)
+    for flag in switches:
+        refuse(p, flag, why, takes_value=False)
+
+
+def check_refused(args: argparse.Namespace) -> None:
+    """A refused subcommand (refuse_command) fails here, before any connection."""
+    why = getattr(args, "refused", None)
+    if why:
+        fail(why)

@@ -33,7 +33,7 @@ def _flags(p: argparse.ArgumentParser, into: dict[str, argparse.Action | str]) -
     for a in p._actions:
         if isinstance(a, argparse._SubParsersAction):
             for name, sub in a.choices.items():
-                into.setdefault(name, "subcommand")
+                into.setdefault(name, sub._defaults.get("refused") or "subcommand")
                 _flags(sub, into)
         for opt in a.option_strings:
             if opt.startswith("--") and opt not in ("--help", "--version"):
@@ -55,11 +55,15 @@ def table() -> str:
                 state = "not yet" if tool in subs else "not yet (no such subcommand)"
             elif isinstance(action, _Refused):
                 state = f"refused: {action.help}"
+            elif isinstance(action, str) and action != "subcommand":
+                state = f"refused: {action}"
             else:
                 state = "supported"
             out.append(f"| `{flag}` | {state} |")
         for flag in sorted(set(ours) - set(kafka)):
-            if not isinstance(ours[flag], _Refused):
+            refused = isinstance(ours[flag], _Refused) or \
+                isinstance(ours[flag], str) and ours[flag] != "subcommand"
+            if not refused:
                 out.append(f"| `{flag}` | minibroker only |")
     return "\n".join(out) + "\n"
 

@@ -266,7 +266,8 @@ class Propagator:
                 await conn.request(UpdateMetadataRequest(
                     request_type=0, topic_states=chunk, live_brokers=live_brokers,
                     max_partition_epoch=image.max_partition_epoch, broker_configs=configs,
-                    acls=acls, scram_credentials=_scram(image), **common),
+                    acls=acls, scram_credentials=_scram(image), metadata_offset=image.offset,
+                    **common),
                     UPDATE_METADATA_VERSION)
             for i in range(0, len(stops or ()), CHUNK_PARTITIONS):
                 by_topic: dict[str, list] = {}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 from minibroker.controller.image import MetadataImage
@@ -31,6 +32,25 @@ from minibroker.controller.metadata_log import MetadataLog
 from minibroker.controller.metadata_store import MetadataStore
 
 METADATA_DIR = "__cluster_metadata-0"
+
+
+@dataclass(frozen=True)
+class ReplicaState:
+    """One replica of __cluster_metadata-0 as DescribeQuorum reports it (-1: unknown)."""
+    replica_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int
+    last_caught_up_timestamp: int
+
+
+@dataclass(frozen=True)
+class QuorumInfo:
+    """DescribeQuorum's answer (KRaft's LeaderState.describeQuorum)."""
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: tuple[ReplicaState, ...]
+    observers: tuple[ReplicaState, ...]
 
 
 class NotLeader(Exception):
@@ -83,6 +103,23 @@ class MetadataQuorum:
         self.leader_id = (after or best)[0]
         self.epoch += 1
         return self.leader_id
+
+    def describe(self, now_ms: int, observers: list[int], hosted: set[int] | None = None
+                 ) -> QuorumInfo:
+        """The quorum as its leader sees it at `now_ms`. A live voter has every committed record
+        (appends reach it at once), so it fetched and caught up now; a stopped one: its copy's
+        length, timestamps unknown (-1). `observers`: the unfenced brokers, of which those not
+        voting follow the committed log. `hosted`: the voters whose copy this process holds
+        (serve --processes: broker 1 only); the others observe."""
+        hw = len(self.leader_log())
+        voting = [v for v in self.voters if hosted is None or v in hosted]
+        def state(v: int, end: int, live: bool) -> ReplicaState:
+            at = now_ms if live else -1
+            return ReplicaState(v, end, at, at if live and end >= hw else -1)
+        voters = tuple(state(v, len(self.copies[v]), v in self.live) for v in voting)
+        return QuorumInfo(self.leader_id, self.epoch, hw, voters,
+                          tuple(state(o, hw, True) for o in sorted(observers)
+                                if o not in voting))
 
     # ------------------------------------------------------------------ the log
     def leader_log(self) -> MetadataLog:

@@ -298,6 +298,10 @@ CASES = [
          ClusterDenied.errno),
     Case(51, 0, lambda c: scram_admin.alter_request([("carol", "SCRAM-SHA-256", "pw", 4096)], []),
          [cluster(Op.ALTER)], ClusterDenied.errno),
+    Case(55, 2, lambda c: A.DescribeQuorumRequest(topics=[
+        A.DescribeQuorumRequest.TopicData(topic_name="__cluster_metadata", partitions=[
+            A.DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)])]),
+        [cluster(Op.DESCRIBE)], ClusterDenied.errno),
     Case(60, 1, lambda c: A.DescribeClusterRequest(include_cluster_authorized_operations=True,
                                                    endpoint_type=1), [], 0),
     Case(61, 0, lambda c: A.DescribeProducersRequest(topics=[

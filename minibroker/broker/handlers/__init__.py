@@ -49,6 +49,7 @@ from minibroker.broker.handlers import (  # noqa: F401 — imported to register 
     k47_offset_delete,
     k50_describe_user_scram_credentials,
     k51_alter_user_scram_credentials,
+    k55_describe_quorum,
     k60_describe_cluster,
     k61_describe_producers,
     k65_describe_transactions,

@@ -102,6 +102,7 @@ def _apply(services: Services, req: UpdateMetadataRequest, topics: list[TopicInf
     cache.controller_id = req.controller_id
     cache.controller_epoch = req.controller_epoch
     cache.max_partition_epoch = req.max_partition_epoch
+    cache.metadata_offset = req.metadata_offset
     cache.update_brokers([BrokerInfo(b.id, b.endpoints[0].host, b.endpoints[0].port, b.rack,
                                      tuple((e.listener, e.host, e.port) for e in b.endpoints))
                           for b in req.live_brokers])
