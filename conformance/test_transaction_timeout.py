@@ -56,7 +56,8 @@ def _cli(bs: str, *args: str) -> list[dict[str, str]]:
                         bs, *args], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     head, *lines = r.stdout.splitlines()
-    return [dict(zip(head.split("\t"), ln.split("\t"))) for ln in lines]
+    names = [h.strip() for h in head.split("\t")]         # Kafka pads its columns
+    return [dict(zip(names, (v.strip() for v in ln.split("\t")))) for ln in lines]
 
 
 def _committed_values(bs: str, seconds: float) -> list[bytes]:

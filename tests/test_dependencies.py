@@ -14,7 +14,7 @@ DIST = {"kafka": "kafka-python", "prometheus_client": "prometheus_client"}
 # Modules of optional extras (imported only by their features): extra -> import names.
 EXTRAS = {"spark": {"pyspark", "pandas", "pyarrow", "numpy"}, "metrics": {"prometheus_client"},
           "codecs": {"cramjam", "lz4", "zstandard", "snappy"},
-          "console": {"starlette", "uvicorn", "jinja2"},
+          "console": {"starlette", "uvicorn", "jinja2"}, "security": {"cryptography"},
           # not extras, and not dependencies either: pytest loads the pytest11 plugin itself;
           # google_crc32c stands in only where crc32c does not install
           "": {"pytest", "google_crc32c"}}
