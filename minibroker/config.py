@@ -207,6 +207,11 @@ class ClusterConfig:
                 self.authorizer_class_name not in AUTHORIZER_CLASS_NAMES:
             return (f"Invalid value {self.authorizer_class_name} for configuration "
                     f"authorizer.class.name: Class {self.authorizer_class_name} cannot be found")
+        if self.control_plane_listener_name:
+            # Refused rather than ignored: the control plane is never a client listener here.
+            return ("control.plane.listener.name is not supported: the controller reaches brokers "
+                    "over in-memory pipes in one process, and over a SCRAM-authenticated control "
+                    "plane of its own with serve --processes (docs/security.md)")
         if self.ssl_client_auth not in ("required", "requested", "none"):
             return (f"Invalid value {self.ssl_client_auth} for configuration ssl.client.auth: "
                     "String must be one of: required, requested, none")

@@ -60,3 +60,8 @@ def test_listener_parsing_follows_kafka():
     cfg = ClusterConfig(listeners="SASL_SSL://127.0.0.1:9093")
     assert [(x.port, x.security_protocol) for x in broker_listeners(cfg, 3)] == \
         [(9095, "SASL_SSL")]
+
+
+def test_control_plane_listener_name_is_refused_not_ignored():
+    with pytest.raises(ValueError, match="control.plane.listener.name is not supported"):
+        ClusterConfig(control_plane_listener_name="CONTROLLER")
