@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import html
 import re
+import time
 
 import httpx
 import pytest
@@ -234,7 +235,13 @@ async def _many_topics(bootstrap: str, n: int) -> None:
 
 def test_topics_are_listed_200_a_page_and_filtered(console, cluster):
     asyncio.run(_many_topics(cluster.bootstrap, 205))
-    r = httpx.get(console.url + "/topics", params={"q": "bulk-"}, timeout=30)
+    # The console shares every topic's Metadata for up to a second or two (docs/console.md):
+    # the new topics appear within that.
+    for _ in range(50):
+        r = httpx.get(console.url + "/topics", params={"q": "bulk-"}, timeout=30)
+        if "205 topics matching" in html.unescape(r.text):
+            break
+        time.sleep(0.2)
     assert r.status_code == 200 and "205 topics matching" in html.unescape(r.text)
     names = re.findall(r'<a href="/topics/(bulk-\d+)">', r.text)
     assert names == [f"bulk-{i:03d}" for i in range(200)]
