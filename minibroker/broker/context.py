@@ -347,6 +347,14 @@ class Handler:
     advertised: bool = True         # listed by ApiVersions (an emulated release hides our keys)
 
 
+class RequestObserver(Protocol):
+    """What the protocol trace gives dispatch for one request (broker/trace.py's _Exchange)."""
+
+    def request(self, handler: Handler, header: RequestHeader, req: Any) -> None: ...
+
+    def response(self, resp: Any) -> None: ...
+
+
 class ExchangeObserver(Protocol):
     """What serve --trace / --strict put around dispatch (broker/trace.py's Tracer)."""
 
