@@ -139,6 +139,17 @@ def _malformed(handler: Handler, decoded: Any, api_version: int) -> ProtocolViol
     return ProtocolViolation(f"{handler.name} v{api_version}: null {where}, which is not nullable")
 
 
+def _authorize(ctx: RequestContext, handler: Handler, req: Any) -> tuple[Any, Any]:
+    """KIP-11: a denied request is answered here; denied items leave the request."""
+    try:
+        return check_request(ctx, handler.api_key, req)
+    except Exception:
+        err = _malformed(handler, req, ctx.api_version)
+        if err is None:
+            raise
+        raise err from None
+
+
 async def dispatch(services: Services, context: type[RequestContext], conn: Connection,
                    frame: memoryview, control_plane: bool = False,
                    observer: RequestObserver | None = None) -> Parts | None:
@@ -169,7 +180,6 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
     clock = services.clock
     started = clock.monotonic()
     header = parse_request_header(frame, api_version >= handler.flexible_from)
-    client_id = header.client_id
     ctx = context(services, header, api_version, conn, frame, control_plane,
                   conn.principal, conn.listener)
     faults = services.faults
@@ -186,20 +196,13 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
             api_key, decode_exact(cls, req, api_version) if handler.raw else req, ctx)
     complete = None
     if resp is None and services.authorizer is not None and not handler.raw:
-        # KIP-11: a denied request is answered here; denied items leave the request
-        try:
-            resp, complete = check_request(ctx, api_key, req)
-        except Exception:
-            err = _malformed(handler, req, api_version)
-            if err is None:
-                raise
-            raise err from None
+        resp, complete = _authorize(ctx, handler, req)
     if resp is None:
         coro = handler.fn(ctx, req)
         # Only the handler refers to the frame now: one that waits may let it go (ctx.frame =
         # None), so the network layer can reuse the receive buffer behind it.
         decoded = None if handler.raw else req
-        del frame, header, req
+        del frame, req
         try:
             resp = await coro
         except (ProtocolViolation, KafkaError, asyncio.CancelledError):
@@ -221,7 +224,7 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
     services.stats.request_done(api_key, elapsed)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("broker %d: %s v%d from client %s, correlation id %d: %.1f ms", services.node_id,
-                  handler.name, api_version, client_id, corr, elapsed * 1000)
+                  handler.name, api_version, header.client_id, corr, elapsed * 1000)
     if resp is None:
         return None
     return cast(Parts, resp.parts if type(resp) is RawResponse else resp)

@@ -22,10 +22,11 @@ _BATCH = struct.Struct(">qiibIhiqqqhii")
 _HEAD = struct.Struct(">qiib")
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _CODEC_OF = CODECS + (5, 6, 7)          # attributes & 7 → its name, else the number
-_CODEC_JSON = tuple(json.dumps(c) for c in _CODEC_OF)
-_BOOL_JSON = ("false", "true")
-_BATCH_JSON = ('{"base_offset":%d,"count":%d,"producer_id":%d,"producer_epoch":%d,'
-               '"base_sequence":%d,"codec":%s,"transactional":%s,"control":%s,"size":%d}')
+# attributes & 0x3f → its codec, transactional and control as JSON (bit 3, the timestamp type,
+# is not shown): one lookup instead of three values formatted per batch
+_ATTRS_JSON = tuple('"codec":%s,"transactional":%s,"control":%s' % (
+    json.dumps(_CODEC_OF[a & 7]), json.dumps(bool(a & 0x10)), json.dumps(bool(a & 0x20)))
+    for a in range(64))
 _HEX_UP_TO = 64
 _ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False, default=repr).encode
 
@@ -54,9 +55,9 @@ def batches_json(records: Any) -> str:
         if magic != 2 or pos + _BATCH.size > end:
             out.append('{"base_offset":%d,"magic":%d,"size":%d}' % (base_offset, magic, size))
         else:
-            out.append(_BATCH_JSON % (base_offset, count, pid, pepoch, seq,
-                                      _CODEC_JSON[attrs & 7], _BOOL_JSON[attrs >> 4 & 1],
-                                      _BOOL_JSON[attrs >> 5 & 1], size))
+            out.append(f'{{"base_offset":{base_offset},"count":{count},"producer_id":{pid},'
+                       f'"producer_epoch":{pepoch},"base_sequence":{seq},'
+                       f'{_ATTRS_JSON[attrs & 0x3f]},"size":{size}}}')
         pos += size
     if pos < end:
         out.append('{"partial":%d}' % (end - pos))
@@ -69,7 +70,8 @@ def batches(records: Any) -> list[dict]:
 
 
 def scalar(value: Any, key: str) -> Any:
-    """A field value as JSON-ready data: bytes shortened (record sets summarised), UUIDs as text."""
+    """A field value as JSON-ready data: bytes shortened (record sets summarised), UUIDs as
+    text, bit sets as sorted lists."""
     if isinstance(value, (bytes, bytearray, memoryview)):
         if key == "records":
             return batches(value)
@@ -79,6 +81,8 @@ def scalar(value: Any, key: str) -> Any:
         return str(value)
     if isinstance(value, (list, tuple)):
         return [scalar(v, key) for v in value]
+    if isinstance(value, (set, frozenset)):     # a bitfield (authorized operations): its bits
+        return sorted(value)
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     return repr(value)
