@@ -350,7 +350,9 @@ class Handler:
 class RequestObserver(Protocol):
     """What the protocol trace gives dispatch for one request (broker/trace.py's _Exchange)."""
 
-    def request(self, handler: Handler, header: RequestHeader, req: Any) -> None: ...
+    def request(self, handler: Handler, header: RequestHeader, req: Any) -> Any:
+        """Sees the request before its handler; returns what the handler gets: `req`, or for
+        a raw Produce body the ProduceRequestView it decoded (the handler takes either)."""
 
     def response(self, resp: Any) -> None: ...
 

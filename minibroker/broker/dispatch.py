@@ -189,11 +189,11 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
     else:
         req = decode_exact(cls, frame[header.body_offset:], api_version)
     if observer is not None:        # before the handler: a raw one may patch the frame in place
-        observer.request(handler, header, req)
+        req = observer.request(handler, header, req)    # Produce's: the body decoded, once
     if faults.armed:
         # Fault hooks see the decoded request, as for every other API (decoded only when armed).
-        resp = await faults.intercept(
-            api_key, decode_exact(cls, req, api_version) if handler.raw else req, ctx)
+        resp = await faults.intercept(api_key, decode_exact(
+            cls, frame[header.body_offset:], api_version) if handler.raw else req, ctx)
     complete = None
     if resp is None and services.authorizer is not None and not handler.raw:
         resp, complete = _authorize(ctx, handler, req)

@@ -34,7 +34,7 @@ from kafka.protocol.api_message import ResponseClassRegistry
 
 from minibroker.broker.dispatch import RawResponse, decode_exact, handler_for
 from minibroker.broker.trace_json import ENCODE, batches, batches_json, fields_json, quote
-from minibroker.protocol.fast import decode_produce
+from minibroker.protocol.fast import ProduceRequestView, decode_produce
 from minibroker.protocol.framing import API_PREFIX, ProtocolViolation, parse_request_header
 from minibroker.network.client import decode_response
 
@@ -61,9 +61,8 @@ def response_class(request_class: Any) -> Any:
     return cls[None] if getattr(cls, "_class_version", None) is not None else cls
 
 
-def produce_fields(body: memoryview, version: int) -> dict:
+def produce_fields(view: ProduceRequestView) -> dict:
     """A Produce request's fields, record sets summarised (strict mode's checks read them)."""
-    view = decode_produce(body, version)
     return {"transactional_id": view.transactional_id, "acks": view.acks,
             "timeout_ms": view.timeout_ms,
             "topic_data": [{"name": t.name, "partition_data": [
@@ -71,9 +70,8 @@ def produce_fields(body: memoryview, version: int) -> dict:
                 for p in t.partitions]} for t in view.topics]}
 
 
-def produce_json(body: memoryview, version: int) -> str:
-    """produce_fields(body, version) as JSON text."""
-    view = decode_produce(body, version)
+def produce_json(view: ProduceRequestView) -> str:
+    """produce_fields(view) as JSON text."""
     topics = ",".join('{"name":%s,"partition_data":[%s]}' % (
         quote(t.name) if type(t.name) is str else ENCODE(t.name),
         ",".join('{"index":%d,"records":%s}' % (
@@ -117,9 +115,10 @@ class _Exchange:
         self.req: Any = None
         self.resp: Any = _UNSEEN
 
-    def request(self, handler: Any, header: Any, req: Any) -> None:
+    def request(self, handler: Any, header: Any, req: Any) -> Any:
         self.key, self.version = header.api_key, header.api_version
-        self.tracer.requested(self, handler, header.client_id, req, None, header.correlation_id)
+        return self.tracer.requested(self, handler, header.client_id, req, None,
+                                     header.correlation_id)
 
     def response(self, resp: Any) -> None:
         self.resp = resp
@@ -185,7 +184,8 @@ class Tracer:
                        frame: memoryview):
         """dispatch(services, context, conn, frame), with its request and response traced and
         checked. `broker`: the broker's Services."""
-        ex = _Exchange(self, broker, self.conn_state(conn), frame)
+        state = self._conns.get(id(conn))
+        ex = _Exchange(self, broker, state if state is not None else self.conn_state(conn), frame)
         coro = dispatch(broker, context, conn, frame, observer=ex)
         del frame       # the handler may let the frame go while it waits (dispatch.py)
         try:
@@ -201,24 +201,27 @@ class Tracer:
         except BaseException:
             self.unobserved(ex)
             raise
-        self.unobserved(ex)         # answered before decoding (ApiVersions of a newer version)
+        if ex.frame is not None:    # answered before decoding (ApiVersions of a newer version)
+            self.unobserved(ex)
         self.responded(ex, parts)
         return parts
 
     def requested(self, ex: _Exchange, handler: Any, client_id: Any, req: Any,
-                  undecodable: str | None, corr: int | None) -> None:
+                  undecodable: str | None, corr: int | None) -> Any:
         """Writes the request line. req: as dispatch decoded it (a raw handler's: the body), or
-        None (not decoded: `undecodable` says why, or a version out of range)."""
+        None (not decoded: `undecodable` says why, or a version out of range). Returns what the
+        handler is to get: `req`, or a Produce body decoded (protocol.fast)."""
         frame, broker, state = ex.frame, ex.broker, ex.state
         ex.frame = None             # written: the frame is the handler's alone again
         key, version = ex.key, ex.version
-        text = None
+        text, given = None, req
         try:
             if req is None:
                 pass
             elif key == 0 and handler.raw:
-                text = produce_json(req, version)
-                req = produce_fields(req, version) if self.strict is not None else None
+                given = decode_produce(req, version)
+                text = produce_json(given)
+                req = produce_fields(given) if self.strict is not None else None
             else:
                 if handler.raw:
                     req = decode_exact(handler.request_class, req, version)
@@ -241,6 +244,7 @@ class Tracer:
             if "violations" in line:
                 rest += ',"violations":' + ENCODE(line["violations"])
         self.emit('{"time":%d,"dir":"request",%s%s%s%s}' % (now_ms, head, corr_text, tail, rest))
+        return given
 
     def unobserved(self, ex: _Exchange) -> None:
         """The request line of a frame dispatch refused or answered before decoding it: what
