@@ -22,6 +22,7 @@ through a JSON encoder.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import functools
 import struct
@@ -131,7 +132,9 @@ class Tracer:
 
     def __init__(self, sink: TextIO | Callable[[str], None] | None, strict: Any = None) -> None:
         self.stream = sink if hasattr(sink, "write") else None
-        self._write = self._to(sink) if self.stream is not None else sink
+        write = self._to(sink) if self.stream is not None else sink
+        if write is not None:
+            self.emit = write               # type: ignore[method-assign]
         self.strict = strict
         self._conns: dict[int, _Conn] = {}     # id(connection) → its state, while it lives
         self._next_conn = 0
@@ -142,6 +145,7 @@ class Tracer:
         """Lines are gathered and written (and flushed) once per event-loop turn: one write
         call and one flush per turn, not per line."""
         pending: list[str] = []
+        context = contextvars.Context()     # flush reads no context variable: none copied per turn
 
         def flush() -> None:
             if pending and not stream.closed:
@@ -152,7 +156,7 @@ class Tracer:
         def write(line: str) -> None:
             if not pending:
                 try:
-                    asyncio.get_running_loop().call_soon(flush)
+                    asyncio.get_running_loop().call_soon(flush, context=context)
                 except RuntimeError:        # no loop: at once
                     pending.append(line)
                     flush()
@@ -177,8 +181,7 @@ class Tracer:
         return state
 
     def emit(self, text: str) -> None:
-        if self._write is not None:
-            self._write(text)
+        """Writes one line (replaced per instance by the sink's own writer, one call less)."""
 
     async def dispatch(self, dispatch: Callable, broker: Any, context: Any, conn: Any,
                        frame: memoryview):

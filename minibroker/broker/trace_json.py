@@ -16,9 +16,9 @@ import uuid
 from json.encoder import encode_basestring_ascii as quote     # the C quoter: '"..."', escaped
 from typing import Any, Callable
 
-# base offset, length, partition leader epoch, magic, crc, attributes, last offset delta,
-# first timestamp, max timestamp, producer id, producer epoch, base sequence, record count
-_BATCH = struct.Struct(">qiibIhiqqqhii")
+# base offset, length, magic, attributes, producer id, producer epoch, base sequence, record
+# count (the partition leader epoch, crc, last offset delta and timestamps skipped)
+_BATCH = struct.Struct(">qi4xb4xh20xqhii")
 _HEAD = struct.Struct(">qiib")
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _CODEC_OF = CODECS + (5, 6, 7)          # attributes & 7 → its name, else the number
@@ -47,8 +47,7 @@ def batches_json(records: Any) -> str:
     whole, head = _BATCH.unpack_from, _HEAD.unpack_from
     while pos + 17 <= end:
         if pos + _BATCH.size <= end:     # one unpack for the whole header (most batches)
-            (base_offset, length, _epoch, magic, _, attrs, _delta, _, _, pid, pepoch, seq,
-             count) = whole(buf, pos)
+            base_offset, length, magic, attrs, pid, pepoch, seq, count = whole(buf, pos)
         else:
             base_offset, length, _epoch, magic = head(buf, pos)
         size = 12 + length
