@@ -2,9 +2,14 @@
 to the brokers' control-plane listeners when they are TCP (serve --processes)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from scramp import ScramClient
 from scramp.utils import ScramException
+
+if TYPE_CHECKING:
+    from minibroker.network.client import KafkaClientConnection
 
 MECHANISM = "SCRAM-SHA-512"
 
@@ -13,7 +18,7 @@ class AuthenticationFailed(ConnectionError):
     """The broker refused our credentials."""
 
 
-async def scram_authenticate(conn, user: str, password: str, mechanism: str = MECHANISM) -> None:
+async def scram_authenticate(conn: KafkaClientConnection, user: str, password: str, mechanism: str = MECHANISM) -> None:
     """SaslHandshake v1, then the SCRAM exchange in SaslAuthenticate v2; checks the server's
     signature too (a listener that does not know the password cannot pose as the broker)."""
     hs = await conn.request(SaslHandshakeRequest(mechanism=mechanism), 1)
