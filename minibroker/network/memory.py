@@ -17,16 +17,20 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable, Protocol
 
 from minibroker.network.client import KafkaClientConnection
 from minibroker.network.tcp import Handle, KafkaServerConnection
 from minibroker.protocol.gathered import Gathered, gather
 
-if TYPE_CHECKING:
-    from _typeshed import ReadableBuffer
-
 _peer_ids = itertools.count(1)
+
+
+class Buffer(Protocol):
+    """What a transport writes: anything with the buffer protocol (collections.abc.Buffer from
+    Python 3.12 on)."""
+
+    def __buffer__(self, flags: int, /) -> memoryview: ...
 
 
 class _PipeEnd(asyncio.Transport):
@@ -54,10 +58,10 @@ class _PipeEnd(asyncio.Transport):
     def is_closing(self) -> bool:
         return self._closing
 
-    def write(self, data: ReadableBuffer) -> None:
+    def write(self, data: Buffer) -> None:
         self.writelines([data])
 
-    def writelines(self, parts: Iterable[ReadableBuffer]) -> None:
+    def writelines(self, parts: Iterable[Buffer]) -> None:
         if self._closing:
             return
         assert self.peer is not None, "connect() joins both ends before either writes"
