@@ -174,8 +174,10 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
 
     def peer(self) -> str:
         """"host:port" of the other end, for messages ("broker" when unknown: memory pipes)."""
-        try:    # no transport yet: the AttributeError below
-            host, port = self.transport.get_extra_info("peername")[:2]  # type: ignore[union-attr]
+        if self.transport is None:
+            return "broker"
+        try:
+            host, port = self.transport.get_extra_info("peername")[:2]
             return f"{host}:{port}"
         except (AttributeError, TypeError):
             return "broker"
