@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -352,7 +352,7 @@ class ExchangeObserver(Protocol):
 
     def dispatch(self, dispatch: Callable[..., Awaitable[list[Any] | None]], services: Services,
                  context: type[RequestContext], conn: Connection, frame: memoryview
-                 ) -> Awaitable[list[Any] | None]: ...
+                 ) -> Coroutine[Any, Any, list[Any] | None]: ...
 
 
 class Connection(Protocol):

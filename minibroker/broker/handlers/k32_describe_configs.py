@@ -27,7 +27,7 @@ from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 from minibroker.broker.context import RequestContext, Services
 from minibroker.broker.dispatch import handles
 from minibroker.broker.handlers.k33_alter_configs import group_configs_served
-from minibroker.broker.throttle import RATE_CONFIGS
+from minibroker.config import DYNAMIC_BROKER_CONFIGS as RATE_CONFIGS
 from minibroker.protocol.topic_names import invalid_reason
 from minibroker.config import ClusterConfig
 from minibroker.controller import dynamic_broker_configs as dyn
