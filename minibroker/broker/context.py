@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from minibroker.log.producer_state import ProducerStateEntry
     from minibroker.metadata.cache import MetadataCache
     from minibroker.protocol.framing import RequestHeader
+    from minibroker.protocol.messages import FaultControlResponse
     from minibroker.protocol.fast import ProduceTopic
     from minibroker.protocol.produce_response import PartitionResult
     from minibroker.security.acl import AclBinding, AclBindingFilter, AclOperation, ResourceType
@@ -256,7 +257,7 @@ class FaultHooks(Protocol):
 class FaultAdmin(Protocol):
     """The cluster's FaultControl runner, present with `serve --faults` (k1004)."""
 
-    async def handle(self, req: Any, node_id: int) -> Any: ...
+    async def handle(self, req: Any, node_id: int) -> FaultControlResponse: ...
 
 
 class RequestStats(Protocol):
