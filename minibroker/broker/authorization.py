@@ -39,10 +39,11 @@ CLUSTER_DENIED: int = ClusterAuthorizationFailedError.errno
 TXN_DENIED: int = TransactionalIdAuthorizationFailedError.errno
 CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER, CONFIG_GROUP = 2, 4, 8, 32
 
-# (ctx: RequestContext, req: Any) -> 0 or the error code of the whole request
+# (ctx, req) -> 0 or the error code of the whole request
 RequestRule = Callable[["RequestContext", Any], int]
-# (ctx: RequestContext, req: Any) -> the request attribute holding the items; (ctx: RequestContext, req: Any, item: Any) -> 0 or its code
+# (ctx, req, item) -> 0 or the item's error code
 ItemCheck = Callable[["RequestContext", Any, Any], int]
+# (ctx, req) -> the request attribute holding the items; the check of each
 ItemRule = tuple[Callable[["RequestContext", Any], str | None], ItemCheck]
 
 
@@ -232,7 +233,8 @@ ITEM_RULES: dict[int, ItemRule] = {
 }
 
 
-def check_request(ctx: RequestContext, api_key: int, req: Any) -> tuple[Any, Callable[[Any], Any] | None]:
+def check_request(ctx: RequestContext, api_key: int, req: Any
+                  ) -> tuple[Any, Callable[[Any], Any] | None]:
     """(a denial response or None, a function completing the handler's response or None).
     May take denied items out of `req`."""
     denied, complete = _check_request(ctx, api_key, req)
@@ -284,7 +286,8 @@ def _visible_offsets(ctx: RequestContext, wanted: dict[Any, bool], resp: Any) ->
     return resp
 
 
-def _check_request(ctx: RequestContext, api_key: int, req: Any) -> tuple[Any, Callable[[Any], Any] | None]:
+def _check_request(ctx: RequestContext, api_key: int, req: Any
+                   ) -> tuple[Any, Callable[[Any], Any] | None]:
     rule = REQUEST_RULES.get(api_key)
     if rule is not None:
         code = rule(ctx, req)

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from minibroker.broker.context import Services
 from minibroker.broker.dispatch import decode_exact
 from minibroker.coordinator.positions import parse_assignment
 from minibroker.protocol.framing import ProtocolViolation, parse_request_header
@@ -55,6 +56,7 @@ RULES = {
 REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID = 27, 22, 25
 STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH, MEMBER_ID_REQUIRED = 113, 110, 79
 RECONNECTS_PER_SECOND = 10
+# The checks' `state`: trace.py's per-connection _Conn (trace.py imports this module).
 FETCH_GRACE_S = 1.0         # fetches in flight when an assignment changed are not the client's
 
 
@@ -67,14 +69,17 @@ class Strict:
         # (client id, api key) → times (s) of requests answered as the one before
         self._unchanged: dict[tuple[Any, int], collections.deque[float]] = {}
         self._last_answer: dict[tuple[Any, int], Any] = {}
-        self._connects: dict[tuple[Any, int], collections.deque[float]] = {}      # (client id, broker) → times
-        self._sequences: dict[tuple[str, int, int], tuple[int, int]] = {}      # (topic, partition, pid) → (epoch, next)
-        self._told_to_rejoin: dict[tuple[str, str], int] = {}             # (group, member) → generation then
+        # (client id, broker) → times
+        self._connects: dict[tuple[Any, int], collections.deque[float]] = {}
+        # (topic, partition, pid) → (epoch, next)
+        self._sequences: dict[tuple[str, int, int], tuple[int, int]] = {}
+        # (group, member) → generation then
+        self._told_to_rejoin: dict[tuple[str, str], int] = {}
         # client id → {member id: (since, partitions)}: judged only for a client id that one
         # member uses (a process running several members under one id is not told apart)
         self._assigned: dict[str | None, dict[str, tuple[float, set[tuple[Any, int]]]]] = {}
-        self._txn_partitions: dict[str, set[tuple[str, int]]] = {}               # transactional id → added
-        self._commits_after_rejoin: set[tuple[int, int, int]] = set()          # (broker, conn, corr)
+        self._txn_partitions: dict[str, set[tuple[str, int]]] = {}  # transactional id → added
+        self._commits_after_rejoin: set[tuple[int, int, int]] = set()   # (broker, conn, corr)
 
     # ------------------------------------------------------------------ recording
     def record(self, rule: str, line: dict[str, Any], detail: str) -> None:
@@ -88,7 +93,8 @@ class Strict:
                     detail)
 
     # ------------------------------------------------------------------ requests
-    def on_request(self, broker: Any, state: Any, line: dict[str, Any], req: Any, frame: memoryview) -> None:
+    def on_request(self, broker: Services, state: Any, line: dict[str, Any], req: Any,
+                   frame: memoryview) -> None:
         key, version, corr = line.get("api_key"), line.get("version"), line.get("corr")
         if key is None:
             return
@@ -121,7 +127,7 @@ class Strict:
         if check is not None:
             check(self, state, line, req, now)
 
-    def _flexible_header(self, broker: Any, line: dict[str, Any], frame: memoryview) -> None:
+    def _flexible_header(self, broker: Services, line: dict[str, Any], frame: memoryview) -> None:
         handler = broker.handlers.get(line["api_key"])
         if handler is None or line["version"] < handler.flexible_from:
             return
@@ -210,8 +216,8 @@ class Strict:
     _request_checks = {0: _produce, 8: _offset_commit, 11: _join_group, 1: _fetch}
 
     # ------------------------------------------------------------------ responses
-    def on_response(self, broker: Any, state: Any, line: dict[str, Any], req: Any, out: dict[str, Any],
-                    resp: Any) -> None:
+    def on_response(self, broker: Services, state: Any, line: dict[str, Any], req: Any,
+                    out: dict[str, Any], resp: Any) -> None:
         state.in_flight.discard(line.get("corr"))
         if resp is None:
             return
