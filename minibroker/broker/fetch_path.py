@@ -12,7 +12,7 @@ from kafka.errors import OffsetOutOfRangeError
 from minibroker.broker.fetch_session import (QUIET_REFRESH_MS, FetchSession, FollowerWaker,
                                              SessionPartition)
 from minibroker.broker.first_fetch import WAKE
-from minibroker.broker.partition import FollowerState, Partition
+from minibroker.broker.partition import Partition
 from minibroker.broker.replica_state import ReplicaState
 from minibroker.log.batch import next_offset
 from minibroker.protocol.fast import FetchPartition
