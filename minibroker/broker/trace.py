@@ -28,7 +28,8 @@ import functools
 import struct
 import sys
 import weakref
-from typing import Any, Callable, TextIO
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from kafka.errors import for_code
 from kafka.protocol.api_message import ResponseClassRegistry
@@ -39,6 +40,13 @@ from minibroker.protocol.fast import ProduceRequestView, decode_produce
 from minibroker.protocol.framing import API_PREFIX, ProtocolViolation, parse_request_header
 from minibroker.network.client import decode_response
 
+if TYPE_CHECKING:
+    from minibroker.broker.broker import Broker
+    from minibroker.broker.context import Connection, Handler, RequestContext, Services
+    from minibroker.broker.strict import Strict
+    from minibroker.config import ClusterConfig
+    from minibroker.protocol.framing import RequestHeader
+
 _UNSEEN = object()      # dispatch never showed the response (it answered before decoding)
 _ABSENT = object()      # no client id read (a frame too short or of an unknown API)
 _FRAGS_PER_CONN = 64    # (API, version, client id) fragments kept per connection
@@ -47,7 +55,7 @@ _ANSWERS_KEPT = 64      # cached response bodies summarised (Tracer._answers)
 
 def error_name(code: int) -> str:
     try:
-        return for_code(code).message           # Kafka's name: NOT_LEADER_OR_FOLLOWER
+        return str(for_code(code).message)      # Kafka's name: NOT_LEADER_OR_FOLLOWER
     except Exception:  # noqa: BLE001 — our own codes (protocol/errors.py) and unknown ones
         return str(code)
 
@@ -62,7 +70,7 @@ def response_class(request_class: Any) -> Any:
     return cls[None] if getattr(cls, "_class_version", None) is not None else cls
 
 
-def produce_fields(view: ProduceRequestView) -> dict:
+def produce_fields(view: ProduceRequestView) -> dict[str, Any]:
     """A Produce request's fields, record sets summarised (strict mode's checks read them)."""
     return {"transactional_id": view.transactional_id, "acks": view.acks,
             "timeout_ms": view.timeout_ms,
@@ -89,14 +97,15 @@ class _Conn:
 
     def __init__(self, conn_id: int) -> None:
         self.id = conn_id
-        self.software_name = self.software_version = None
+        self.software_name: str | None = None                        # ApiVersions v3+ (KIP-511)
+        self.software_version: str | None = None
         self.negotiated: dict[int, tuple[int, int]] | None = None   # its ApiVersions answer
         self.in_flight: set[int] = set()                             # correlation ids
         self.throttled_until = 0.0                                   # monotonic s (KIP-219)
         self.member_id_required: dict[str, str] = {}                 # group → member id given
         self.spoke = False                                           # its first request seen
         # (api key, version, client id) → the JSON of the ids before and after "corr"
-        self.frags: dict[tuple, tuple[str, str]] = {}
+        self.frags: dict[tuple[int | None, int | None, Any], tuple[str, str]] = {}
 
 
 class _Exchange:
@@ -105,18 +114,21 @@ class _Exchange:
     __slots__ = ("tracer", "broker", "state", "frame", "started", "base_ms", "key", "version",
                  "ids", "line", "req", "resp")
 
-    def __init__(self, tracer: Tracer, broker: Any, state: _Conn, frame: memoryview) -> None:
-        self.tracer, self.broker, self.state, self.frame = tracer, broker, state, frame
+    def __init__(self, tracer: Tracer, broker: Services, state: _Conn, frame: memoryview
+                 ) -> None:
+        self.tracer, self.broker, self.state = tracer, broker, state
+        self.frame: memoryview | None = frame
         clock = broker.clock
         self.started = clock.monotonic()
         self.base_ms = clock.wall_base_ms  # now_ms() is base + monotonic ms: read the clock once
-        self.key = self.version = None
+        self.key: int | None = None
+        self.version: int | None = None
         self.ids = ("", "", "")     # JSON: broker to version, ',"corr":N', client id and software
-        self.line: dict | None = None      # the request line as a dict (strict mode)
+        self.line: dict[str, Any] | None = None      # the request line as a dict (strict mode)
         self.req: Any = None
         self.resp: Any = _UNSEEN
 
-    def request(self, handler: Any, header: Any, req: Any) -> Any:
+    def request(self, handler: Handler, header: RequestHeader, req: Any) -> Any:
         self.key, self.version = header.api_key, header.api_version
         return self.tracer.requested(self, handler, header.client_id, req, None,
                                      header.correlation_id)
@@ -130,16 +142,19 @@ class Tracer:
     lines to `sink` (a text stream, a callable taking one line, or None: no trace) and hands
     each exchange to strict mode's checks (`strict`, minibroker.broker.strict), if on."""
 
-    def __init__(self, sink: TextIO | Callable[[str], None] | None, strict: Any = None) -> None:
-        self.stream = sink if hasattr(sink, "write") else None
-        write = self._to(sink) if self.stream is not None else sink
+    def __init__(self, sink: TextIO | Callable[[str], None] | None, strict: Strict | None = None
+                 ) -> None:
+        # (mypy does not narrow a union by hasattr)
+        self.stream = cast("TextIO | None", sink if hasattr(sink, "write") else None)
+        write = self._to(self.stream) if self.stream is not None \
+            else cast("Callable[[str], None] | None", sink)
         if write is not None:
-            self.emit = write               # type: ignore[method-assign]
+            self.emit = write               # type: ignore[method-assign,assignment]
         self.strict = strict
         self._conns: dict[int, _Conn] = {}     # id(connection) → its state, while it lives
         self._next_conn = 0
         # id(body) → (body, (api key, version), response, its line's fields/errors/throttle)
-        self._answers: dict[int, tuple] = {}
+        self._answers: dict[int, tuple[bytes, tuple[int, int], Any, dict[str, Any]]] = {}
 
     def _to(self, stream: TextIO) -> Callable[[str], None]:
         """Lines are gathered and written (and flushed) once per event-loop turn: one write
@@ -171,7 +186,7 @@ class Tracer:
             if self.stream is not sys.stderr:
                 self.stream.close()
 
-    def conn_state(self, conn: Any) -> _Conn:
+    def conn_state(self, conn: Connection) -> _Conn:
         state = self._conns.get(id(conn))
         if state is None:
             self._next_conn += 1
@@ -183,8 +198,9 @@ class Tracer:
     def emit(self, text: str) -> None:
         """Writes one line (replaced per instance by the sink's own writer, one call less)."""
 
-    async def dispatch(self, dispatch: Callable, broker: Any, context: Any, conn: Any,
-                       frame: memoryview):
+    async def dispatch(self, dispatch: Callable[..., Awaitable[list[Any] | None]],
+                       broker: Services, context: type[RequestContext], conn: Connection,
+                       frame: memoryview) -> list[Any] | None:
         """dispatch(services, context, conn, frame), with its request and response traced and
         checked. `broker`: the broker's Services."""
         state = self._conns.get(id(conn))
@@ -209,17 +225,18 @@ class Tracer:
         self.responded(ex, parts)
         return parts
 
-    def requested(self, ex: _Exchange, handler: Any, client_id: Any, req: Any,
+    def requested(self, ex: _Exchange, handler: Handler | None, client_id: Any, req: Any,
                   undecodable: str | None, corr: int | None) -> Any:
         """Writes the request line. req: as dispatch decoded it (a raw handler's: the body), or
         None (not decoded: `undecodable` says why, or a version out of range). Returns what the
         handler is to get: `req`, or a Produce body decoded (protocol.fast)."""
         frame, broker, state = ex.frame, ex.broker, ex.state
         ex.frame = None             # written: the frame is the handler's alone again
+        assert frame is not None
         key, version = ex.key, ex.version
         text, given = None, req
         try:
-            if req is None:
+            if req is None or handler is None or version is None:
                 pass
             elif key == 0 and handler.raw:
                 given = decode_produce(req, version)
@@ -255,13 +272,15 @@ class Tracer:
         frame = ex.frame
         if frame is None:
             return
-        handler = corr = None
+        handler, corr, version = None, None, 0
         if len(frame) >= 8:
-            ex.key, ex.version, corr = API_PREFIX.unpack_from(frame, 0)
-            handler = ex.broker.handlers.get(ex.key)
-        client_id, req, undecodable = _ABSENT, None, None
+            key, version, corr = API_PREFIX.unpack_from(frame, 0)
+            ex.key, ex.version = key, version
+            handler = ex.broker.handlers.get(key)
+        client_id: Any = _ABSENT
+        req: Any = None
+        undecodable = None
         if handler is not None:
-            version = ex.version
             try:
                 # The client id reads the same in header v1 and v2 (v2 appends tagged fields).
                 header = parse_request_header(frame, False)
@@ -277,17 +296,17 @@ class Tracer:
         self.requested(ex, handler, client_id, req, undecodable, corr)
 
     @staticmethod
-    def _ids(ex: _Exchange, handler: Any, client_id: Any, corr: int | None
+    def _ids(ex: _Exchange, handler: Handler | None, client_id: Any, corr: int | None
              ) -> tuple[str, str, str]:
         """The JSON of a line's ids: made once per connection, API, version and client id."""
-        state = ex.state
-        cache_key = (ex.key, ex.version, client_id)
+        state, key, version = ex.state, ex.key, ex.version
+        cache_key = (key, version, client_id)
         frags = state.frags.get(cache_key)
         if frags is None:
             head = '"broker":%d,"conn":%d' % (ex.broker.node_id, state.id)
-            if ex.key is not None:
+            if key is not None and version is not None:
                 head += ',"api_key":%d,"api":%s,"version":%d' % (
-                    ex.key, quote(handler.name if handler else str(ex.key)), ex.version)
+                    key, quote(handler.name if handler else str(key)), version)
             tail = "" if client_id is _ABSENT else ',"client_id":' + ENCODE(client_id)
             if state.software_name is not None:
                 tail += ',"software":' + ENCODE(f"{state.software_name}/"
@@ -298,11 +317,11 @@ class Tracer:
         return frags[0], "" if corr is None else ',"corr":%d' % corr, frags[1]
 
     @staticmethod
-    def _line(ex: _Exchange, now_ms: int, handler: Any, client_id: Any, corr: int | None,
-              undecodable: str | None) -> dict:
+    def _line(ex: _Exchange, now_ms: int, handler: Handler | None, client_id: Any,
+              corr: int | None, undecodable: str | None) -> dict[str, Any]:
         """The request line as a dict, for strict mode's checks."""
         state = ex.state
-        line: dict = {"time": now_ms, "dir": "request", "broker": ex.broker.node_id,
+        line: dict[str, Any] = {"time": now_ms, "dir": "request", "broker": ex.broker.node_id,
                       "conn": state.id}
         if ex.key is not None:
             line.update(api_key=ex.key, api=handler.name if handler else str(ex.key),
@@ -315,12 +334,13 @@ class Tracer:
             line["software"] = f"{state.software_name}/{state.software_version}"
         return line
 
-    def responded(self, ex: _Exchange, parts: list | None) -> None:
+    def responded(self, ex: _Exchange, parts: list[Any] | None) -> None:
         """Writes the response line: fields, error names, throttle and latency."""
         clock = ex.broker.clock
         ended = clock.monotonic()
         now_ms = ex.base_ms + int(ended * 1000)
-        rest, out, resp = "", {}, None
+        rest, resp = "", None
+        out: dict[str, Any] = {}
         if parts is None:
             rest = ',"no_response":true'
         elif ex.key is not None:
@@ -346,12 +366,14 @@ class Tracer:
         self.emit('{"time":%d,"dir":"response",%s%s%s,"latency_ms":%r%s}' % (
             now_ms, head, corr, tail, round((ended - ex.started) * 1000, 3), rest))
 
-    def _response_fields(self, ex: _Exchange, parts: list, out: dict) -> tuple[Any, str | None]:
+    def _response_fields(self, ex: _Exchange, parts: list[Any], out: dict[str, Any]
+                         ) -> tuple[Any, str | None]:
         """The response (the handler's object, else decoded from `parts`) and its fields as
         JSON; notes errors, throttle (or why it does not decode) in `out`. A body a handler
         answers from its own cache (Metadata's, ApiVersions') is summarised once while kept."""
-        handler, key, version = ex.broker.handlers.get(ex.key), ex.key, ex.version
-        if handler is None:
+        key, version = ex.key, ex.version
+        handler = ex.broker.handlers.get(key) if key is not None else None
+        if handler is None or key is None or version is None:
             return None, None
         body = parts[2] if len(parts) == 3 and type(parts[2]) is bytes else None
         if body is not None:
@@ -359,7 +381,7 @@ class Tracer:
             if seen is not None and seen[0] is body and seen[1] == (key, version):
                 out.update(seen[3])
                 return seen[2], seen[3]["fields"]
-        resp, text = self._summarise(ex, handler, parts, out)
+        resp, text = self._summarise(ex, handler, key, version, parts, out)
         if body is not None and text is not None:
             if len(self._answers) >= _ANSWERS_KEPT:
                 self._answers.clear()
@@ -368,8 +390,8 @@ class Tracer:
         return resp, text
 
     @staticmethod
-    def _summarise(ex: _Exchange, handler: Any, parts: list, out: dict) -> tuple[Any, str | None]:
-        key, version = ex.key, ex.version
+    def _summarise(ex: _Exchange, handler: Handler, key: int, version: int, parts: list[Any],
+                   out: dict[str, Any]) -> tuple[Any, str | None]:
         codes: set[int] = set()
         resp = ex.resp
         text = None
@@ -397,7 +419,8 @@ class Tracer:
         return resp, text
 
 
-def attach(brokers: Any, config: Any, strict: Any = None) -> Tracer | None:
+def attach(brokers: Iterable[Broker], config: ClusterConfig, strict: Strict | None = None
+           ) -> Tracer | None:
     """One Tracer for these brokers (a cluster's) when config.trace names a file ("-": stderr,
     else truncated) or strict mode is on; each broker's listener then goes through it."""
     if config.trace is None and strict is None:

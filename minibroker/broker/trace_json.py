@@ -13,8 +13,8 @@ import json
 import keyword
 import struct
 import uuid
-from json.encoder import encode_basestring_ascii as quote     # the C quoter: '"..."', escaped
-from typing import Any, Callable
+from json.encoder import encode_basestring_ascii
+from typing import Any, Callable, cast
 
 # base offset, length, magic, attributes, producer id, producer epoch, base sequence, record
 # count (the partition leader epoch, crc, last offset delta and timestamps skipped)
@@ -28,6 +28,7 @@ _ATTRS_JSON = tuple('"codec":%s,"transactional":%s,"control":%s' % (
     json.dumps(_CODEC_OF[a & 7]), json.dumps(bool(a & 0x10)), json.dumps(bool(a & 0x20)))
     for a in range(64))
 _HEX_UP_TO = 64
+quote: Callable[[str], str] = encode_basestring_ascii   # the C quoter: '"..."', escaped
 _ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False, default=repr).encode
 
 
@@ -63,9 +64,9 @@ def batches_json(records: Any) -> str:
     return "[" + ",".join(out) + "]"
 
 
-def batches(records: Any) -> list[dict]:
+def batches(records: Any) -> list[dict[str, Any]]:
     """batches_json(records) as dicts (strict mode's checks read them)."""
-    return json.loads(batches_json(records))
+    return cast("list[dict[str, Any]]", json.loads(batches_json(records)))
 
 
 def scalar(value: Any, key: str) -> Any:
@@ -102,12 +103,14 @@ def fields_json(obj: Any, version: int, errors: set[int]) -> str:
     return walk(obj, errors)
 
 
-_WALKS: dict[tuple, Callable[[Any, set[int]], str]] = {}
+# a generated walk: (message, errors met) -> its fields as JSON text
+Walk = Callable[[Any, set[int]], str]
+_WALKS: dict[tuple[int, int], Walk] = {}
 _INTS = frozenset({"int8", "int16", "int32", "int64", "uint16", "uint32"})
 _INT_ARRAYS = frozenset({"[]int32", "[]int64"})
 
 
-def _value(f: Any, get: str, k: str, scope: dict, version: int) -> str:
+def _value(f: Any, get: str, k: str, scope: dict[str, Any], version: int) -> str:
     """The f-string expression writing field `f` (read by `get`) as JSON text."""
     t = f.type_str
     if f.is_struct() or f.is_struct_array():
@@ -127,7 +130,7 @@ def _value(f: Any, get: str, k: str, scope: dict, version: int) -> str:
     return f"X({get}, {k})"
 
 
-def _walk(schema: Any, version: int) -> Callable[[Any, set[int]], str]:
+def _walk(schema: Any, version: int) -> Walk:
     """fields_json() for one message version: one generated f-string."""
     walk = _WALKS.get((id(schema), version))
     if walk is not None:
@@ -145,5 +148,5 @@ def _walk(schema: Any, version: int) -> Callable[[Any, set[int]], str]:
         items.append(f"{key}:{{{_value(f, get, k, scope, version)}}}")
     code = "def walk(o, errors):\n    return f'''{{" + ",".join(items) + "}}'''\n"
     exec(compile(code, f"<trace json {schema.__class__.__name__} v{version}>", "exec"), scope)
-    walk = _WALKS[(id(schema), version)] = scope["walk"]
+    walk = _WALKS[(id(schema), version)] = cast(Walk, scope["walk"])
     return walk

@@ -15,6 +15,8 @@ The append itself (and acks=all waiting) is ReplicaManager.append_records / awai
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kafka.errors import (InvalidRequiredAcksError, NotLeaderForPartitionError,
                           TopicAuthorizationFailedError, TransactionalIdAuthorizationFailedError)
 from kafka.protocol.api_key import ApiKey
@@ -24,7 +26,8 @@ from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import RawResponse, handles
 from minibroker.broker.leader_hints import LeaderHints
 from minibroker.broker.txn_verify import verify_transactional
-from minibroker.protocol.fast import ProduceRequestView, ProduceTopic, decode_produce
+from minibroker.protocol.fast import (
+    NodeEndpoint, ProduceRequestView, ProduceTopic, decode_produce)
 from minibroker.protocol.produce_response import PartitionResult as _part
 from minibroker.protocol.produce_response import encode_produce_response
 from minibroker.security.acl import AclOperation as Op, ResourceType as RT
@@ -34,11 +37,11 @@ from minibroker.security.acl import AclOperation as Op, ResourceType as RT
 HOLD_MAX_MS = 1000
 
 
-def _refused(topics, error_code: int) -> dict[str, list]:
+def _refused(topics: Iterable[ProduceTopic], error_code: int) -> dict[str, list[_part]]:
     return {td.name: [_part(pd.index, error_code) for pd in td.partitions] for td in topics}
 
 
-def _leader_hints(ctx: RequestContext, results: dict[str, list]) -> list:
+def _leader_hints(ctx: RequestContext, results: dict[str, list[_part]]) -> list[NodeEndpoint]:
     """KIP-951 (v10+): the current leader of each NOT_LEADER_OR_FOLLOWER partition; endpoints."""
     hints = None
     for topic, parts in results.items():
@@ -53,7 +56,7 @@ def _leader_hints(ctx: RequestContext, results: dict[str, list]) -> list:
 async def handle_produce(ctx: RequestContext, body: memoryview | ProduceRequestView
                          ) -> RawResponse | None:
     # the protocol trace hands over the body it decoded (broker/trace.py): decoded once
-    req = body if type(body) is ProduceRequestView else decode_produce(body, ctx.api_version)
+    req = body if isinstance(body, ProduceRequestView) else decode_produce(body, ctx.api_version)
     acks = req.acks
     if acks not in (0, 1, -1):
         results = _refused(req.topics, InvalidRequiredAcksError.errno)
