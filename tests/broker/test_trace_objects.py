@@ -24,17 +24,17 @@ def _compare_with_wire(monkeypatch) -> tuple[list, list]:
     checked, differ = [], []
     summarise = trace.Tracer._summarise
 
-    def both(ex, handler, parts, out):
-        resp, text = summarise(ex, handler, parts, out)
+    def both(ex, handler, key, version, parts, out):
+        resp, text = summarise(ex, handler, key, version, parts, out)
         if ex.resp is not None and ex.resp is not trace._UNSEEN and \
                 type(ex.resp) is not RawResponse:
             wire = decode_response(trace.response_class(handler.request_class),
-                                   memoryview(b"".join(parts))[4:], ex.version)
-            version = ex.version if ex.key != 18 or wire.error_code == 0 else 0
-            ours, theirs = json.loads(text), json.loads(fields_json(wire, version, set()))
+                                   memoryview(b"".join(parts))[4:], version)
+            shown = version if key != 18 or wire.error_code == 0 else 0
+            ours, theirs = json.loads(text), json.loads(fields_json(wire, shown, set()))
             if ours != theirs:
-                differ.append((handler.name, ex.version, ours, theirs))
-            checked.append((handler.name, ex.version))
+                differ.append((handler.name, version, ours, theirs))
+            checked.append((handler.name, version))
         return resp, text
     monkeypatch.setattr(trace.Tracer, "_summarise", staticmethod(both))
     return checked, differ
