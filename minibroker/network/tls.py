@@ -8,9 +8,11 @@ is a failed authentication (Kafka: "No rules apply to <dn>, rules [...]").
 """
 from __future__ import annotations
 
+import ctypes
 import logging
 import re
 import ssl
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,11 +57,57 @@ def server_context(cfg: Any) -> ssl.SSLContext:
             ctx.load_verify_locations(cafile=cfg.ssl_truststore_location)
     except (OSError, ssl.SSLError) as e:
         raise TlsConfigError(f"cannot load the broker's keystore or truststore: {e}") from None
+    tune(ctx)
     ctx.verify_mode = _CLIENT_AUTH[cfg.ssl_client_auth]
     if ctx.verify_mode != ssl.CERT_NONE and not cfg.ssl_truststore_location:
         raise TlsConfigError(f"ssl.client.auth={cfg.ssl_client_auth} needs "
                              "ssl.truststore.location (the CA that signs client certificates)")
     return ctx
+
+
+# TLS 1.3 suites, AES-128-GCM first: with AES-NI it is the cheapest (openssl speed: ~1.3x
+# AES-256-GCM's rate, ~1.5x ChaCha20's); OpenSSL's default puts AES-256-GCM first.
+TLS13_SUITES = b"TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+_SSL_CTRL_SET_READ_AHEAD, _SSL_CTRL_GET_READ_AHEAD = 41, 40
+
+
+def _libssl_ctx(ctx: ssl.SSLContext):
+    """(libssl, SSL_CTX*) of a context, or None: what Python's ssl module does not expose is
+    reached through OpenSSL's C API. CPython's SSLContext object begins with PyObject_HEAD then
+    the SSL_CTX pointer; SSL_CTX_get_options() through it must agree with `ctx.options` before
+    anything is set."""
+    if sys.implementation.name != "cpython":
+        return None
+    try:
+        lib = ctypes.CDLL(ssl._ssl.__file__)     # its symbols and libssl's, already loaded
+        lib.SSL_CTX_get_options.restype = ctypes.c_uint64
+        lib.SSL_CTX_get_options.argtypes = (ctypes.c_void_p,)
+        lib.SSL_CTX_ctrl.restype = ctypes.c_long
+        lib.SSL_CTX_ctrl.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_long,
+                                     ctypes.c_void_p)
+        lib.SSL_CTX_set_ciphersuites.argtypes = (ctypes.c_void_p, ctypes.c_char_p)
+    except (OSError, AttributeError):
+        return None
+    ptr = ctypes.c_void_p.from_address(id(ctx) + object.__basicsize__).value
+    if not ptr or lib.SSL_CTX_get_options(ptr) != ctx.options:
+        return None
+    return lib, ptr
+
+
+def tune(ctx: ssl.SSLContext) -> bool:
+    """Read-ahead (one recv() per record rather than two: header, then body) and AES-128-GCM
+    first for TLS 1.3. Whether it could be done: without it connections work the same, at a
+    higher cost. OpenSSL's read buffer keeps its default size (one record): it moves what it has
+    read ahead to the buffer's front before each record (to align the payload), so a 256 KiB
+    buffer moved ~8x the bytes received (a third of the broker's CPU producing over TLS)."""
+    found = _libssl_ctx(ctx)
+    if found is None:
+        log.info("TLS: OpenSSL's read-ahead is not reachable here; TLS costs more CPU")
+        return False
+    lib, ptr = found
+    lib.SSL_CTX_ctrl(ptr, _SSL_CTRL_SET_READ_AHEAD, 1, None)
+    lib.SSL_CTX_set_ciphersuites(ptr, TLS13_SUITES)
+    return lib.SSL_CTX_ctrl(ptr, _SSL_CTRL_GET_READ_AHEAD, 0, None) == 1
 
 
 def _escape(value: str) -> str:
