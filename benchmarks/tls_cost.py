@@ -7,7 +7,7 @@ beside PLAINTEXT, in the same run against the same broker, and the broker's CPU 
 One `serve --brokers 1` process with two listeners (PLAINTEXT and SASL_SSL, a CA generated in a
 temporary directory) pinned to CPU 1 when the host has two; the clients are confluent-kafka
 (librdkafka) in this process (CPU 0): a producer (acks=1, linger.ms 5, batch.size 1 MB) sends
---mb MB of --size-byte records to a fresh 4-partition topic, then a consumer reads them back.
+--mb MB of --size-byte records to a fresh 4-partition topic, then a consumer reads them back and the topic is deleted.
 The broker's CPU is read from /proc/<pid>/stat around each phase. Rounds alternate the order of
 the two listeners; medians are printed. Target (issue 41): TLS at most 1.5x PLAINTEXT's broker
 CPU per GB on 10 KiB records. Each round also times the cipher alone (`openssl speed -evp
@@ -29,6 +29,7 @@ import threading
 import time
 
 from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient
 
 USER, PASSWORD = "bench", "bench-secret"
 
@@ -116,6 +117,12 @@ def consume(conf: dict, topic: str, total: int) -> float:
     return elapsed
 
 
+def delete_topic(conf: dict, topic: str) -> None:
+    """Each phase's records are dropped after it: past log.memory.max.bytes the broker would spill
+    to disk, and that CPU would land on whichever phase crossed the line."""
+    AdminClient(conf).delete_topics([topic])[topic].result(60)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=int, default=512)
@@ -140,6 +147,7 @@ def main() -> None:
                         results[(listener, phase)].append((total / 1e6 / secs, cpu / (total / 1e9)))
                         print(f"round {rnd} {listener:9} {phase:7} {total / 1e6 / secs:8.1f} MB/s"
                               f"  broker {cpu / (total / 1e9):6.2f} CPU s/GB", flush=True)
+                    delete_topic(conf, topic)
                 cipher = cipher_s_per_gb()
                 if cipher is not None:
                     ciphers.append(cipher)

@@ -57,7 +57,9 @@ def server_context(cfg: Any) -> ssl.SSLContext:
             ctx.load_verify_locations(cafile=cfg.ssl_truststore_location)
     except (OSError, ssl.SSLError) as e:
         raise TlsConfigError(f"cannot load the broker's keystore or truststore: {e}") from None
-    tune(ctx)
+    tuned = tune(ctx)
+    if cfg.ssl_cipher_suites.strip():
+        set_cipher_suites(ctx, cfg.ssl_cipher_suites, tuned)
     ctx.verify_mode = _CLIENT_AUTH[cfg.ssl_client_auth]
     if ctx.verify_mode != ssl.CERT_NONE and not cfg.ssl_truststore_location:
         raise TlsConfigError(f"ssl.client.auth={cfg.ssl_client_auth} needs "
@@ -86,6 +88,8 @@ def _libssl_ctx(ctx: ssl.SSLContext):
         lib.SSL_CTX_ctrl.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_long,
                                      ctypes.c_void_p)
         lib.SSL_CTX_set_ciphersuites.argtypes = (ctypes.c_void_p, ctypes.c_char_p)
+        lib.OPENSSL_cipher_name.restype = ctypes.c_char_p
+        lib.OPENSSL_cipher_name.argtypes = (ctypes.c_char_p,)
     except (OSError, AttributeError):
         return None
     ptr = ctypes.c_void_p.from_address(id(ctx) + object.__basicsize__).value
@@ -108,6 +112,42 @@ def tune(ctx: ssl.SSLContext) -> bool:
     lib.SSL_CTX_ctrl(ptr, _SSL_CTRL_SET_READ_AHEAD, 1, None)
     lib.SSL_CTX_set_ciphersuites(ptr, TLS13_SUITES)
     return lib.SSL_CTX_ctrl(ptr, _SSL_CTRL_GET_READ_AHEAD, 0, None) == 1
+
+
+TLS13_NAMES = frozenset({"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384",
+                         "TLS_CHACHA20_POLY1305_SHA256", "TLS_AES_128_CCM_SHA256",
+                         "TLS_AES_128_CCM_8_SHA256"})
+
+
+def set_cipher_suites(ctx: ssl.SSLContext, suites: str, tuned: bool) -> None:
+    """Kafka's ssl.cipher.suites: only these (IANA names), for TLS 1.3 and TLS 1.2 alike. A
+    protocol left without a suite is disabled, as in Java; none left at all is refused."""
+    names = [n.strip() for n in suites.split(",") if n.strip()]
+    tls13 = [n for n in names if n in TLS13_NAMES]
+    found = _libssl_ctx(ctx) if tuned else None
+    if found is None:
+        raise TlsConfigError(f"ssl.cipher.suites={suites}: this Python's ssl module cannot set "
+                             "TLS 1.3 suites")
+    lib, ptr = found
+    tls12 = []
+    for name in names:
+        if name not in TLS13_NAMES:
+            openssl = lib.OPENSSL_cipher_name(name.encode()).decode()
+            if openssl == "(NONE)":
+                raise TlsConfigError(f"ssl.cipher.suites: unknown cipher suite {name}")
+            tls12.append(openssl)
+    if tls12:
+        try:
+            ctx.set_ciphers(":".join(tls12))
+        except ssl.SSLError as e:
+            raise TlsConfigError(f"ssl.cipher.suites={suites}: {e}") from None
+    lib.SSL_CTX_set_ciphersuites(ptr, ":".join(tls13).encode())
+    lo = ssl.TLSVersion.TLSv1_2 if tls12 else ssl.TLSVersion.TLSv1_3
+    hi = ssl.TLSVersion.TLSv1_3 if tls13 else ssl.TLSVersion.TLSv1_2
+    lo, hi = max(lo, ctx.minimum_version), min(hi, ctx.maximum_version)
+    if lo > hi:
+        raise TlsConfigError(f"ssl.cipher.suites={suites}: no suite for ssl.enabled.protocols")
+    ctx.minimum_version, ctx.maximum_version = lo, hi
 
 
 def _escape(value: str) -> str:

@@ -13,7 +13,7 @@ import uvloop
 
 from minibroker.config import ClusterConfig
 from minibroker.network.ssl_transport import accept_tls
-from minibroker.network.tls import _libssl_ctx, server_context, tune
+from minibroker.network.tls import TlsConfigError, _libssl_ctx, server_context, tune
 from minibroker.security.certs import tls_settings
 
 pytestmark = pytest.mark.real_time
@@ -59,10 +59,10 @@ class Sink(asyncio.BufferedProtocol):
         self.lost.set_result(exc)
 
 
-async def connected(d):
+async def connected(d, **config):
     """(server transport, its Sink, client reader, client writer) over a socket pair."""
     server_sock, client_sock = socket.socketpair()
-    ctx = server_context(ClusterConfig(**tls_settings(d)))
+    ctx = server_context(ClusterConfig(**tls_settings(d), **config))
     accepting = asyncio.ensure_future(
         accept_tls(asyncio.get_running_loop(), server_sock, ctx, Sink, 10.0))
     reader, writer = await asyncio.wait_for(asyncio.open_connection(
@@ -124,11 +124,31 @@ def test_tuning_reaches_openssl_and_prefers_aes_128_gcm(tmp_path):
     lib, ptr = _libssl_ctx(ctx)
     assert lib.SSL_CTX_ctrl(ptr, 40, 0, None) == 1         # SSL_CTX_get_read_ahead
 
-    async def cipher() -> str:
-        transport, _, _, writer = await connected(tmp_path)
-        name = transport.get_extra_info("cipher")[0]
-        transport.abort()
-        writer.close()
-        return name
     # A client offering OpenSSL's defaults (AES-256-GCM first) gets the server's first choice.
-    assert asyncio.run(cipher()) == "TLS_AES_128_GCM_SHA256"
+    assert asyncio.run(negotiated(tmp_path)) == ("TLS_AES_128_GCM_SHA256", "TLSv1.3")
+
+
+async def negotiated(d, **config) -> tuple[str, str]:
+    transport, _, _, writer = await connected(d, **config)
+    name, version, _ = transport.get_extra_info("cipher")
+    transport.abort()
+    writer.close()
+    return name, version
+
+
+@pytest.mark.parametrize("suites, expected", [
+    ("TLS_AES_256_GCM_SHA384", ("TLS_AES_256_GCM_SHA384", "TLSv1.3")),
+    (" TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384 ", ("ECDHE-ECDSA-AES256-GCM-SHA384", "TLSv1.2")),
+    ("TLS_CHACHA20_POLY1305_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+     ("TLS_CHACHA20_POLY1305_SHA256", "TLSv1.3")),
+])
+def test_ssl_cipher_suites_is_honoured(tmp_path, suites, expected):
+    assert asyncio.run(negotiated(tmp_path, ssl_cipher_suites=suites)) == expected
+
+
+@pytest.mark.parametrize("suites, enabled", [("TLS_NO_SUCH_SUITE", "TLSv1.2,TLSv1.3"),
+                                             ("TLS_AES_128_GCM_SHA256", "TLSv1.2")])
+def test_ssl_cipher_suites_without_a_usable_suite_is_refused(tmp_path, suites, enabled):
+    with pytest.raises(TlsConfigError):
+        server_context(ClusterConfig(**tls_settings(tmp_path), ssl_cipher_suites=suites,
+                                     ssl_enabled_protocols=enabled))
