@@ -120,7 +120,8 @@ def consume(conf: dict, topic: str, total: int) -> float:
 def delete_topic(conf: dict, topic: str) -> None:
     """Each phase's records are dropped after it: past log.memory.max.bytes the broker would spill
     to disk, and that CPU would land on whichever phase crossed the line."""
-    AdminClient(conf).delete_topics([topic])[topic].result(60)
+    admin = AdminClient(conf)               # kept until the result: its handle serves the future
+    admin.delete_topics([topic])[topic].result(60)
 
 
 def main() -> None:
