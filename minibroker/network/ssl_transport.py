@@ -97,8 +97,12 @@ class SslTransportLayer(asyncio.Transport):
     # Reading
 
     def _on_readable(self) -> None:
+        if self._lost:
+            return
         if self._write_wants_read:
             self._write_wants_read = False
+            if not self._reading:
+                self._loop.remove_reader(self._fd)  # it was registered for the write alone
             self._write_now()
         for _ in range(READS_PER_EVENT):
             if not self._reading or self._lost:
@@ -111,6 +115,8 @@ class SslTransportLayer(asyncio.Transport):
         """Fill the protocol's buffer from the connection; whether more may be waiting."""
         buf = self._protocol.get_buffer(-1)
         size = len(buf)
+        if not size:
+            return False
         got = 0
         eof = False
         read = self._read
@@ -150,7 +156,8 @@ class SslTransportLayer(asyncio.Transport):
     def pause_reading(self) -> None:
         if self._reading and not self._lost:
             self._reading = False
-            self._loop.remove_reader(self._fd)
+            if not self._write_wants_read:
+                self._loop.remove_reader(self._fd)
 
     def resume_reading(self) -> None:
         if not self._reading and not self._lost and not self._closing:
@@ -208,8 +215,10 @@ class SslTransportLayer(asyncio.Transport):
                 self._loop.add_writer(self._fd, self._on_writable)
                 self._writer_on = True
             return
-        except ssl.SSLWantReadError:
+        except ssl.SSLWantReadError:             # TLS 1.2 renegotiation: wait to read
             self._write_wants_read = True
+            if not self._reading:
+                self._loop.add_reader(self._fd, self._on_readable)
             return
         except (OSError, ssl.SSLError) as e:
             self._fatal(e)
