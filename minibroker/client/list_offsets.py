@@ -51,16 +51,7 @@ async def list_offsets(pool: ConnectionPool, metadata: ClusterMetadata,
     since: dict[TopicPartition, float] = {}                # when it first did
     while todo:
         if drop_missing:
-            now = loop.time()
-            for tp in sorted(todo):
-                md = metadata.topic(tp.topic)
-                if md is None or tp.partition not in md.partitions \
-                        or metadata.leader(tp.topic, tp.partition) < 0:
-                    missing[tp] += 1
-                if missing[tp]:
-                    since.setdefault(tp, now)
-                if missing[tp] >= MISSING_ROUNDS and now - since[tp] >= MISSING_SECONDS:
-                    del todo[tp]
+            _drop_missing(metadata, todo, missing, since, loop.time())
             if not todo:
                 break
         for t in {tp.topic for tp in todo}:
@@ -112,3 +103,18 @@ async def list_offsets(pool: ConnectionPool, metadata: ClusterMetadata,
             await metadata.refresh({tp.topic for tp in todo})
             await asyncio.sleep(0.05)
     return out
+
+
+def _drop_missing(metadata: ClusterMetadata, todo: dict, missing: collections.Counter,
+                  since: dict, now: float) -> None:
+    """Leave out of `todo` the partitions missing (no metadata, no leader, or answered unknown)
+    for MISSING_ROUNDS rounds over at least MISSING_SECONDS."""
+    for tp in sorted(todo):
+        md = metadata.topic(tp.topic)
+        if md is None or tp.partition not in md.partitions \
+                or metadata.leader(tp.topic, tp.partition) < 0:
+            missing[tp] += 1
+        if missing[tp]:
+            since.setdefault(tp, now)
+        if missing[tp] >= MISSING_ROUNDS and now - since[tp] >= MISSING_SECONDS:
+            del todo[tp]

@@ -14,7 +14,7 @@ import re
 import ssl
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 from minibroker.security.principal import ANONYMOUS, KafkaPrincipal
 
@@ -159,7 +159,7 @@ def _escape(value: str) -> str:
     return out
 
 
-def rfc2253(subject) -> str:
+def rfc2253(subject: Sequence[Iterable[tuple[str, str]]]) -> str:
     """getpeercert()'s subject (RDNs in certificate order) as Java's X500Principal.getName()."""
     rdns = []
     for rdn in reversed(subject):
@@ -169,7 +169,7 @@ def rfc2253(subject) -> str:
 
 @dataclass(frozen=True)
 class _Rule:
-    pattern: re.Pattern | None          # None: DEFAULT
+    pattern: re.Pattern[str] | None     # None: DEFAULT
     replacement: str = ""
     case: str = ""
 

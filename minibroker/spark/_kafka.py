@@ -51,7 +51,7 @@ def _admin(conf: ClientConf | str) -> Admin:
     if isinstance(conf, str):
         conf = ClientConf(conf)
     return Admin(conf.bootstrap, client_id=conf.client_id, request_timeout_ms=conf.request_timeout_ms,
-                 ssl_context=conf.ssl_context())
+                 security=conf.client_security())
 
 
 async def _topics(admin: Admin, subscribe: list[str] | None, pattern: str | None,
