@@ -103,6 +103,7 @@ class Listener:
 
     async def _connect(self, loop: asyncio.AbstractEventLoop, conn: socket.socket) -> None:
         try:
+            protocol: Any
             if self.ssl is not None:
                 protocol = (await accept_tls(loop, conn, self.ssl, self.factory,
                                              HANDSHAKE_TIMEOUT_S)).get_protocol()

@@ -19,7 +19,10 @@ import collections
 import logging
 import socket
 import ssl
-from typing import Any
+from typing import Any, Callable, Iterable
+
+# What the transport is handed to write: bytes, bytearrays and memoryviews (a response's parts).
+Part = bytes | bytearray | memoryview
 
 log = logging.getLogger("minibroker.network")
 
@@ -33,7 +36,8 @@ _AGAIN = (ssl.SSLWantReadError, ssl.SSLWantWriteError)
 
 
 async def accept_tls(loop: asyncio.AbstractEventLoop, sock: socket.socket,
-                     context: ssl.SSLContext, factory, timeout: float) -> "SslTransportLayer":
+                     context: ssl.SSLContext, factory: Callable[[], asyncio.BufferedProtocol],
+                     timeout: float) -> "SslTransportLayer":
     """Run the server handshake on an accepted socket, then start `factory()`'s protocol on it."""
     sock.setblocking(False)
     sslsock = context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
@@ -55,8 +59,12 @@ async def _handshake(loop: asyncio.AbstractEventLoop, sslsock: ssl.SSLSocket) ->
             add, remove = loop.add_reader, loop.remove_reader
         except ssl.SSLWantWriteError:
             add, remove = loop.add_writer, loop.remove_writer
-        ready = loop.create_future()
-        add(fd, lambda: ready.done() or ready.set_result(None))
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def wake(ready: asyncio.Future[None] = ready) -> None:
+            if not ready.done():
+                ready.set_result(None)
+        add(fd, wake)
         try:
             await ready
         finally:
@@ -73,13 +81,15 @@ class SslTransportLayer(asyncio.Transport):
         self._sock = sslsock
         self._fd = sslsock.fileno()
         # SSL_read itself: SSLSocket.recv_into costs two Python calls more per 16 KiB record.
-        self._read = getattr(getattr(sslsock, "_sslobj", None), "read", None) or sslsock.read
+        self._read: Callable[[int, memoryview], int] = getattr(
+            getattr(sslsock, "_sslobj", None), "read", None) or (
+            lambda n, buf: sslsock.recv_into(buf, n))
         self._protocol = protocol
         self._extra = {"socket": sslsock, "ssl_object": sslsock, "peername": _name(sslsock, True),
                        "sockname": _name(sslsock, False), "cipher": sslsock.cipher(),
                        "peercert": sslsock.getpeercert(), "sslcontext": sslsock.context}
-        self._backlog: collections.deque = collections.deque()   # parts not yet encrypted
-        self._retry: Any = None         # the chunk an SSL_write said to retry, as it was
+        self._backlog: collections.deque[Part] = collections.deque()  # not yet encrypted
+        self._retry: Part | None = None  # the chunk an SSL_write said to retry, as it was
         self._buffered = 0              # bytes in _backlog and _retry
         self._writer_on = False
         self._write_wants_read = False  # SSL_write needs to read first (TLS 1.2 renegotiation)
@@ -113,7 +123,7 @@ class SslTransportLayer(asyncio.Transport):
 
     def _read_once(self) -> bool:
         """Fill the protocol's buffer from the connection; whether more may be waiting."""
-        buf = self._protocol.get_buffer(-1)
+        buf = memoryview(self._protocol.get_buffer(-1))
         size = len(buf)
         if not size:
             return False
@@ -170,10 +180,10 @@ class SslTransportLayer(asyncio.Transport):
 
     # Writing
 
-    def write(self, data) -> None:
+    def write(self, data: Part) -> None:
         self.writelines((data,))
 
-    def writelines(self, list_of_data) -> None:
+    def writelines(self, list_of_data: Iterable[Part]) -> None:
         if self._closing or self._lost:
             return
         for part in list_of_data:
@@ -185,7 +195,7 @@ class SslTransportLayer(asyncio.Transport):
             self._write_now()
         self._check_high_water()
 
-    def _next_chunk(self):
+    def _next_chunk(self) -> Part:
         """The backlog's next write: a large part as it is, or small ones joined."""
         backlog = self._backlog
         first = backlog.popleft()
@@ -266,7 +276,7 @@ class SslTransportLayer(asyncio.Transport):
     def get_write_buffer_limits(self) -> tuple[int, int]:
         return self._low, self._high
 
-    def set_write_buffer_limits(self, high=None, low=None) -> None:
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
         self._high = HIGH_WATER if high is None else high
         self._low = (self._high // 4 if high is not None else LOW_WATER) if low is None else low
         self._check_high_water()
@@ -292,12 +302,12 @@ class SslTransportLayer(asyncio.Transport):
         self._closing = True
         self._finish_close(None, notify=False)
 
-    def _fatal(self, exc: BaseException) -> None:
+    def _fatal(self, exc: Exception) -> None:
         log.debug("TLS connection from %s failed: %r", self._extra["peername"], exc)
         self._closing = True
         self._finish_close(exc, notify=False)
 
-    def _finish_close(self, exc: BaseException | None, notify: bool = True) -> None:
+    def _finish_close(self, exc: Exception | None, notify: bool = True) -> None:
         if self._lost:
             return
         self._lost = True
@@ -319,14 +329,15 @@ class SslTransportLayer(asyncio.Transport):
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self._extra.get(name, default)
 
-    def get_protocol(self):
+    def get_protocol(self) -> asyncio.BufferedProtocol:
         return self._protocol
 
-    def set_protocol(self, protocol) -> None:
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        assert isinstance(protocol, asyncio.BufferedProtocol)
         self._protocol = protocol
 
 
-def _name(sock: socket.socket, peer: bool):
+def _name(sock: socket.socket, peer: bool) -> Any:
     try:
         return sock.getpeername() if peer else sock.getsockname()
     except OSError:

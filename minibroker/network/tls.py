@@ -73,7 +73,7 @@ TLS13_SUITES = b"TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY
 _SSL_CTRL_SET_READ_AHEAD, _SSL_CTRL_GET_READ_AHEAD = 41, 40
 
 
-def _libssl_ctx(ctx: ssl.SSLContext):
+def _libssl_ctx(ctx: ssl.SSLContext) -> tuple[ctypes.CDLL, int] | None:
     """(libssl, SSL_CTX*) of a context, or None: what Python's ssl module does not expose is
     reached through OpenSSL's C API. CPython's SSLContext object begins with PyObject_HEAD then
     the SSL_CTX pointer; SSL_CTX_get_options() through it must agree with `ctx.options` before
@@ -81,7 +81,8 @@ def _libssl_ctx(ctx: ssl.SSLContext):
     if sys.implementation.name != "cpython":
         return None
     try:
-        lib = ctypes.CDLL(ssl._ssl.__file__)     # its symbols and libssl's, already loaded
+        # The _ssl extension's handle: its symbols and libssl's, already loaded.
+        lib = ctypes.CDLL(getattr(ssl, "_ssl").__file__)
         lib.SSL_CTX_get_options.restype = ctypes.c_uint64
         lib.SSL_CTX_get_options.argtypes = (ctypes.c_void_p,)
         lib.SSL_CTX_ctrl.restype = ctypes.c_long
@@ -111,7 +112,7 @@ def tune(ctx: ssl.SSLContext) -> bool:
     lib, ptr = found
     lib.SSL_CTX_ctrl(ptr, _SSL_CTRL_SET_READ_AHEAD, 1, None)
     lib.SSL_CTX_set_ciphersuites(ptr, TLS13_SUITES)
-    return lib.SSL_CTX_ctrl(ptr, _SSL_CTRL_GET_READ_AHEAD, 0, None) == 1
+    return bool(lib.SSL_CTX_ctrl(ptr, _SSL_CTRL_GET_READ_AHEAD, 0, None) == 1)
 
 
 TLS13_NAMES = frozenset({"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384",
