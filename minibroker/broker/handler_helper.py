@@ -1,0 +1,51 @@
+"""What many handlers do alike (Kafka's RequestHandlerHelper and the answer shapes its APIs share).
+
+Most Kafka answers are keyed as their requests are: each topic asked about, with one result per
+partition. `per_partition` builds that shape from one function answering a partition, and
+`by_topic` builds it from flat (topic, result) rows a service returned, so each handler says only
+what differs: the call it makes and the result it fills in.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from minibroker.broker.context import RequestContext
+
+
+def per_partition(topics: Iterable[Any], topic_class: Callable[..., Any],
+                  answer: Callable[[Any, Any], Any], *, name: str = "name",
+                  partitions: str = "partitions", asked: str | None = None) -> list[Any]:
+    """One `topic_class` per requested topic, in request order, keyed by its `name` field and
+    holding `answer(topic, partition)` for each entry of its `asked` array (default: the
+    response's `partitions` field name, as most requests spell both)."""
+    asked = asked or partitions
+    return [topic_class(**{name: getattr(t, name),
+                           partitions: [answer(t, p) for p in getattr(t, asked)]})
+            for t in topics]
+
+
+def by_topic(rows: Iterable[tuple[Any, Any]], topic_class: Callable[..., Any], *,
+             name: str = "name", partitions: str = "partitions") -> list[Any]:
+    """(topic, result) rows grouped into one `topic_class` per topic: topics in the order they
+    first appear, each topic's results in row order."""
+    grouped: dict[Any, list[Any]] = {}
+    for topic, result in rows:
+        grouped.setdefault(topic, []).append(result)
+    return [topic_class(**{name: t, partitions: results}) for t, results in grouped.items()]
+
+
+def on_leadership_change(ctx: RequestContext) -> None:
+    """After LeaderAndIsr / StopReplica: the coordinators load or unload the partitions of
+    __consumer_offsets / __transaction_state this broker now leads or no longer does."""
+    ctx.groups.on_leadership_change()
+    ctx.txn.on_leadership_change()
+
+
+def partition_codes(topics: Iterable[Any], topic_class: Callable[..., Any],
+                    part_class: Callable[..., Any], codes: dict[tuple[str, int], int]
+                    ) -> list[Any]:
+    """per_partition answering each partition its error code in `codes`, keyed (topic name,
+    partition index): the answer of the offset APIs (OffsetCommit, TxnOffsetCommit,
+    OffsetDelete)."""
+    return per_partition(topics, topic_class, lambda t, p: part_class(
+        partition_index=p.partition_index, error_code=codes[(t.name, p.partition_index)]))
