@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from kafka.errors import ClusterAuthorizationFailedError, SecurityDisabledError
+
 from minibroker.broker.context import RequestContext
+from minibroker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 
 def per_partition(topics: Iterable[Any], topic_class: Callable[..., Any],
@@ -49,3 +52,15 @@ def partition_codes(topics: Iterable[Any], topic_class: Callable[..., Any],
     OffsetDelete)."""
     return per_partition(topics, topic_class, lambda t, p: part_class(
         partition_index=p.partition_index, error_code=codes[(t.name, p.partition_index)]))
+
+
+def acl_api_refusal(ctx: RequestContext, operation: AclOperation, no_authorizer: str
+                    ) -> tuple[int, str | None] | None:
+    """Why an ACL API (Kafka's AclApis) answers the whole request with one error: without
+    `operation` on the cluster, CLUSTER_AUTHORIZATION_FAILED; without an authorizer,
+    SECURITY_DISABLED with `no_authorizer` (each API words it its own way). None: answer it."""
+    if not ctx.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME):
+        return ClusterAuthorizationFailedError.errno, None
+    if ctx.authorizer is None:
+        return SecurityDisabledError.errno, no_authorizer
+    return None

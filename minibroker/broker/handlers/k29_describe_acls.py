@@ -9,15 +9,14 @@ Not implemented: —
 """
 from __future__ import annotations
 
-from kafka.errors import (ClusterAuthorizationFailedError, InvalidRequestError,
-                          SecurityDisabledError)
+from kafka.errors import InvalidRequestError
 from kafka.protocol.admin import DescribeAclsRequest, DescribeAclsResponse
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
-from minibroker.security.acl import (CLUSTER_NAME, AclBindingFilter, AclOperation,
-                                     ResourceType, filter_of)
+from minibroker.broker.handler_helper import acl_api_refusal
+from minibroker.security.acl import AclBindingFilter, AclOperation, filter_of
 
 _Resource = DescribeAclsResponse.DescribeAclsResource
 _Acl = _Resource.AclDescription
@@ -29,11 +28,10 @@ async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest
     def error(code: int, message: str) -> DescribeAclsResponse:
         return DescribeAclsResponse(throttle_time_ms=0, error_code=code, error_message=message,
                                     resources=[])
-    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return error(ClusterAuthorizationFailedError.errno, None)
-    authorizer = ctx.authorizer
-    if authorizer is None:
-        return error(SecurityDisabledError.errno, "No Authorizer is configured on the broker")
+    refused = acl_api_refusal(ctx, AclOperation.DESCRIBE,
+                              "No Authorizer is configured on the broker")
+    if refused:
+        return error(*refused)
     f: AclBindingFilter = filter_of(req.resource_type_filter, req.resource_name_filter,
                                     req.pattern_type_filter, req.principal_filter,
                                     req.host_filter, req.operation, req.permission_type)
@@ -41,7 +39,7 @@ async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest
     if problem:
         return error(InvalidRequestError.errno, problem)
     grouped: dict[tuple, list] = {}
-    for a in authorizer.describe(f):
+    for a in ctx.authorizer.describe(f):
         grouped.setdefault((a.resource_type, a.resource_name, a.pattern_type), []).append(
             _Acl(principal=a.principal, host=a.host, operation=int(a.operation),
                  permission_type=int(a.permission_type)))

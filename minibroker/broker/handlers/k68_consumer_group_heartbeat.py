@@ -9,6 +9,9 @@ Not implemented: members on the classic protocol inside a consumer group (online
 """
 from __future__ import annotations
 
+import functools
+from typing import Any, Awaitable, Callable
+
 from kafka.errors import UnsupportedVersionError
 from kafka.protocol.api_key import ApiKey
 
@@ -20,13 +23,23 @@ from minibroker.protocol.messages import (ConsumerGroupHeartbeatRequest,
                                           ConsumerGroupHeartbeatResponse)
 
 
+def consumer_group_protocol(handler: Callable[[RequestContext, Any], Awaitable[Any]]
+                            ) -> Callable[[RequestContext, Any], Awaitable[Any]]:
+    """A KIP-848 handler, answering UNSUPPORTED_VERSION in an emulated 3.x release: its brokers
+    advertised the API but refused it unless group.coordinator.rebalance.protocols named
+    "consumer" (default "classic", KafkaApis)."""
+    @functools.wraps(handler)
+    async def served_or_refused(ctx: RequestContext, req: Any) -> Any:
+        if not ctx.services.consumer_group_protocol:
+            return error_response(req, ctx.api_version, UnsupportedVersionError.errno)
+        return await handler(ctx, req)
+    return served_or_refused
+
+
 @handles(ApiKey.ConsumerGroupHeartbeat, ConsumerGroupHeartbeatRequest, versions=(0, 1))
+@consumer_group_protocol
 async def handle_consumer_group_heartbeat(ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
                                           ) -> ConsumerGroupHeartbeatResponse:
-    if not ctx.services.consumer_group_protocol:
-        # An emulated 3.x release: its brokers advertised the API but refused it unless
-        # group.coordinator.rebalance.protocols named "consumer" (default "classic", KafkaApis).
-        return error_response(req, ctx.api_version, UnsupportedVersionError.errno)
     waiter = ctx.groups.consumer.heartbeat(req, ctx.api_version, ctx.header.client_id or "",
                                            client_host(ctx))
     return await waiter
