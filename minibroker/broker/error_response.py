@@ -19,10 +19,12 @@ _KEY_ENTITIES = ("topicName", "groupId", "transactionalId")
 _UNKNOWN_IS_MINUS_ONE = ("offset", "watermark", "epoch", "leader", "timestamp", "node_id", "port")
 
 
-def error_response(req: Any, version: int, error_code: int) -> Any:
-    """The response to `req` at `version` with `error_code` in each of its error fields."""
+def error_response(req: Any, version: int, error_code: int, message: str | None = None) -> Any:
+    """The response to `req` at `version` with `error_code` in each of its error fields (and
+    `message` in each error_message, as Kafka's getErrorResponse of an exception with one)."""
     rcls = response_class_for(req)
-    return _build(rcls, rcls._struct._fields, req, type(req)._struct._fields, version, error_code)
+    return _build(rcls, rcls._struct._fields, req, type(req)._struct._fields, version,
+                  error_code, message)
 
 
 def _arrays(fields, version: int) -> list:
@@ -85,7 +87,8 @@ def _source(rf, q_fields, version: int):
     return None
 
 
-def _build(data_class, r_fields, item, q_fields, version: int, code: int) -> Any:
+def _build(data_class, r_fields, item, q_fields, version: int, code: int,
+           message: str | None = None) -> Any:
     kw = {}
     r_arrays, q_arrays = _arrays(r_fields, version), _arrays(q_fields, version)
     for f in r_fields:
@@ -93,13 +96,15 @@ def _build(data_class, r_fields, item, q_fields, version: int, code: int) -> Any
             continue
         if f.name == "error_code":
             kw[f.name] = code
+        elif f.name == "error_message" and message is not None:
+            kw[f.name] = message
         elif f.is_struct_array():
             q = _pair(f, r_arrays, q_arrays) if f in r_arrays else None
             items = (getattr(item, q.name, None) or ()) if q is not None else ()
             # Nested item classes hang off their parent's class, by type name.
             item_class = f.data_class or getattr(data_class, f._type_str.removeprefix("[]"))
             if q is not None:
-                kw[f.name] = [_build(item_class, f._fields, i, q._fields, version, code)
+                kw[f.name] = [_build(item_class, f._fields, i, q._fields, version, code, message)
                               for i in items]
             elif f in r_arrays and item is not None:
                 kw[f.name] = _from_keys(f, item_class, item, q_fields, version, code)

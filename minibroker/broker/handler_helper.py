@@ -12,6 +12,7 @@ from typing import Any, Callable, Iterable
 from kafka.errors import ClusterAuthorizationFailedError, SecurityDisabledError
 
 from minibroker.broker.context import RequestContext
+from minibroker.broker.error_response import error_response
 from minibroker.security.acl import CLUSTER_NAME, AclOperation, ResourceType
 
 
@@ -54,13 +55,14 @@ def partition_codes(topics: Iterable[Any], topic_class: Callable[..., Any],
         partition_index=p.partition_index, error_code=codes[(t.name, p.partition_index)]))
 
 
-def acl_api_refusal(ctx: RequestContext, operation: AclOperation, no_authorizer: str
-                    ) -> tuple[int, str | None] | None:
-    """Why an ACL API (Kafka's AclApis) answers the whole request with one error: without
-    `operation` on the cluster, CLUSTER_AUTHORIZATION_FAILED; without an authorizer,
-    SECURITY_DISABLED with `no_authorizer` (each API words it its own way). None: answer it."""
+def acl_api_refusal(ctx: RequestContext, req: Any, operation: AclOperation, no_authorizer: str
+                    ) -> Any | None:
+    """An ACL API's (Kafka's AclApis) answer refusing the whole request, each item with the
+    error: without `operation` on the cluster, CLUSTER_AUTHORIZATION_FAILED; without an
+    authorizer, SECURITY_DISABLED with `no_authorizer` (each API words it its own way).
+    None: answer the request."""
     if not ctx.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME):
-        return ClusterAuthorizationFailedError.errno, None
+        return error_response(req, ctx.api_version, ClusterAuthorizationFailedError.errno)
     if ctx.authorizer is None:
-        return SecurityDisabledError.errno, no_authorizer
+        return error_response(req, ctx.api_version, SecurityDisabledError.errno, no_authorizer)
     return None

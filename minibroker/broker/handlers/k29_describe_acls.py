@@ -28,10 +28,10 @@ async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest
     def error(code: int, message: str) -> DescribeAclsResponse:
         return DescribeAclsResponse(throttle_time_ms=0, error_code=code, error_message=message,
                                     resources=[])
-    refused = acl_api_refusal(ctx, AclOperation.DESCRIBE,
+    refused = acl_api_refusal(ctx, req, AclOperation.DESCRIBE,
                               "No Authorizer is configured on the broker")
-    if refused:
-        return error(*refused)
+    if refused is not None:
+        return refused
     f: AclBindingFilter = filter_of(req.resource_type_filter, req.resource_name_filter,
                                     req.pattern_type_filter, req.principal_filter,
                                     req.host_filter, req.operation, req.permission_type)

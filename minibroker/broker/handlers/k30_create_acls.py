@@ -23,12 +23,9 @@ _Result = CreateAclsResponse.AclCreationResult
 
 @handles(ApiKey.CreateAcls, CreateAclsRequest, versions=(1, 3))
 async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
-    def all_fail(code: int, message: str | None) -> CreateAclsResponse:
-        return CreateAclsResponse(throttle_time_ms=0, results=[
-            _Result(error_code=code, error_message=message) for _ in req.creations])
-    refused = acl_api_refusal(ctx, AclOperation.ALTER, "No Authorizer is configured.")
-    if refused:
-        return all_fail(*refused)
+    refused = acl_api_refusal(ctx, req, AclOperation.ALTER, "No Authorizer is configured.")
+    if refused is not None:
+        return refused
     bindings = [AclBinding(c.resource_type, c.resource_name, c.resource_pattern_type,
                            c.principal, c.host, c.operation, c.permission_type)
                 for c in req.creations]

@@ -23,13 +23,9 @@ _Match = _Filter.DeleteAclsMatchingAcl
 
 @handles(ApiKey.DeleteAcls, DeleteAclsRequest, versions=(1, 3))
 async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
-    def all_fail(code: int, message: str | None) -> DeleteAclsResponse:
-        return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
-            _Filter(error_code=code, error_message=message, matching_acls=[])
-            for _ in req.filters])
-    refused = acl_api_refusal(ctx, AclOperation.ALTER, "No Authorizer is configured.")
-    if refused:
-        return all_fail(*refused)
+    refused = acl_api_refusal(ctx, req, AclOperation.ALTER, "No Authorizer is configured.")
+    if refused is not None:
+        return refused
     filters = [filter_of(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
                          f.principal_filter, f.host_filter, f.operation, f.permission_type)
                for f in req.filters]
