@@ -3,13 +3,16 @@
 Most Kafka answers are keyed as their requests are: each topic asked about, with one result per
 partition. `per_partition` builds that shape from one function answering a partition, and
 `by_topic` builds it from flat (topic, result) rows a service returned, so each handler says only
-what differs: the call it makes and the result it fills in.
+what differs: the call it makes and the result it fills in. `acl_api` and
+`consumer_group_protocol` decorate handlers with the refusal a family of APIs shares.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+import functools
+from typing import Any, Awaitable, Callable, Iterable
 
-from kafka.errors import ClusterAuthorizationFailedError, SecurityDisabledError
+from kafka.errors import (ClusterAuthorizationFailedError, SecurityDisabledError,
+                          UnsupportedVersionError)
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.error_response import error_response
@@ -55,14 +58,33 @@ def partition_codes(topics: Iterable[Any], topic_class: Callable[..., Any],
         partition_index=p.partition_index, error_code=codes[(t.name, p.partition_index)]))
 
 
-def acl_api_refusal(ctx: RequestContext, req: Any, operation: AclOperation, no_authorizer: str
-                    ) -> Any | None:
-    """An ACL API's (Kafka's AclApis) answer refusing the whole request, each item with the
+Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+
+def acl_api(operation: AclOperation, no_authorizer: str) -> Callable[[Handler], Handler]:
+    """An ACL API's handler (Kafka's AclApis), refusing the whole request, each item with the
     error: without `operation` on the cluster, CLUSTER_AUTHORIZATION_FAILED; without an
-    authorizer, SECURITY_DISABLED with `no_authorizer` (each API words it its own way).
-    None: answer the request."""
-    if not ctx.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME):
-        return error_response(req, ctx.api_version, ClusterAuthorizationFailedError.errno)
-    if ctx.authorizer is None:
-        return error_response(req, ctx.api_version, SecurityDisabledError.errno, no_authorizer)
-    return None
+    authorizer, SECURITY_DISABLED with `no_authorizer` (each API words it its own way)."""
+    def guard(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        async def guarded(ctx: RequestContext, req: Any) -> Any:
+            if not ctx.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME):
+                return error_response(req, ctx.api_version, ClusterAuthorizationFailedError.errno)
+            if ctx.authorizer is None:
+                return error_response(req, ctx.api_version, SecurityDisabledError.errno,
+                                      no_authorizer)
+            return await handler(ctx, req)
+        return guarded
+    return guard
+
+
+def consumer_group_protocol(handler: Handler) -> Handler:
+    """A KIP-848 handler, answering UNSUPPORTED_VERSION in an emulated 3.x release: its brokers
+    advertised the API but refused it unless group.coordinator.rebalance.protocols named
+    "consumer" (default "classic", KafkaApis)."""
+    @functools.wraps(handler)
+    async def guarded(ctx: RequestContext, req: Any) -> Any:
+        if not ctx.services.consumer_group_protocol:
+            return error_response(req, ctx.api_version, UnsupportedVersionError.errno)
+        return await handler(ctx, req)
+    return guarded

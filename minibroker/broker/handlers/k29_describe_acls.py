@@ -15,7 +15,8 @@ from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
-from minibroker.broker.handler_helper import acl_api_refusal
+from minibroker.broker.error_response import error_response
+from minibroker.broker.handler_helper import acl_api
 from minibroker.security.acl import AclBindingFilter, AclOperation, filter_of
 
 _Resource = DescribeAclsResponse.DescribeAclsResource
@@ -23,21 +24,15 @@ _Acl = _Resource.AclDescription
 
 
 @handles(ApiKey.DescribeAcls, DescribeAclsRequest, versions=(1, 3))
+@acl_api(AclOperation.DESCRIBE, "No Authorizer is configured on the broker")
 async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest
                                ) -> DescribeAclsResponse:
-    def error(code: int, message: str) -> DescribeAclsResponse:
-        return DescribeAclsResponse(throttle_time_ms=0, error_code=code, error_message=message,
-                                    resources=[])
-    refused = acl_api_refusal(ctx, req, AclOperation.DESCRIBE,
-                              "No Authorizer is configured on the broker")
-    if refused is not None:
-        return refused
     f: AclBindingFilter = filter_of(req.resource_type_filter, req.resource_name_filter,
                                     req.pattern_type_filter, req.principal_filter,
                                     req.host_filter, req.operation, req.permission_type)
     problem = f.invalid()
     if problem:
-        return error(InvalidRequestError.errno, problem)
+        return error_response(req, ctx.api_version, InvalidRequestError.errno, problem)
     grouped: dict[tuple, list] = {}
     for a in ctx.authorizer.describe(f):
         grouped.setdefault((a.resource_type, a.resource_name, a.pattern_type), []).append(

@@ -15,17 +15,15 @@ from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
-from minibroker.broker.handler_helper import acl_api_refusal
+from minibroker.broker.handler_helper import acl_api
 from minibroker.security.acl import AclBinding, AclOperation
 
 _Result = CreateAclsResponse.AclCreationResult
 
 
 @handles(ApiKey.CreateAcls, CreateAclsRequest, versions=(1, 3))
+@acl_api(AclOperation.ALTER, "No Authorizer is configured.")
 async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
-    refused = acl_api_refusal(ctx, req, AclOperation.ALTER, "No Authorizer is configured.")
-    if refused is not None:
-        return refused
     bindings = [AclBinding(c.resource_type, c.resource_name, c.resource_pattern_type,
                            c.principal, c.host, c.operation, c.permission_type)
                 for c in req.creations]

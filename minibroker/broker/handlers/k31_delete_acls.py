@@ -14,7 +14,7 @@ from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
-from minibroker.broker.handler_helper import acl_api_refusal
+from minibroker.broker.handler_helper import acl_api
 from minibroker.security.acl import AclOperation, filter_of
 
 _Filter = DeleteAclsResponse.DeleteAclsFilterResult
@@ -22,10 +22,8 @@ _Match = _Filter.DeleteAclsMatchingAcl
 
 
 @handles(ApiKey.DeleteAcls, DeleteAclsRequest, versions=(1, 3))
+@acl_api(AclOperation.ALTER, "No Authorizer is configured.")
 async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
-    refused = acl_api_refusal(ctx, req, AclOperation.ALTER, "No Authorizer is configured.")
-    if refused is not None:
-        return refused
     filters = [filter_of(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
                          f.principal_filter, f.host_filter, f.operation, f.permission_type)
                for f in req.filters]

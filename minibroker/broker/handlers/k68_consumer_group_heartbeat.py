@@ -9,31 +9,14 @@ Not implemented: members on the classic protocol inside a consumer group (online
 """
 from __future__ import annotations
 
-import functools
-from typing import Any, Awaitable, Callable
-
-from kafka.errors import UnsupportedVersionError
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
-from minibroker.broker.error_response import error_response
+from minibroker.broker.handler_helper import consumer_group_protocol
 from minibroker.broker.handlers.k11_join_group import client_host
 from minibroker.protocol.messages import (ConsumerGroupHeartbeatRequest,
                                           ConsumerGroupHeartbeatResponse)
-
-
-def consumer_group_protocol(handler: Callable[[RequestContext, Any], Awaitable[Any]]
-                            ) -> Callable[[RequestContext, Any], Awaitable[Any]]:
-    """A KIP-848 handler, answering UNSUPPORTED_VERSION in an emulated 3.x release: its brokers
-    advertised the API but refused it unless group.coordinator.rebalance.protocols named
-    "consumer" (default "classic", KafkaApis)."""
-    @functools.wraps(handler)
-    async def served_or_refused(ctx: RequestContext, req: Any) -> Any:
-        if not ctx.services.consumer_group_protocol:
-            return error_response(req, ctx.api_version, UnsupportedVersionError.errno)
-        return await handler(ctx, req)
-    return served_or_refused
 
 
 @handles(ApiKey.ConsumerGroupHeartbeat, ConsumerGroupHeartbeatRequest, versions=(0, 1))

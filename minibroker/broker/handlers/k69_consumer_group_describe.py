@@ -14,7 +14,7 @@ from kafka.protocol.api_key import ApiKey
 from minibroker.broker import acl_operations
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
-from minibroker.broker.handlers.k68_consumer_group_heartbeat import consumer_group_protocol
+from minibroker.broker.handler_helper import consumer_group_protocol
 from minibroker.protocol.messages import (ConsumerGroupDescribeRequest,
                                           ConsumerGroupDescribeResponse)
 
