@@ -9,7 +9,7 @@ what differs: the call it makes and the result it fills in. `acl_api` and
 from __future__ import annotations
 
 import functools
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable, TypeVar, cast
 
 from kafka.errors import (ClusterAuthorizationFailedError, SecurityDisabledError,
                           UnsupportedVersionError)
@@ -58,14 +58,14 @@ def partition_codes(topics: Iterable[Any], topic_class: Callable[..., Any],
         partition_index=p.partition_index, error_code=codes[(t.name, p.partition_index)]))
 
 
-Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+H = TypeVar("H", bound=Callable[[RequestContext, Any], Awaitable[Any]])
 
 
-def acl_api(operation: AclOperation, no_authorizer: str) -> Callable[[Handler], Handler]:
+def acl_api(operation: AclOperation, no_authorizer: str) -> Callable[[H], H]:
     """An ACL API's handler (Kafka's AclApis), refusing the whole request, each item with the
     error: without `operation` on the cluster, CLUSTER_AUTHORIZATION_FAILED; without an
     authorizer, SECURITY_DISABLED with `no_authorizer` (each API words it its own way)."""
-    def guard(handler: Handler) -> Handler:
+    def guard(handler: H) -> H:
         @functools.wraps(handler)
         async def guarded(ctx: RequestContext, req: Any) -> Any:
             if not ctx.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME):
@@ -74,11 +74,11 @@ def acl_api(operation: AclOperation, no_authorizer: str) -> Callable[[Handler], 
                 return error_response(req, ctx.api_version, SecurityDisabledError.errno,
                                       no_authorizer)
             return await handler(ctx, req)
-        return guarded
+        return cast(H, guarded)
     return guard
 
 
-def consumer_group_protocol(handler: Handler) -> Handler:
+def consumer_group_protocol(handler: H) -> H:
     """A KIP-848 handler, answering UNSUPPORTED_VERSION in an emulated 3.x release: its brokers
     advertised the API but refused it unless group.coordinator.rebalance.protocols named
     "consumer" (default "classic", KafkaApis)."""
@@ -87,4 +87,4 @@ def consumer_group_protocol(handler: Handler) -> Handler:
         if not ctx.services.consumer_group_protocol:
             return error_response(req, ctx.api_version, UnsupportedVersionError.errno)
         return await handler(ctx, req)
-    return guarded
+    return cast(H, guarded)

@@ -111,7 +111,8 @@ def _string(buf: memoryview, pos: int, end: int, flexible: bool, nullable: bool)
 def _records(buf: memoryview, pos: int, end: int, flexible: bool, what: str,
              gathered: Gathered | None = None) -> tuple[memoryview | list | None, int]:
     """A records field (nullable bytes) at pos: a view of buf, no copy; None for a null. In a
-    Gathered body, a record set cut out of it is the list of views handed over."""
+    Gathered body, a record set views were cut out of is a list: those views, and views of buf
+    for the small batches that came with the encoded bytes (Gathered.record_set)."""
     if flexible:
         if end - pos >= 2 and buf[pos] & 0x80 and not buf[pos + 1] & 0x80:    # 128 B - 16 KiB
             size = (buf[pos] & 0x7F | buf[pos + 1] << 7) - 1
@@ -128,12 +129,13 @@ def _records(buf: memoryview, pos: int, end: int, flexible: bool, what: str,
         if size != -1:
             raise ProtocolViolation(f"invalid records length {size}")
         return None, pos
-    if gathered is not None:
-        views = gathered.records_at(pos)
-        if views is not None:
-            if sum(v.nbytes for v in views) != size:
-                raise ProtocolViolation(f"records of {size} bytes handed over as a different size")
-            return views, pos
+    if gathered is not None and gathered.holes:
+        try:
+            handed = gathered.record_set(pos, size)
+        except ValueError as e:
+            raise ProtocolViolation(str(e)) from None
+        if handed is not None:
+            return handed
     if size > end - pos:
         raise ProtocolViolation(f"records run past the end of the {what}")
     return buf[pos:pos + size], pos + size

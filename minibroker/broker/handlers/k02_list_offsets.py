@@ -9,6 +9,8 @@ v4: current_leader_epoch fencing.  v6: flexible.  Not implemented: v0 old-style 
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
@@ -22,7 +24,7 @@ _Part = _Topic.ListOffsetsPartitionResponse
 
 @handles(ApiKey.ListOffsets, ListOffsetsRequest, versions=(1, 9))
 async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
-    def list_offset(t, rp) -> _Part:
+    def list_offset(t: Any, rp: Any) -> Any:
         err, offset, ts, epoch = ctx.replica_manager.list_offset(
             t.name, rp.partition_index, rp.current_leader_epoch, rp.timestamp,
             req.isolation_level, req.replica_id)

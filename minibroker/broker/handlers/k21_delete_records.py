@@ -10,6 +10,8 @@ once the leader's has.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
 
@@ -24,7 +26,7 @@ _Part = _Topic.DeleteRecordsPartitionResult
 @handles(ApiKey.DeleteRecords, DeleteRecordsRequest, versions=(0, 2))
 async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest
         ) -> DeleteRecordsResponse:
-    def delete(t, p) -> _Part:
+    def delete(t: Any, p: Any) -> Any:
         low_watermark, err = ctx.replica_manager.delete_records(t.name, p.partition_index, p.offset)
         return _Part(partition_index=p.partition_index, low_watermark=low_watermark, error_code=err)
     return DeleteRecordsResponse(throttle_time_ms=0,

@@ -10,6 +10,8 @@ v3: replica_id.  v4: flexible.  Not implemented: v0-1 (pre-KIP-320 shapes).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
@@ -27,7 +29,7 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLead
         ) -> OffsetForLeaderEpochResponse:
     any_replica = ctx.api_version >= 3 and req.replica_id == DEBUGGING_REPLICA_ID
 
-    def end_offset(t, rp) -> _Part:
+    def end_offset(t: Any, rp: Any) -> Any:
         err, epoch, offset = ctx.replica_manager.end_offset_for_epoch(
             t.topic, rp.partition, rp.current_leader_epoch, rp.leader_epoch, any_replica)
         return _Part(error_code=err, partition=rp.partition, leader_epoch=epoch, end_offset=offset)

@@ -7,6 +7,8 @@ whether partitions are already in the transaction (a leader before a transaction
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.errors import InvalidProducerEpochError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
@@ -20,7 +22,7 @@ _TopicResult = _Result.AddPartitionsToTxnTopicResult
 _PartResult = _TopicResult.AddPartitionsToTxnPartitionResult
 
 
-def _topics(codes: dict) -> list:
+def _topics(codes: dict[tuple[str, int], int]) -> list[Any]:
     return by_topic(((topic, _PartResult(partition_index=partition, partition_error_code=code))
                      for (topic, partition), code in codes.items()),
                     _TopicResult, partitions="results_by_partition")

@@ -9,6 +9,8 @@ Not implemented: —
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.errors import InvalidRequestError
 from kafka.protocol.admin import DescribeAclsRequest, DescribeAclsResponse
 from kafka.protocol.api_key import ApiKey
@@ -17,7 +19,8 @@ from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
 from minibroker.broker.error_response import error_response
 from minibroker.broker.handler_helper import acl_api
-from minibroker.security.acl import AclBindingFilter, AclOperation, filter_of
+from minibroker.security.acl import (AclBindingFilter, AclOperation, PatternType, ResourceType,
+                                     filter_of)
 
 _Resource = DescribeAclsResponse.DescribeAclsResource
 _Acl = _Resource.AclDescription
@@ -33,8 +36,10 @@ async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest
     problem = f.invalid()
     if problem:
         return error_response(req, ctx.api_version, InvalidRequestError.errno, problem)
-    grouped: dict[tuple, list] = {}
-    for a in ctx.authorizer.describe(f):
+    authorizer = ctx.authorizer
+    assert authorizer is not None       # acl_api answered SECURITY_DISABLED without one
+    grouped: dict[tuple[ResourceType, str, PatternType], list[Any]] = {}
+    for a in authorizer.describe(f):
         grouped.setdefault((a.resource_type, a.resource_name, a.pattern_type), []).append(
             _Acl(principal=a.principal, host=a.host, operation=int(a.operation),
                  permission_type=int(a.permission_type)))

@@ -9,6 +9,8 @@ unknown: memory is not a volume).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
 

@@ -8,6 +8,8 @@ right after (timeout_ms is not waited on further).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.errors import InvalidRequestError
 from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 from kafka.protocol.api_key import ApiKey

@@ -11,6 +11,8 @@ v1: allow_replication_factor_change (request and response).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.admin import (AlterPartitionReassignmentsRequest,
                                   AlterPartitionReassignmentsResponse)
 from kafka.protocol.api_key import ApiKey

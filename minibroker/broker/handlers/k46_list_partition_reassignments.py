@@ -6,6 +6,8 @@ and removed. Partitions not moving, or not existing, are left out, as Kafka does
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.admin import (ListPartitionReassignmentsRequest,
                                   ListPartitionReassignmentsResponse)
 from kafka.protocol.api_key import ApiKey

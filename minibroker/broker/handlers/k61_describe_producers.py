@@ -3,6 +3,8 @@ kafka-transactions.sh describe-producers): id, epoch, last sequence and timestam
 offset of the open transaction (-1: none)."""
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.admin import DescribeProducersRequest, DescribeProducersResponse
 from kafka.protocol.api_key import ApiKey
 
@@ -18,7 +20,7 @@ _State = _Part.ProducerState
 @handles(ApiKey.DescribeProducers, DescribeProducersRequest, versions=(0, 0))
 async def handle_describe_producers(ctx: RequestContext, req: DescribeProducersRequest
         ) -> DescribeProducersResponse:
-    def describe(t, index: int) -> _Part:
+    def describe(t: Any, index: int) -> Any:
         err, producers = ctx.replica_manager.describe_producers(t.name, index)
         return _Part(partition_index=index, error_code=err, error_message=None, active_producers=[
             _State(producer_id=e.producer_id, producer_epoch=e.producer_epoch,

@@ -9,6 +9,8 @@ Not implemented: members on the classic protocol inside a consumer group (online
 """
 from __future__ import annotations
 
+import asyncio
+
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.context import RequestContext
@@ -23,6 +25,6 @@ from minibroker.protocol.messages import (ConsumerGroupHeartbeatRequest,
 @consumer_group_protocol
 async def handle_consumer_group_heartbeat(ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
                                           ) -> ConsumerGroupHeartbeatResponse:
-    waiter = ctx.groups.consumer.heartbeat(req, ctx.api_version, ctx.header.client_id or "",
-                                           client_host(ctx))
+    waiter: asyncio.Future[ConsumerGroupHeartbeatResponse] = ctx.groups.consumer.heartbeat(
+        req, ctx.api_version, ctx.header.client_id or "", client_host(ctx))
     return await waiter
