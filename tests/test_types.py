@@ -1,7 +1,7 @@
-"""The modules and packages held to `mypy --strict`: a list that only grows, one entry a line. The
-whole broker package is here (RequestContext and the service Protocols, dispatch, the handlers,
-the replica manager), with the metadata cache and the small leaves it stands on; the rest of
-controller/, log/, network/ and protocol/ joins module by module, or package by package."""
+"""The modules and packages held to `mypy --strict`: a list that only grows, one entry a line.
+The five packages of issue 40 are here whole (broker/ with RequestContext, the service Protocols,
+dispatch, the handlers and the replica manager; controller/, log/, network/, protocol/), with the
+metadata cache; the rest of the package joins module by module, or package by package."""
 from __future__ import annotations
 
 import pathlib
@@ -15,8 +15,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 STRICT = [
     "minibroker/broker",
     "minibroker/metadata/cache.py",
-    "minibroker/protocol/varint.py",
-    "minibroker/log/adoption.py",
+    "minibroker/controller",
+    "minibroker/log",
+    "minibroker/network",
+    "minibroker/protocol",
 ]
 
 

@@ -17,7 +17,7 @@ takes the set's frame bytes and views together, by size (Gathered.record_set).
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import NamedTuple, Sequence, final
 
 _I32 = struct.Struct(">i")
 
@@ -26,9 +26,10 @@ _I32 = struct.Struct(">i")
 GATHER_MIN_BYTES = 64 * 1024
 
 
+@final          # readers test `type(x) is Gathered`
 class Gathered(NamedTuple):
     frame: memoryview           # the frame without its size prefix and without the views
-    holes: dict                 # offset in `frame` -> the views cut out there, in order
+    holes: dict[int, list[memoryview]]  # offset in `frame` -> the views cut out there, in order
     size: int                   # the whole frame's, as its size prefix says
     base: int = 0               # offsets in `holes` are frame[base:]'s offsets plus base
 
@@ -86,7 +87,7 @@ class Gathered(NamedTuple):
         return bytearray(_I32.pack(len(out))) + out
 
 
-def gather(parts) -> Gathered | None:
+def gather(parts: Sequence[object]) -> Gathered | None:
     """`parts` (one writelines call) as a Gathered frame, or None to copy them whole: they must be
     exactly one frame, of immutable bytes and read-only views, with at least GATHER_MIN_BYTES of
     views. Writable buffers are never passed on: their writer may reuse them."""
@@ -95,8 +96,8 @@ def gather(parts) -> Gathered | None:
             _I32.unpack_from(first, 0)[0] < GATHER_MIN_BYTES:     # most answers: at once
         return None
     skeleton = bytearray()
-    holes: dict[int, list] = {}
-    run = None
+    holes: dict[int, list[memoryview]] = {}
+    run: list[memoryview] | None = None
     total = viewed = 0
     for part in parts:
         if type(part) is bytes:
