@@ -266,13 +266,7 @@ class ChildBrokers:
     async def _reap(self, node_id: int) -> str:
         """Wait for the dead child's exit status (no <defunct> left behind)."""
         proc = self.procs[node_id]
-        for _ in range(200):
-            if proc.poll() is not None:
-                break
-            await asyncio.sleep(0.05)
-        else:
-            proc.kill()
-            proc.wait()
+        await _ended_or_killed(proc, polls=200)
         rc = proc.returncode
         return f"signal {-rc}" if rc is not None and rc < 0 else f"exit status {rc}"
 
@@ -320,14 +314,19 @@ class ChildBrokers:
         for w in self._writers.values():
             w.close()
         for p in self.procs.values():
-            for _ in range(100):
-                if p.poll() is not None:
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                p.kill()
+            await _ended_or_killed(p, polls=100)
         for t in self._tasks:
             t.cancel()
+
+
+async def _ended_or_killed(proc: subprocess.Popen, polls: int) -> None:
+    """Wait for a child to end (polls of 50 ms), else kill it; either way it is reaped."""
+    for _ in range(polls):
+        if proc.poll() is not None:
+            return
+        await asyncio.sleep(0.05)
+    proc.kill()
+    proc.wait()
 
 
 def main() -> None:
