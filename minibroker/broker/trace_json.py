@@ -115,7 +115,8 @@ def _value(f: Any, get: str, k: str, scope: dict[str, Any], version: int) -> str
     t = f.type_str
     if f.is_struct() or f.is_struct_array():
         scope[f"W{k}"] = _walk(f, version)     # nested objects' schema is the field's own
-        each = f"W{k}(v, errors)" if f.is_struct() else f"L + C.join([W{k}(x, errors) for x in v]) + R"
+        each = (f"W{k}(v, errors)" if f.is_struct()
+                else f"L + C.join([W{k}(x, errors) for x in v]) + R")
         return f"N if (v := {get}) is None else {each}"
     if t in _INTS and f.name.endswith("error_code"):      # a non-zero code is noted too
         return f"(v and (errors.add(v) or v)) if type(v := {get}) is int else X(v, {k})"
