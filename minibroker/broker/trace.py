@@ -35,7 +35,8 @@ from kafka.errors import for_code
 from kafka.protocol.api_message import ResponseClassRegistry
 
 from minibroker.broker.dispatch import RawResponse, decode_exact, handler_for
-from minibroker.broker.trace_json import ENCODE, batches, batches_json, fields_json, quote
+from minibroker.broker.trace_json import (
+    ENCODE, batches, batches_json, fetch_json, fields_json, quote)
 from minibroker.protocol.fast import ProduceRequestView, decode_produce
 from minibroker.protocol.framing import API_PREFIX, ProtocolViolation, parse_request_header
 from minibroker.network.client import decode_response
@@ -395,12 +396,17 @@ class Tracer:
         codes: set[int] = set()
         resp = ex.resp
         text = None
-        if resp is not _UNSEEN and resp is not None and type(resp) is not RawResponse:
-            try:
+        try:
+            if type(resp) is RawResponse:
+                if key == 1 and resp.source is not None:    # Fetch: the encoder's arguments
+                    text = fetch_json(version, resp.source, codes)
+                    if resp.source[0]:
+                        out["throttle_ms"] = resp.source[0]
+            elif resp is not _UNSEEN and resp is not None:
                 text = fields_json(resp, version if key != 18 or resp.error_code == 0 else 0,
                                    codes)
-            except Exception:  # noqa: BLE001 — not a message object: read what was sent
-                codes.clear()
+        except Exception:  # noqa: BLE001 — not what was expected: read what was sent
+            codes.clear()
         if text is None:
             try:
                 resp = decode_response(response_class(handler.request_class),

@@ -14,6 +14,7 @@ import keyword
 import struct
 import uuid
 from json.encoder import encode_basestring_ascii
+from collections.abc import Sequence
 from typing import Any, Callable, cast
 
 # base offset, length, magic, attributes, producer id, producer epoch, base sequence, record
@@ -40,11 +41,11 @@ def ENCODE(value: Any) -> str:  # noqa: N802 — the module's encoder, as a cons
     return "null" if value is None else _ENCODER(value)
 
 
-def batches_json(records: Any) -> str:
-    """The record batches of a record set summarised as JSON text, one %-format per batch
-    (magic 2; older formats by size only; a fetch may end in a partial batch)."""
-    buf = memoryview(records).cast("B") if not isinstance(records, memoryview) else records
-    out, pos, end = [], 0, len(buf)
+def _batch_items(buf: memoryview, out: list[str]) -> int:
+    """Appends the summary of each batch header in `buf` to `out`; returns where the last
+    batch ends against the buffer's end: 0, less (the last batch runs past the end: summarised
+    by its size) or more (bytes left over, too few for a header: a fetch may end in a part)."""
+    pos, end = 0, len(buf)
     whole, head = _BATCH.unpack_from, _HEAD.unpack_from
     while pos + 17 <= end:
         if pos + _BATCH.size <= end:     # one unpack for the whole header (most batches)
@@ -59,8 +60,31 @@ def batches_json(records: Any) -> str:
                        f'"producer_epoch":{pepoch},"base_sequence":{seq},'
                        f'{_ATTRS_JSON[attrs & 0x3f]},"size":{size}}}')
         pos += size
-    if pos < end:
-        out.append('{"partial":%d}' % (end - pos))
+    return end - pos
+
+
+def batches_json(records: Any) -> str:
+    """The record batches of a record set summarised as JSON text, one %-format per batch
+    (magic 2; older formats by size only; a fetch may end in a partial batch)."""
+    buf = memoryview(records).cast("B") if not isinstance(records, memoryview) else records
+    out: list[str] = []
+    left = _batch_items(buf, out)
+    if left > 0:
+        out.append('{"partial":%d}' % left)
+    return "[" + ",".join(out) + "]"
+
+
+def buffers_json(buffers: Sequence[Any]) -> str:
+    """batches_json of buffers sent back to back (a Fetch answer's stored batches), read in
+    place: joined only if a batch straddles two of them."""
+    out: list[str] = []
+    last = len(buffers) - 1
+    for i, b in enumerate(buffers):
+        left = _batch_items(b if type(b) is memoryview else memoryview(b), out)
+        if left and i < last:       # a batch across two buffers: read as sent
+            return batches_json(b"".join(buffers))
+        if left > 0:
+            out.append('{"partial":%d}' % left)
     return "[" + ",".join(out) + "]"
 
 
@@ -151,3 +175,48 @@ def _walk(schema: Any, version: int) -> Walk:
     exec(compile(code, f"<trace json {schema.__class__.__name__} v{version}>", "exec"), scope)
     walk = _WALKS[(id(schema), version)] = cast(Walk, scope["walk"])
     return walk
+
+
+def fetch_json(version: int, source: tuple[Any, ...], errors: set[int]) -> str:
+    """A Fetch response as JSON text, from what its fast encoder (protocol.fast
+    encode_fetch_response) was given: (throttle, error code, session id, topics, node
+    endpoints). What decoding the bytes sent gives, without decoding them."""
+    throttle, error_code, session_id, topics, endpoints = source
+    if error_code:
+        errors.add(error_code)
+    head = '{"throttle_time_ms":%d' % throttle
+    if version >= 7:
+        head += ',"error_code":%d,"session_id":%d' % (error_code, session_id)
+    by_id, tagged = version >= 13, version >= 12
+    out = []
+    for name, parts in topics:
+        items = []
+        for p in parts:
+            if p.error_code:
+                errors.add(p.error_code)
+            text = '{"partition_index":%d,"error_code":%d,"high_watermark":%d,' \
+                '"last_stable_offset":%d' % (p.partition_index, p.error_code, p.high_watermark,
+                                             p.last_stable_offset)
+            if version >= 5:
+                text += ',"log_start_offset":%d' % p.log_start_offset
+            if tagged:
+                div, leader = p.diverging_epoch, p.current_leader
+                text += ',"diverging_epoch":%s,"current_leader":%s,"snapshot_id":null' % (
+                    "null" if div is None else '{"epoch":%d,"end_offset":%d}' % div,
+                    "null" if leader is None else '{"leader_id":%d,"leader_epoch":%d}' % leader)
+            aborted = p.aborted_transactions
+            text += ',"aborted_transactions":%s' % ("null" if aborted is None else "[%s]" % ",".join(
+                '{"producer_id":%d,"first_offset":%d}' % a for a in aborted))
+            if version >= 11:
+                text += ',"preferred_read_replica":%d' % p.preferred_read_replica
+            records = p.records
+            items.append(text + ',"records":%s}' % (
+                "null" if records is None else buffers_json(records)))
+        out.append('{%s,"partitions":[%s]}' % (
+            '"topic_id":"%s"' % name if by_id else '"topic":' + quote(name), ",".join(items)))
+    text = head + ',"responses":[' + ",".join(out) + "]"
+    if version >= 16:
+        text += ',"node_endpoints":[%s]' % ",".join(
+            '{"node_id":%d,"host":%s,"port":%d,"rack":%s}' % (
+                e.node_id, quote(e.host), e.port, ENCODE(e.rack)) for e in endpoints)
+    return text + "}"
