@@ -9,12 +9,13 @@ and encoding them was most of the trace's cost.
 """
 from __future__ import annotations
 
+import functools
 import json
 import keyword
 import struct
 import uuid
-from json.encoder import encode_basestring_ascii
 from collections.abc import Sequence
+from json.encoder import encode_basestring_ascii
 from typing import Any, Callable, cast
 
 # base offset, length, magic, attributes, producer id, producer epoch, base sequence, record
@@ -75,21 +76,41 @@ def batches_json(records: Any) -> str:
     return "[" + ",".join(out) + "]"
 
 
+_ITEM = ('{"base_offset":%d,"count":%d,"producer_id":%d,"producer_epoch":%d,"base_sequence":%d,'
+         '%s,"size":%d}')
+
+
+@functools.lru_cache(maxsize=64)
+def _items_format(count: int) -> str:
+    """The format of `count` whole batches' summaries: filled by one % for them all."""
+    return "[" + ",".join([_ITEM] * count) + "]"
+
+
+def _whole_batches_json(buffers: Sequence[Any]) -> str | None:
+    """buffers_json when each buffer is one whole magic 2 batch (as Fetch sends the stored
+    slices), else None: the headers unpacked, then written by one % format."""
+    values: list[Any] = []
+    add, whole = values.extend, _BATCH.unpack_from
+    for b in buffers:
+        n = len(b)
+        if n < _HEADER:
+            return None
+        base_offset, length, magic, attrs, pid, pepoch, seq, count = whole(b, 0)
+        if length + 12 != n or magic != 2:
+            return None
+        add((base_offset, count, pid, pepoch, seq, _ATTRS_JSON[attrs & 0x3f], n))
+    return _items_format(len(buffers)) % tuple(values)
+
+
 def buffers_json(buffers: Sequence[Any]) -> str:
     """batches_json of buffers sent back to back (a Fetch answer's stored batches), read in
     place: joined only if a batch straddles two of them."""
+    text = _whole_batches_json(buffers)
+    if text is not None:
+        return text
     out: list[str] = []
-    whole = _BATCH.unpack_from
     last = len(buffers) - 1
     for i, b in enumerate(buffers):
-        n = len(b)
-        if n >= _HEADER:    # most often one whole batch per stored slice: one unpack, no loop
-            base_offset, length, magic, attrs, pid, pepoch, seq, count = whole(b, 0)
-            if length + 12 == n and magic == 2:
-                out.append(f'{{"base_offset":{base_offset},"count":{count},"producer_id":{pid},'
-                           f'"producer_epoch":{pepoch},"base_sequence":{seq},'
-                           f'{_ATTRS_JSON[attrs & 0x3f]},"size":{n}}}')
-                continue
         left = _batch_items(b if type(b) is memoryview else memoryview(b), out)
         if left and i < last:       # a batch across two buffers: read as sent
             return batches_json(b"".join(buffers))
