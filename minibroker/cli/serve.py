@@ -107,15 +107,18 @@ async def _serve(args, config: ClusterConfig) -> None:
             fail("--faults works in one process only: drop --processes")
         cluster.enable_fault_admin()
     if args.processes and config.brokers > 1:
-        from minibroker.processes import ChildBrokers
-        children = ChildBrokers(cluster, restart=not args.no_restart)   # brokers 2..N leave
+        # Every broker and voter in a process of its own; this one only supervises (the
+        # Cluster above checked the config and read or made the cluster id, and is not started).
+        from minibroker.processes import Supervisor
+        children = Supervisor(config, cluster.cluster_id, restart=not args.no_restart)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await cluster.start()
-        if children is not None:
+        if children is None:
+            await cluster.start()
+        else:
             await children.start()
     except OSError as e:                     # port in use, address not ours, unknown host
         ports = (f"{config.port}-{config.port + config.brokers - 1}"
@@ -123,7 +126,6 @@ async def _serve(args, config: ClusterConfig) -> None:
         fail(f"cannot listen on {config.host} port {ports}: {os_reason(e)}")
     except (RuntimeError, asyncio.TimeoutError) as e:     # a broker process did not come up
         await children.stop()
-        await cluster.stop()
         fail(f"serve --processes: {one_line(e) or 'a broker process did not register in time'}")
     metrics = None
     if args.metrics_port is not None:
@@ -134,7 +136,7 @@ async def _serve(args, config: ClusterConfig) -> None:
             await cluster.stop()
             fail(f"cannot serve metrics on {config.host} port {args.metrics_port}: "
                  f"{os_reason(e)}")
-    bootstrap = cluster.bootstrap if children is None else children.bootstrap(cluster.bootstrap)
+    bootstrap = cluster.bootstrap if children is None else children.bootstrap()
     console = None
     if args.console_port is not None:
         from minibroker.console.server import ConsoleServer
@@ -175,7 +177,8 @@ async def _serve(args, config: ClusterConfig) -> None:
         await metrics.stop()
     if children is not None:
         await children.stop()
-    await cluster.stop()
+    else:
+        await cluster.stop()
 
 
 def _run(coro) -> None:
@@ -235,8 +238,8 @@ def add_serve_parser(sub, description: str) -> None:
     s.add_argument("--log-level", default="WARNING", type=str.upper, choices=LOG_LEVELS,
                    help="logging level on stderr")
     s.add_argument("--processes", action="store_true",
-                   help="one broker per process (uses as many cores); the controller runs in "
-                        "the first, with broker 1")
+                   help="one broker per process (uses as many cores), each a voter of the "
+                        "metadata quorum; the parent only supervises")
     s.add_argument("--no-restart", action="store_true",
                    help="with --processes: leave a broker process that died down (by default "
                         "it is started again, from --data-dir if given, else as an empty "
@@ -265,5 +268,7 @@ def run_serve(args) -> None:
         require_console_extra()
     if args.processes and (args.trace or args.strict):
         fail("--trace and --strict observe the brokers of one process: not with --processes")
+    if args.processes and args.metrics_port is not None:
+        fail("--metrics-port reads the brokers of one process: not with --processes")
     config = _config(args)
     _run(_serve(args, config))
