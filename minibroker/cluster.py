@@ -175,7 +175,7 @@ class ControllerChannel:
         # Observers: the unfenced registered brokers (child processes' too) that are not voters.
         ctl = c.controller
         observers = [] if ctl is None else [b.broker_id for b in ctl.image.live_brokers()]
-        return c.quorum.describe(c.clock.now_ms(), observers, set(c.brokers))
+        return c.quorum.describe(c.clock.now_ms(), observers)
 
 
 class Cluster:

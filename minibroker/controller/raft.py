@@ -115,7 +115,7 @@ class RaftNode:
             if self.role == LEADER:
                 self._replicate(loop.time())
             elif loop.time() >= self._deadline:
-                self._stand()
+                self.stand()
 
     def _reset_timer(self, soon: bool = False) -> None:
         now = asyncio.get_running_loop().time()
@@ -138,7 +138,8 @@ class RaftNode:
         self._changed = asyncio.Event()
 
     # ------------------------------------------------------------------ elections
-    def _stand(self) -> None:
+    def stand(self) -> None:
+        """Stand for election now (a new epoch, a vote for itself, requests to the others)."""
         self._reset_timer()
         if not self.can_stand:
             return
@@ -268,8 +269,8 @@ class RaftNode:
             sent = self._inflight.get(v)
             if sent is not None and now - sent < self.timeout:
                 continue                                # one request at a time, until lost
-            if v in self._copy or self._next[v] < len(self.log) or \
-                    now - self._last_sent.get(v, 0.0) >= heartbeat:
+            if v in self._copy or self._next[v] < len(self.log) or v not in self._last_sent \
+                    or now - self._last_sent[v] >= heartbeat:
                 self._send_to(v, now)
 
     def _send_to(self, v: int, now: float) -> None:
@@ -307,15 +308,17 @@ class RaftNode:
     def describe(self) -> QuorumInfo:
         """The quorum as this voter sees it (the leader's view is the one to ask)."""
         now, hw = self.now_ms(), self.commit
-        voters = []
-        for v in self.voters:
+
+        def state(v: int) -> ReplicaState:
             if v == self.node_id:
-                voters.append(ReplicaState(v, len(self.log), now, now))
-                continue
+                return ReplicaState(v, len(self.log), now, now)
             end = self._match.get(v, -1) if self.role == LEADER else -1
             at = self._last_fetch_ms.get(v, -1) if self.role == LEADER else -1
-            voters.append(ReplicaState(v, end, at, at if end >= hw else -1))
-        return QuorumInfo(self.leader_id, self.epoch, hw, tuple(voters), ())
+            return ReplicaState(v, end, at, at if end >= hw else -1)
+        nodes = sorted(set(self.others) | {self.node_id})
+        return QuorumInfo(self.leader_id, self.epoch, hw,
+                          tuple(state(v) for v in self.voters),
+                          tuple(state(o) for o in nodes if o not in self.voters))
 
 
 class RaftLog:
