@@ -258,6 +258,8 @@ def add_serve_parser(sub, description: str) -> None:
 
 
 def run_serve(args) -> None:
+    if args.processes and args.metrics_port is not None:
+        fail("--metrics-port reads the brokers of one process: not with --processes")
     if args.metrics_port is not None:
         try:
             import prometheus_client  # noqa: F401
@@ -268,7 +270,5 @@ def run_serve(args) -> None:
         require_console_extra()
     if args.processes and (args.trace or args.strict):
         fail("--trace and --strict observe the brokers of one process: not with --processes")
-    if args.processes and args.metrics_port is not None:
-        fail("--metrics-port reads the brokers of one process: not with --processes")
     config = _config(args)
     _run(_serve(args, config))
