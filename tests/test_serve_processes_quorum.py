@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.test_serve_processes import _children, _serve, _stop, _wait_isr
+from tests.test_serve_processes import _children, _delivered, _serve, _stop, _wait_isr
 
 pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
               pytest.mark.slow, pytest.mark.timeout(600)]
@@ -156,6 +156,40 @@ def test_sigkill_of_each_process_in_turn_loses_no_acknowledged_record():
         assert len(everything) == len(set(everything))     # idempotence: no record twice
         assert load.acked <= load.consumed            # the group read every one of them too
         assert serve.poll() is None
+    finally:
+        _stop(serve)
+    assert serve.returncode == 0
+
+
+def test_with_a_data_dir_the_controllers_process_killed_and_every_process_started_again(tmp_path):
+    """Each voter's copy of the metadata log on disk: a controller process killed and started
+    again from it, then the whole command stopped and started again, keeps every topic and
+    acknowledged record (the last run's registrations, stale ports and all, are replaced as each
+    broker process registers again)."""
+    serve, bootstrap = _serve("--data-dir", str(tmp_path))
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(30)
+        _wait_isr(admin, TOPIC, {1, 2, 3})
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+        sent = [b"d-%d" % i for i in range(600)]
+        assert _delivered(p, TOPIC, sent[:300]) == []
+        controller = admin.describe_cluster().result(10).controller.id
+        pid = _children(serve.pid)[controller]
+        os.kill(pid, signal.SIGKILL)
+        _admin_call_succeeds(bootstrap, "after")
+        assert _delivered(p, TOPIC, sent[300:]) == []
+        _wait_for_new_process(serve.pid, controller, pid)
+        _wait_isr(admin, TOPIC, {1, 2, 3})
+    finally:
+        _stop(serve)
+    assert serve.returncode == 0
+    serve, bootstrap = _serve("--data-dir", str(tmp_path))
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        assert {TOPIC, "after"} <= set(admin.list_topics(timeout=10).topics)
+        everything = _everything(bootstrap, len(sent))
+        assert sorted(everything) == sorted(sent)
     finally:
         _stop(serve)
     assert serve.returncode == 0
