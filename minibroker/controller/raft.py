@@ -7,7 +7,8 @@ caller delivers (processes/: relayed by the supervisor), so nothing here knows o
   half, seeded, so two rarely stand at once), or is told its leader's process died, stands: epoch
   + 1, a vote for itself, a vote request to the others. A voter grants one vote per epoch, to a
   candidate whose log is at least as up to date as its own (last epoch, then length). A majority
-  of all the voters elects; with fewer alive nobody leads (Majority rule, as KRaft);
+  of all the voters elects; with fewer alive nobody leads (Majority rule, as KRaft). A candidate
+  not elected within 50-200 ms (seeded: a split vote) stands again;
 - the leader sends each follower the records after those it acknowledged (a heartbeat, empty, at
   least every timeout / 4). A follower whose log does not end where the leader expects (another
   epoch at the offset before) gets the leader's whole copy instead (KRaft's FetchSnapshot);
@@ -139,8 +140,9 @@ class RaftNode:
 
     # ------------------------------------------------------------------ elections
     def stand(self) -> None:
-        """Stand for election now (a new epoch, a vote for itself, requests to the others)."""
-        self._reset_timer()
+        """Stand for election now (a new epoch, a vote for itself, requests to the others); no
+        leader by the (short, seeded) back-off: stand again (a split vote)."""
+        self._reset_timer(soon=True)
         if not self.can_stand:
             return
         self._resign_if_leading()
