@@ -30,16 +30,18 @@ from typing import Any, Callable, Iterator
 
 from minibroker.controller.image import MetadataImage
 from minibroker.controller.metadata_log import MetadataLog
+from minibroker.controller.metadata_store import Entry
 from minibroker.controller.quorum import NotLeader, QuorumInfo, ReplicaState
 from minibroker.controller.snapshot import from_text, to_text
 
 FOLLOWER, CANDIDATE, LEADER = "follower", "candidate", "leader"
+Message = tuple[Any, ...]            # ("vote" | "voted" | "append" | "appended" | "copy", epoch, ...)
 MAX_RECORDS_PER_APPEND = 1000
 
 
 class RaftNode:
     def __init__(self, node_id: int, voters: list[int], nodes: list[int], log: MetadataLog,
-                 send: Callable[[int, tuple], None], election_timeout_ms: int,
+                 send: Callable[[int, Message], None], election_timeout_ms: int,
                  rng: random.Random, now_ms: Callable[[], int], can_stand: bool = True) -> None:
         """`nodes`: every broker; those not among `voters` observe (they get the log and learn
         the leader, but neither stand, vote nor count)."""
@@ -56,7 +58,7 @@ class RaftNode:
         self.on_resign: Callable[[], None] = lambda: None
         self._changed = asyncio.Event()
         self._votes: set[int] = set()
-        self._waiters: list[tuple[int, asyncio.Future]] = []
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._deadline = 0.0
         self._ready_at = -1                         # the length to commit before leading
         self._next: dict[int, int] = {}
@@ -156,7 +158,7 @@ class RaftNode:
                 self._send(v, ("vote", self.epoch, self.node_id, last_epoch, end))
         self._maybe_won()
 
-    def receive(self, src: int, msg: tuple) -> None:
+    def receive(self, src: int, msg: Message) -> None:
         kind, epoch = msg[0], msg[1]
         if epoch > self.epoch:
             self._resign_if_leading()
@@ -214,7 +216,7 @@ class RaftNode:
 
     # ------------------------------------------------------------------ replication: follower
     def _on_append(self, src: int, epoch: int, leader: int, prev_end: int, prev_epoch: int,
-                   entries: list, commit: int) -> None:
+                   entries: list[tuple[int, Entry]], commit: int) -> None:
         if epoch < self.epoch:
             self._send(src, ("appended", self.epoch, False, len(self.log)))
             return
@@ -234,7 +236,7 @@ class RaftNode:
         self._send(src, ("appended", self.epoch, ok, len(self.log)))
 
     def _on_copy(self, src: int, epoch: int, leader: int, snapshot: str | None, base: int,
-                 entries: list, epochs: list[int], snapshot_epoch: int, commit: int) -> None:
+                 entries: list[Entry], epochs: list[int], snapshot_epoch: int, commit: int) -> None:
         if epoch < self.epoch:
             self._send(src, ("appended", self.epoch, False, len(self.log)))
             return
@@ -279,7 +281,7 @@ class RaftNode:
         log, nxt, end = self.log, self._next[v], len(self.log)
         if v in self._copy or nxt < log.base or nxt > end:
             snapshot = None if log.snapshot is None else to_text(log.snapshot)
-            msg: tuple = ("copy", self.epoch, self.node_id, snapshot, log.base,
+            msg: Message = ("copy", self.epoch, self.node_id, snapshot, log.base,
                           [log.entry(i) for i in range(log.base, end)], list(self.epochs),
                           self.snapshot_epoch, self.commit)
         else:
