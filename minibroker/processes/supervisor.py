@@ -107,13 +107,7 @@ class Supervisor:
     async def _reap(self, node_id: int) -> str:
         """Wait for the dead child's exit status (no <defunct> left behind)."""
         proc = self.procs[node_id]
-        for _ in range(200):
-            if proc.poll() is not None:
-                break
-            await asyncio.sleep(0.05)
-        else:
-            proc.kill()
-            proc.wait()
+        await _exited(proc, 10.0)
         rc = proc.returncode
         return f"signal {-rc}" if rc is not None and rc < 0 else f"exit status {rc}"
 
@@ -139,14 +133,18 @@ class Supervisor:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
         for p in self.procs.values():
-            for _ in range(100):
-                if p.poll() is not None:
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                p.kill()
-                p.wait()
+            await _exited(p, 5.0)
         for w in self._writers.values():
             w.close()
         for t in self._tasks:
             t.cancel()
+
+
+async def _exited(proc: subprocess.Popen, seconds: float) -> None:
+    """Until `proc` exited (reaped: no <defunct> left behind); killed after `seconds`."""
+    for _ in range(int(seconds / 0.05)):
+        if proc.poll() is not None:
+            return
+        await asyncio.sleep(0.05)
+    proc.kill()
+    proc.wait()

@@ -96,12 +96,18 @@ async def test_a_record_commits_once_a_majority_holds_it_and_not_before():
     assert net.nodes[2].commit <= 1 and len(net.nodes[3].log) == 0
 
 
-async def test_a_shorter_log_is_refused_the_vote_and_the_longest_wins():
-    net = Network()
+async def committed_without_3(net: Network) -> RaftNode:
+    """Voter 1 leads; one record committed while voter 3 is down."""
     leader = await elect(net, 1)
     net.down = {3}
     leader.append(1, fence(5))
     await net.pump()
+    return leader
+
+
+async def test_a_shorter_log_is_refused_the_vote_and_the_longest_wins():
+    net = Network()
+    leader = await committed_without_3(net)
     assert leader.commit == 1 and len(net.nodes[3].log) == 0
     net.down = {1}                                           # the leader's process died
     net.nodes[3].stand()                                     # behind: 2 refuses
@@ -163,10 +169,7 @@ async def test_a_voter_that_lost_its_log_stands_only_once_given_it():
 
 async def test_a_new_leader_commits_the_tail_it_inherited_before_it_leads():
     net = Network()
-    old = await elect(net, 1)
-    net.down = {3}
-    old.append(1, fence(5))
-    await net.pump()
+    old = await committed_without_3(net)
     old.append(1, fence(6))                                  # reaches 2, not yet committed
     await asyncio.sleep(0)
     net.queue = [m for m in net.queue if m[2][0] != "appended"]  # 2's answer is lost
