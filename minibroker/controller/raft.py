@@ -103,10 +103,13 @@ class RaftNode:
             await fut
 
     def snapshotted(self, before: int) -> None:
-        """The log's base moved from `before` (a snapshot): drop the epochs it covered."""
+        """The log's base moved from `before` (a snapshot): drop the epochs it covered, and
+        send the followers the snapshot (they hold no image to take their own, so their copies
+        would otherwise only grow)."""
         if self.log.base > before:
             self.snapshot_epoch = self.epoch_at(self.log.base - 1)
             del self.epochs[:self.log.base - before]
+            self._copy.update(self.others)
 
     # ------------------------------------------------------------------ time
     async def run(self) -> None:

@@ -5,11 +5,13 @@ given the leader's copy, and a voter that lost its log standing only once given 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 
 import pytest
 
 from minibroker.controller import records
+from minibroker.controller.image import MetadataImage
 from minibroker.controller.metadata_log import MetadataLog
 from minibroker.controller.quorum import NotLeader
 from minibroker.controller.raft import CANDIDATE, FOLLOWER, LEADER, RaftNode
@@ -194,3 +196,42 @@ async def test_the_leader_describes_each_voters_acknowledged_end():
     assert (info.leader_id, info.leader_epoch, info.high_watermark) == (2, 1, 1)
     assert [(r.replica_id, r.log_end_offset) for r in info.voters] == [(1, 1), (2, 1), (3, 0)]
     assert info.voters[2].last_caught_up_timestamp == -1 and info.observers == ()
+
+
+async def test_a_leader_gone_quiet_is_replaced_after_the_election_timeout():
+    """No word that the leader's process died: a follower stands once it heard nothing for
+    the election timeout (the voters' own clocks run)."""
+    net = Network()
+    await elect(net, 1)
+    net.down = {1}
+    clocks = [asyncio.ensure_future(net.nodes[i].run()) for i in (2, 3)]
+    try:
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            await net.pump()
+            if any(net.nodes[i].role == LEADER for i in (2, 3)):
+                break
+    finally:
+        for c in clocks:
+            c.cancel()
+    assert sorted(n.role for i, n in net.nodes.items() if i != 1) == [FOLLOWER, LEADER]
+    assert net.nodes[2].epoch == net.nodes[3].epoch > 1
+
+
+async def test_after_a_snapshot_the_followers_get_it_instead_of_keeping_every_record():
+    net = Network()
+    leader = await elect(net, 1)
+    for i in range(5):
+        leader.append(1, fence(i))
+    await net.pump()
+    before = leader.log.base
+    leader.log.maybe_snapshot(_image_at(len(leader.log) - 1), 0, 1)
+    leader.snapshotted(before)
+    leader._replicate(asyncio.get_running_loop().time())
+    await net.pump()
+    assert [n.log.base for n in net.nodes.values()] == [5, 5, 5]
+    assert all(n.log.record_count == 0 for n in net.nodes.values())
+
+
+def _image_at(offset: int) -> MetadataImage:
+    return dataclasses.replace(MetadataImage(), offset=offset)
