@@ -92,25 +92,29 @@ def _host(text: str) -> str:
     return text
 
 
-async def _serve(args, config: ClusterConfig) -> None:
-    # Imported here for start-up: `minibroker topics ...` and --help never load the broker.
-    from minibroker.cluster import Cluster
-    from minibroker.log.memory import keep_freed_batches_for_reuse
-    keep_freed_batches_for_reuse(config.minibroker_log_heap_huge_pages)
+def _cluster_or_supervisor(args, config: ClusterConfig):
+    """(cluster, None), or with --processes (None, the supervisor of the broker processes: this
+    process then loads no broker, so the children's start-up has the cores to itself)."""
     try:
+        if args.processes and config.brokers > 1:
+            if args.faults:
+                fail("--faults works in one process only: drop --processes")
+            from minibroker.processes import Supervisor, cluster_id_for
+            return None, Supervisor(config, cluster_id_for(config), restart=not args.no_restart)
+        # Imported here for start-up: `minibroker topics ...` and --help never load the broker.
+        from minibroker.cluster import Cluster
         cluster = Cluster(config)
     except ValueError as e:                  # a log.* override's value (Kafka's wording)
         fail(one_line(e))
-    children = None
     if args.faults:
-        if args.processes and config.brokers > 1:
-            fail("--faults works in one process only: drop --processes")
         cluster.enable_fault_admin()
-    if args.processes and config.brokers > 1:
-        # Every broker and voter in a process of its own; this one only supervises (the
-        # Cluster above checked the config and read or made the cluster id, and is not started).
-        from minibroker.processes import Supervisor
-        children = Supervisor(config, cluster.cluster_id, restart=not args.no_restart)
+    return cluster, None
+
+
+async def _serve(args, config: ClusterConfig) -> None:
+    from minibroker.log.memory import keep_freed_batches_for_reuse
+    keep_freed_batches_for_reuse(config.minibroker_log_heap_huge_pages)
+    cluster, children = _cluster_or_supervisor(args, config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -143,7 +147,7 @@ async def _serve(args, config: ClusterConfig) -> None:
         try:
             console = await ConsoleServer(bootstrap, config.host, args.console_port).start()
         except OSError as e:
-            await cluster.stop()
+            await (cluster.stop() if children is None else children.stop())
             fail(f"cannot serve the console on {config.host} port {args.console_port}: "
                  f"{os_reason(e)}")
     # Everything allocated so far (modules, kafka-python's schemas: ~45,000 objects) lives as long
@@ -166,7 +170,8 @@ async def _serve(args, config: ClusterConfig) -> None:
         " (past it the oldest batches spill to files in a temporary directory, removed at exit)"
         if config.log_memory_overflow == "spill" else
         " (past it the oldest batches are DELETED: log.memory.overflow=delete)")
-    print(f"minibroker: {config.brokers} brokers, cluster id {cluster.cluster_id}, "
+    cluster_id = cluster.cluster_id if children is None else children.cluster_id
+    print(f"minibroker: {config.brokers} brokers, cluster id {cluster_id}, "
           f"log.memory.max.bytes={cap} per broker{overflow}"
           f"{f', data in {config.data_dir}' if config.data_dir else ''}; Ctrl-C to stop",
           file=sys.stderr, flush=True)

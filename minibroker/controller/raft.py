@@ -8,7 +8,8 @@ caller delivers (processes/: relayed by the supervisor), so nothing here knows o
   + 1, a vote for itself, a vote request to the others. A voter grants one vote per epoch, to a
   candidate whose log is at least as up to date as its own (last epoch, then length). A majority
   of all the voters elects; with fewer alive nobody leads (Majority rule, as KRaft). A candidate
-  not elected within 50-200 ms (seeded: a split vote) stands again;
+  not elected stands again after 50-200 ms (seeded: a split vote), doubling each time (KRaft's
+  election back-off); at the first start every voter stands that soon;
 - the leader sends each follower the records after those it acknowledged (a heartbeat, empty, at
   least every timeout / 4). A follower whose log does not end where the leader expects (another
   epoch at the offset before) gets the leader's whole copy instead (KRaft's FetchSnapshot);
@@ -68,6 +69,7 @@ class RaftNode:
         self._last_sent: dict[int, float] = {}
         self._last_fetch_ms: dict[int, int] = {}
         self._kicked = False
+        self._lost = 0                              # elections stood for in a row, not won
 
     # ------------------------------------------------------------------ the log
     def epoch_at(self, offset: int) -> int:
@@ -112,10 +114,11 @@ class RaftNode:
             self._copy.update(self.others)
 
     # ------------------------------------------------------------------ time
-    async def run(self) -> None:
-        """The voter's clock: stand when the leader went quiet, heartbeat when leading."""
+    async def run(self, first_boot: bool = False) -> None:
+        """The voter's clock: stand when the leader went quiet, heartbeat when leading.
+        `first_boot`: every voter starts empty and none leads, so stand soon."""
         loop = asyncio.get_running_loop()
-        self._reset_timer()
+        self._reset_timer(soon=first_boot)
         while True:
             await asyncio.sleep(self.timeout / 10)
             if self.role == LEADER:
@@ -125,7 +128,9 @@ class RaftNode:
 
     def _reset_timer(self, soon: bool = False) -> None:
         now = asyncio.get_running_loop().time()
-        self._deadline = now + (0.05 + 0.15 * self.rng.random() if soon
+        # Soon: 50-200 ms, doubling (up to half the timeout) per election lost in a row.
+        base = min(0.05 * 2 ** self._lost, self.timeout / 2)
+        self._deadline = now + (base * (1 + 3 * self.rng.random()) if soon
                                 else self.timeout * (1 + self.rng.random() / 2))
 
     def peer_died(self, node: int) -> None:
@@ -150,6 +155,7 @@ class RaftNode:
         self._reset_timer(soon=True)
         if not self.can_stand:
             return
+        self._lost += 1                             # until elected or following
         self._resign_if_leading()
         self.epoch += 1
         self.role, self.voted_for, self.leader_id = CANDIDATE, self.node_id, -1
@@ -187,7 +193,7 @@ class RaftNode:
     def _maybe_won(self) -> None:
         if self.role != CANDIDATE or 2 * len(self._votes) <= len(self.voters):
             return
-        self.role, self.leader_id = LEADER, self.node_id
+        self.role, self.leader_id, self._lost = LEADER, self.node_id, 0
         # The uncommitted tail, proposed again under this epoch: it commits with this epoch.
         for i in range(max(self.commit - self.log.base, 0), len(self.epochs)):
             self.epochs[i] = self.epoch
@@ -215,6 +221,7 @@ class RaftNode:
         if self.leader_id != leader:
             self.leader_id = leader
             self._notify()
+        self._lost = 0
         self._reset_timer()
 
     # ------------------------------------------------------------------ replication: follower

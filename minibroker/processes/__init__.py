@@ -26,6 +26,6 @@ A child whose supervisor goes away stops its broker and exits. Majority rule thr
 fewer than a majority of the voters running, no controller is elected (admin calls wait).
 """
 from minibroker.processes.channel import CALLS, RemoteControllerChannel
-from minibroker.processes.supervisor import Supervisor
+from minibroker.processes.supervisor import Supervisor, cluster_id_for
 
-__all__ = ["CALLS", "RemoteControllerChannel", "Supervisor"]
+__all__ = ["CALLS", "RemoteControllerChannel", "Supervisor", "cluster_id_for"]

@@ -46,6 +46,7 @@ class ProcessNode:
                  writer: asyncio.StreamWriter, port: int = 0) -> None:
         """port: the one this broker had before it was started again (0: from the config)."""
         self.node_id, self.config, self._writer = node_id, config, writer
+        self.restarted = restarted
         seed = config.seed or 0
         self.clock = Clock(config.wall_clock_base_ms if config.wall_clock_base_ms is not None
                            else SEEDED_WALL_BASE_MS if config.seed is not None else None)
@@ -223,7 +224,7 @@ class ProcessNode:
     async def run(self, reader: asyncio.StreamReader, stop: asyncio.Event) -> None:
         self.spawn(self._pipe(reader, stop))
         await self.broker.start()
-        self.spawn(self.raft.run())
+        self.spawn(self.raft.run(first_boot=not self.restarted))
         b = self.broker
         b.broker_epoch = await self.channel.call(
             "register_broker", self.node_id, b.host, b.port, b.rack, b.control_port,

@@ -18,9 +18,24 @@ import subprocess
 import sys
 
 from minibroker.config import ClusterConfig
+from minibroker.ids import IdSource, random_cluster_id
+from minibroker.log.config import broker_defaults
+from minibroker.log.meta_properties import stored_cluster_id
 from minibroker.processes.frames import frame, read
 
 log = logging.getLogger("minibroker.processes")
+
+
+def cluster_id_for(config: ClusterConfig) -> str:
+    """The cluster id a Cluster of `config` would have (the seed's first draw, else random; a data
+    directory's own), without loading a broker here. ValueError: a config no broker takes."""
+    broker_defaults(config.describe())      # a log.* override's value, as a Broker would refuse it
+    seeded = config.seed is not None
+    drawn = IdSource(config.seed or 0).cluster_id()
+    cluster_id = config.cluster_id or (drawn if seeded else random_cluster_id())
+    if config.data_dir is not None:
+        cluster_id = stored_cluster_id(config.data_dir, config.brokers, cluster_id)
+    return cluster_id
 
 
 class Supervisor:
