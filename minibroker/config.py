@@ -153,6 +153,9 @@ class ClusterConfig:
     ssl_client_auth: str = "none"
     ssl_principal_mapping_rules: str = "DEFAULT"
     ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
+    # Kafka's names (IANA's: TLS_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ...);
+    # empty: the broker's defaults, AES-128-GCM first (network/tls.py).
+    ssl_cipher_suites: str = ""
     # Authorization (KIP-11): the authorizer is on when authorizer.class.name names one of Kafka's
     # (minibroker.security.authorizer.AUTHORIZER_CLASS_NAMES); empty, as Kafka's default: off.
     authorizer_class_name: str = ""
