@@ -347,6 +347,16 @@ class Handler:
     advertised: bool = True         # listed by ApiVersions (an emulated release hides our keys)
 
 
+class RequestObserver(Protocol):
+    """What the protocol trace gives dispatch for one request (broker/trace.py's _Exchange)."""
+
+    def request(self, handler: Handler, header: RequestHeader, req: Any) -> Any:
+        """Sees the request before its handler; returns what the handler gets: `req`, or for
+        a raw Produce body the ProduceRequestView it decoded (the handler takes either)."""
+
+    def response(self, resp: Any) -> None: ...
+
+
 class ExchangeObserver(Protocol):
     """What serve --trace / --strict put around dispatch (broker/trace.py's Tracer)."""
 
