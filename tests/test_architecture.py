@@ -66,7 +66,7 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli.serve_security", "minibroker.security.certs"),   # cryptography: --tls-dir
     ("minibroker.testing.security", "minibroker.security.certs"),     # cryptography: tls_dir=
     ("minibroker.cli.serve", "uvloop"),
-    ("minibroker.processes", "uvloop"),                 # a broker process's loop, as serve's
+    ("minibroker.processes.__main__", "uvloop"),        # a broker process's loop, as serve's
     ("minibroker.cli.serve", "prometheus_client"),            # the `metrics` extra, for --metrics-port
     ("minibroker.log.records_check", "zstandard"),      # compression codecs a batch may use
     ("minibroker.log.codecs", "zstandard"),

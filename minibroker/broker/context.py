@@ -171,7 +171,7 @@ class ControllerChannel(Protocol):
     """How a broker reaches the active controller (Kafka's forwarding and AlterPartition RPCs).
 
     In one process: cluster.ControllerChannel; a `serve --processes` broker: processes'
-    RemoteControllerChannel, each call a frame to the parent. tests/test_controller_channel.py
+    RemoteControllerChannel, each call to the broker process the quorum elected. tests/test_controller_channel.py
     checks both against this Protocol, method by method."""
 
     def auto_create_topics(self, names: list[str]) -> asyncio.Task[None]: ...
