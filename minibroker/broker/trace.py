@@ -15,9 +15,9 @@ Off by default and free then: dispatch.handler_for wraps dispatch only when a br
 tracer. On, dispatch shows the tracer each request as it decoded it, before the handler runs
 (Produce's raw body is summarised then: the handler may patch the batch headers in place), and
 the handler's response object before encoding it; Fetch's fast path hands over what it encoded
-(RawResponse.source, trace_json.fetch_json) and only Produce's encoded answer is decoded again. Lines are written as text from per-connection
-fragments and per-message-version generated functions (broker/trace_json.py), not as dicts
-through a JSON encoder.
+(RawResponse.source, trace_json.fetch_json) and only Produce's encoded answer is decoded again.
+Lines are written as text from per-connection fragments and per-message-version generated
+functions (broker/trace_json.py), not as dicts through a JSON encoder.
 """
 from __future__ import annotations
 
