@@ -236,7 +236,7 @@ def fetch_json(version: int, source: tuple[Any, ...], errors: set[int]) -> str:
                     "null" if div is None else '{"epoch":%d,"end_offset":%d}' % div,
                     "null" if leader is None else '{"leader_id":%d,"leader_epoch":%d}' % leader)
             aborted = p.aborted_transactions
-            text += ',"aborted_transactions":%s' % ("null" if aborted is None else "[%s]" % ",".join(
+            text += ',"aborted_transactions":' + ("null" if aborted is None else "[%s]" % ",".join(
                 '{"producer_id":%d,"first_offset":%d}' % a for a in aborted))
             if version >= 11:
                 text += ',"preferred_read_replica":%d' % p.preferred_read_replica
