@@ -117,17 +117,17 @@ class RemoteControllerChannel:
         return await self.call("create_partitions", name, count, assignments, validate_only)
 
     async def alter_topic_configs(self, name: str, changes: dict[str, str | None], replace: bool,
-                                  validate_only: bool) -> tuple[int, str | None]:
+                                  validate_only: bool) -> ItemResult:
         return await self.call("alter_topic_configs", name, changes, replace, validate_only)
 
     async def alter_broker_configs(self, resource_name: str, changes: dict[str, str | None],
                                    validate_only: bool, replace: bool = False
-                                   ) -> tuple[int, str | None]:
+                                   ) -> ItemResult:
         return await self.call("alter_broker_configs", resource_name, changes, validate_only,
                                replace)
 
     async def alter_group_configs(self, group_id: str, changes: dict[str, str | None],
-                                  validate_only: bool, replace: bool = False) -> Any:
+                                  validate_only: bool, replace: bool = False) -> ItemResult:
         return await self.call("alter_group_configs", group_id, changes, validate_only, replace)
 
     async def describe_group_configs(self, group_id: str) -> dict[str, str]:

@@ -26,10 +26,12 @@ def serve(*args: str) -> Iterator[tuple[str, subprocess.Popen]]:
         assert p.wait(15) == 0
 
 
-def cli(bootstrap: str, tool: str, *args: str) -> subprocess.CompletedProcess:
+def cli(bootstrap: str, tool: str, *args: str, input_text: str | None = None
+        ) -> subprocess.CompletedProcess:
     """`python -m minibroker TOOL --bootstrap-server BOOTSTRAP ARGS...`, output captured."""
     return subprocess.run([sys.executable, "-m", "minibroker", tool, "--bootstrap-server",
-                           bootstrap, *args], capture_output=True, text=True, timeout=60)
+                           bootstrap, *args], capture_output=True, text=True, timeout=60,
+                          input=input_text)
 
 
 def run_main(capsys, *argv: str) -> tuple[int, str, str]:

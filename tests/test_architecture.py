@@ -55,6 +55,8 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli.serve", "minibroker.processes"),         # only with serve --processes
     ("minibroker.cli.common", "minibroker.network.client"),
     ("minibroker.cli.common", "kafka"),                 # ApiVersions and error names, on use
+    ("minibroker.cli.common", "minibroker.client.security"),     # --command-config's security
+    ("minibroker.cli.common", "minibroker.network.sasl_client"),  # (kafka-python, scramp): on use
     ("minibroker.cli.reassign", "kafka"),
     ("minibroker.cli.reassign", "minibroker.protocol.errors"),
     # The pytest11 plugin loads in every pytest run of a project that installs minibroker: the

@@ -72,7 +72,8 @@ BAD = [  # (argv, what the one line must say)
     (["topics", *T, "--list", "--command-config", "/no/such.properties"],
      "cannot read --command-config /no/such.properties: no such file or directory"),
     (["topics", *T, "--list", "--command-config", "{sasl}"],
-     "security.protocol=SASL_SSL in {sasl}: minibroker's tools speak PLAINTEXT only"),
+     "{sasl}: sasl.mechanism=GSSAPI is not supported: set one of PLAIN, SCRAM-SHA-256, "
+     "SCRAM-SHA-512, OAUTHBEARER"),
     (["topics", *T, "--list", "--command-config", "{badtimeout}"],
      "request.timeout.ms in {badtimeout}: invalid milliseconds 'abc'"),
     (["topics", "--bootstrap-server", "{R}", "--list"],

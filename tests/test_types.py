@@ -1,6 +1,7 @@
-"""The modules held to `mypy --strict`: a list that only grows. The request path's spine is here
-(RequestContext and the service Protocols, dispatch, the metadata cache) with the small leaves it
-stands on; the rest of broker/, controller/, log/, network/ and protocol/ joins module by module."""
+"""The modules and packages held to `mypy --strict`: a list that only grows, one entry a line.
+The five packages of issue 40 are here whole (broker/ with RequestContext, the service Protocols,
+dispatch, the handlers and the replica manager; controller/, log/, network/, protocol/), with the
+metadata cache; the rest of the package joins module by module, or package by package."""
 from __future__ import annotations
 
 import pathlib
@@ -12,11 +13,12 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 STRICT = [
-    "minibroker/broker/context.py",
-    "minibroker/broker/dispatch.py",
+    "minibroker/broker",
     "minibroker/metadata/cache.py",
-    "minibroker/protocol/varint.py",
-    "minibroker/log/adoption.py",
+    "minibroker/controller",
+    "minibroker/log",
+    "minibroker/network",
+    "minibroker/protocol",
 ]
 
 

@@ -8,6 +8,13 @@ take the set of codes (its BitField), and None for Kafka's "not asked" value, -2
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from minibroker.security.acl import ResourceType
+
+if TYPE_CHECKING:
+    from minibroker.broker.context import RequestContext
+
 READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = 3, 4, 5, 6, 7, 8
 CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = 9, 10, 11, 12
 OMITTED = None
@@ -38,7 +45,8 @@ def bits(operations: frozenset[int] | None) -> int:
     return sum(1 << op for op in operations)
 
 
-def authorized(ctx, resource_type: int, name: str, asked: bool) -> frozenset[int] | None:
+def authorized(ctx: RequestContext, resource_type: int, name: str, asked: bool
+               ) -> frozenset[int] | None:
     """KIP-430 for the request's principal: OMITTED when not asked; every supported operation
     without an authorizer; else those its ACLs allow."""
     if not asked:
@@ -46,7 +54,8 @@ def authorized(ctx, resource_type: int, name: str, asked: bool) -> frozenset[int
     authz = ctx.authorizer
     if authz is None:
         return _ALL[resource_type]
-    return authz.authorized_operations(ctx.principal, ctx.client_host, resource_type, name)
+    return authz.authorized_operations(ctx.principal, ctx.client_host,
+                                       ResourceType(resource_type), name)
 
 
 _ALL = {2: TOPIC_OPERATIONS, 3: GROUP_OPERATIONS, 4: CLUSTER_OPERATIONS}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from kafka.errors import (InvalidRecordError, InvalidTopicError, KafkaError,
                           NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
@@ -21,9 +21,11 @@ from minibroker.protocol.produce_response import PartitionResult
 from minibroker.protocol.topic_names import INTERNAL_TOPICS
 
 _BATCH_LENGTH = struct.Struct(">i")
+# acks=all: (the result, a future of its error code once the high watermark passed it, where)
+ReplicationWait = tuple[PartitionResult, "asyncio.Future[int]", Partition]
 
 
-def _time_out(futs) -> None:
+def _time_out(futs: Iterable[asyncio.Future[int]]) -> None:
     for fut in futs:
         if not fut.done():
             fut.set_result(RequestTimedOutError.errno)
@@ -53,7 +55,7 @@ class AppendPath(ReplicaState):
     # ------------------------------------------------------------------ Produce: the leader's append
     def append_records(self, topics: Sequence[ProduceTopic], acks: int,
                        internal_topics_allowed: bool = False
-                       ) -> tuple[dict[str, list], list]:
+                       ) -> tuple[dict[str, list[PartitionResult]], list[ReplicationWait]]:
         """Append each partition's batch as leader (Kafka's ReplicaManager.appendRecords), for
         acks 0, 1 or -1. `topics` are protocol.fast's decoded Produce topics. Per partition:
         leadership and KIP-253 checks, min.insync.replicas, one batch only, the append, the high
@@ -63,8 +65,8 @@ class AppendPath(ReplicaState):
         Internal topics are written by their coordinators only: a client's batch there is
         INVALID_TOPIC_EXCEPTION "Cannot append to internal topic" (Kafka lets client.id
         "__admin_client" through; no client gets through here)."""
-        results: dict[str, list] = {}
-        waits = []
+        results: dict[str, list[PartitionResult]] = {}
+        waits: list[ReplicationWait] = []
         # A large request's batches are kept where they arrived, not copied (protocol.framing).
         kept = frame_records(pd.records for td in topics for pd in td.partitions)
         for td in topics:
@@ -75,10 +77,10 @@ class AppendPath(ReplicaState):
                 continue
             for pd in td.partitions:
                 p, err = self.leader_partition(td.name, pd.index)
-                if err:
+                if p is None:
                     out.append(PartitionResult(pd.index, err))
                     continue
-                duplicate = None
+                duplicate: AppendResult | None = None
                 # KIP-253's checks can only fail for a client that sends its partition count, or
                 # on a partition marked for deletion (the call is skipped on the common path).
                 if td.undeleted_partition_count >= 0 or p.leader_epoch_before_deletion:
@@ -128,7 +130,7 @@ class AppendPath(ReplicaState):
         return results, waits
 
     @staticmethod
-    async def await_replication(waits: list, timeout_ms: int) -> None:
+    async def await_replication(waits: list[ReplicationWait], timeout_ms: int) -> None:
         """acks=all: wait until the high watermark passes each batch of `waits` (append_records'),
         or `timeout_ms`; each result then carries its error (REQUEST_TIMED_OUT, NOT_LEADER...,
         NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below min.insync.replicas)."""
@@ -155,7 +157,8 @@ class AppendPath(ReplicaState):
 
     # ------------------------------------------------------------------ the group coordinator's log
     def append_coordinator_batch(self, topic: str, partition: int, leader_epoch: int,
-                                 batch: bytes, now_ms: int) -> asyncio.Future:
+                                 batch: bytes | bytearray, now_ms: int
+                                 ) -> asyncio.Future[int]:
         """Append a coordinator's record batch as leader under `leader_epoch` (the caller checked
         it leads there); a future of 0 once the high watermark passed it. Raises KafkaError when
         the log refuses the batch."""
@@ -167,18 +170,18 @@ class AppendPath(ReplicaState):
 
     def write_txn_marker(self, topic: str, partition: int, commit: bool, producer_id: int,
                          producer_epoch: int, coordinator_epoch: int, now_ms: int
-                         ) -> asyncio.Future | int:
+                         ) -> asyncio.Future[int] | int:
         """WriteTxnMarkers on a partition we lead: append the control batch; a future of 0 once
         the high watermark passed it, else an error code now."""
         p, err = self.leader_partition(topic, partition)
-        if err:
+        if p is None:
             return err
         batch = build_control_batch(commit, producer_id, producer_epoch,
                                     coordinator_epoch=coordinator_epoch, timestamp=now_ms)
         try:
             return self.append_coordinator_batch(topic, partition, p.leader_epoch, batch, now_ms)
         except KafkaError as e:
-            return e.errno
+            return int(e.errno)
 
     def in_ongoing_txn(self, topic: str, partition: int, producer_id: int) -> bool:
         """We lead the partition and the producer's transaction is open there (KIP-890)."""
@@ -190,7 +193,7 @@ class AppendPath(ReplicaState):
         watermark), never past the high watermark. Returns (low_watermark, error_code); followers
         follow through the log_start_offset of their fetch responses."""
         p, err = self.leader_partition(topic, partition)
-        if err:
+        if p is None:
             return -1, err
         if not p.log.config.deletes:
             return -1, PolicyViolationError.errno

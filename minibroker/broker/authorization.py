@@ -20,7 +20,8 @@ DESCRIBE on the cluster, as AlterPartitionReassignments / ListPartitionReassignm
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from kafka.errors import (ClusterAuthorizationFailedError, GroupAuthorizationFailedError,
                           OperationNotAttemptedError, TopicAuthorizationFailedError,
@@ -29,16 +30,21 @@ from kafka.errors import (ClusterAuthorizationFailedError, GroupAuthorizationFai
 from minibroker.broker.error_response import error_response
 from minibroker.security.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as RT
 
-TOPIC_DENIED = TopicAuthorizationFailedError.errno
-GROUP_DENIED = GroupAuthorizationFailedError.errno
-CLUSTER_DENIED = ClusterAuthorizationFailedError.errno
-TXN_DENIED = TransactionalIdAuthorizationFailedError.errno
+if TYPE_CHECKING:
+    from minibroker.broker.context import RequestContext
+
+TOPIC_DENIED: int = TopicAuthorizationFailedError.errno
+GROUP_DENIED: int = GroupAuthorizationFailedError.errno
+CLUSTER_DENIED: int = ClusterAuthorizationFailedError.errno
+TXN_DENIED: int = TransactionalIdAuthorizationFailedError.errno
 CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER, CONFIG_GROUP = 2, 4, 8, 32
 
 # (ctx, req) -> 0 or the error code of the whole request
-RequestRule = Callable[[Any, Any], int]
-# (ctx, req) -> the request attribute holding the items; (ctx, req, item) -> 0 or its code
-ItemRule = tuple[Callable[[Any, Any], str | None], Callable[[Any, Any, Any], int]]
+RequestRule = Callable[["RequestContext", Any], int]
+# (ctx, req, item) -> 0 or the item's error code
+ItemCheck = Callable[["RequestContext", Any, Any], int]
+# (ctx, req) -> the request attribute holding the items; the check of each
+ItemRule = tuple[Callable[["RequestContext", Any], str | None], ItemCheck]
 
 
 def _cluster(op: Op, code: int = CLUSTER_DENIED) -> RequestRule:
@@ -49,47 +55,47 @@ def _group(op: Op) -> RequestRule:
     return lambda ctx, req: 0 if ctx.authorize(op, RT.GROUP, req.group_id) else GROUP_DENIED
 
 
-def _txn_then_group(ctx, req) -> int:
+def _txn_then_group(ctx: RequestContext, req: Any) -> int:
     if not ctx.authorize(Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id):
         return TXN_DENIED
     return 0 if ctx.authorize(Op.READ, RT.GROUP, req.group_id) else GROUP_DENIED
 
 
-def _end_txn(ctx, req) -> int:
+def _end_txn(ctx: RequestContext, req: Any) -> int:
     return 0 if ctx.authorize(Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id) else TXN_DENIED
 
 
-def _init_producer_id(ctx, req) -> int:
+def _init_producer_id(ctx: RequestContext, req: Any) -> int:
     if req.transactional_id is not None:
         return 0 if ctx.authorize(Op.WRITE, RT.TRANSACTIONAL_ID, req.transactional_id) \
             else TXN_DENIED
     if ctx.authorize(Op.IDEMPOTENT_WRITE, RT.CLUSTER, CLUSTER_NAME):
         return 0
     # KIP-679: WRITE on any topic is enough for an idempotent producer.
-    a = ctx.authorizer
-    return 0 if a.authorize_by_resource_type(ctx.principal, ctx.client_host, Op.WRITE, RT.TOPIC) \
-        else CLUSTER_DENIED
+    a = ctx.authorizer      # not None: ctx.authorize allows everything without one
+    return 0 if a is None or a.authorize_by_resource_type(ctx.principal, ctx.client_host,
+                                                          Op.WRITE, RT.TOPIC) else CLUSTER_DENIED
 
 
-def _find_coordinator(ctx, req) -> int:
+def _find_coordinator(ctx: RequestContext, req: Any) -> int:
     if ctx.api_version >= 4:
         return 0                                        # per key: ITEM rule
     return _coordinator_key(ctx, req, req.key)
 
 
-def _coordinator_key(ctx, req, key: str) -> int:
+def _coordinator_key(ctx: RequestContext, req: Any, key: str) -> int:
     if req.key_type == 1:
         return 0 if ctx.authorize(Op.DESCRIBE, RT.TRANSACTIONAL_ID, key) else TXN_DENIED
     return 0 if ctx.authorize(Op.DESCRIBE, RT.GROUP, key) else GROUP_DENIED
 
 
-def _offset_fetch(ctx, req) -> int:
+def _offset_fetch(ctx: RequestContext, req: Any) -> int:
     if ctx.api_version >= 8:
         return 0                                        # per group: ITEM rule
     return 0 if ctx.authorize(Op.DESCRIBE, RT.GROUP, req.group_id) else GROUP_DENIED
 
 
-def replica_id(ctx, req) -> int:
+def replica_id(ctx: RequestContext, req: Any) -> int:
     """The fetching replica (Fetch v15+: in ReplicaState); -1 for a consumer."""
     if ctx.header.api_key == 1 and ctx.api_version >= 15:
         state = req.replica_state
@@ -100,7 +106,7 @@ def replica_id(ctx, req) -> int:
 
 def _from_replica(code: int) -> RequestRule:
     """Fetch from a follower (replica id >= 0): CLUSTER_ACTION."""
-    def check(ctx, req) -> int:
+    def check(ctx: RequestContext, req: Any) -> int:
         if replica_id(ctx, req) >= 0 and \
                 not ctx.authorize(Op.CLUSTER_ACTION, RT.CLUSTER, CLUSTER_NAME):
             return code
@@ -108,7 +114,7 @@ def _from_replica(code: int) -> RequestRule:
     return check
 
 
-def _heartbeat_848(ctx, req) -> int:
+def _heartbeat_848(ctx: RequestContext, req: Any) -> int:
     if not ctx.authorize(Op.READ, RT.GROUP, req.group_id):
         return GROUP_DENIED
     for t in sorted(req.subscribed_topic_names or ()):
@@ -117,7 +123,7 @@ def _heartbeat_848(ctx, req) -> int:
     return 0
 
 
-def _add_partitions_txn(ctx, req) -> int:
+def _add_partitions_txn(ctx: RequestContext, req: Any) -> int:
     if ctx.api_version >= 4:
         return 0 if ctx.authorize(Op.CLUSTER_ACTION, RT.CLUSTER, CLUSTER_NAME) else CLUSTER_DENIED
     return 0 if ctx.authorize(Op.WRITE, RT.TRANSACTIONAL_ID, req.v3_and_below_transactional_id) \
@@ -141,7 +147,7 @@ REQUEST_RULES: dict[int, RequestRule] = {
 
 
 # ---------------------------------------------------------------------- item rules
-def _topic_name(ctx, item) -> str | None:
+def _topic_name(ctx: RequestContext, item: Any) -> str | None:
     name = getattr(item, "name", None) or getattr(item, "topic", None)
     if isinstance(item, str):
         name = item
@@ -152,8 +158,8 @@ def _topic_name(ctx, item) -> str | None:
     return name
 
 
-def _topics(op: Op) -> Callable[[Any, Any, Any], int]:
-    def check(ctx, req, item) -> int:
+def _topics(op: Op) -> ItemCheck:
+    def check(ctx: RequestContext, req: Any, item: Any) -> int:
         name = _topic_name(ctx, item)
         if name is None:
             return 0                        # unknown topic id: the handler's UNKNOWN_TOPIC_ID
@@ -161,14 +167,14 @@ def _topics(op: Op) -> Callable[[Any, Any, Any], int]:
     return check
 
 
-def _create_topic(ctx, req, item) -> int:
+def _create_topic(ctx: RequestContext, req: Any, item: Any) -> int:
     if ctx.authorize(Op.CREATE, RT.CLUSTER, CLUSTER_NAME):
         return 0
     return 0 if ctx.authorize(Op.CREATE, RT.TOPIC, item.name) else TOPIC_DENIED
 
 
-def _configs(op: Op) -> Callable[[Any, Any, Any], int]:
-    def check(ctx, req, item) -> int:
+def _configs(op: Op) -> ItemCheck:
+    def check(ctx: RequestContext, req: Any, item: Any) -> int:
         if item.resource_type == CONFIG_TOPIC:
             return 0 if ctx.authorize(op, RT.TOPIC, item.resource_name) else TOPIC_DENIED
         if item.resource_type in (CONFIG_BROKER, CONFIG_BROKER_LOGGER):
@@ -179,22 +185,23 @@ def _configs(op: Op) -> Callable[[Any, Any, Any], int]:
     return check
 
 
-def _groups(op: Op) -> Callable[[Any, Any, Any], int]:
-    def check(ctx, req, item) -> int:
+def _groups(op: Op) -> ItemCheck:
+    def check(ctx: RequestContext, req: Any, item: Any) -> int:
         group = item if isinstance(item, str) else item.group_id
         return 0 if ctx.authorize(op, RT.GROUP, group) else GROUP_DENIED
     return check
 
 
-def _txn_ids(ctx, req, item) -> int:
+def _txn_ids(ctx: RequestContext, req: Any, item: Any) -> int:
     return 0 if ctx.authorize(Op.DESCRIBE, RT.TRANSACTIONAL_ID, item) else TXN_DENIED
 
 
-def _coordinator_keys(ctx, req, item) -> int:
+def _coordinator_keys(ctx: RequestContext, req: Any, item: Any) -> int:
     return _coordinator_key(ctx, req, item)
 
 
-def _attr(name: str, from_version: int = 0, before: str | None = None):
+def _attr(name: str, from_version: int = 0, before: str | None = None
+          ) -> Callable[[RequestContext, Any], str | None]:
     return lambda ctx, req: name if ctx.api_version >= from_version else before
 
 
@@ -226,7 +233,8 @@ ITEM_RULES: dict[int, ItemRule] = {
 }
 
 
-def check_request(ctx, api_key: int, req: Any) -> tuple[Any, Callable[[Any], Any] | None]:
+def check_request(ctx: RequestContext, api_key: int, req: Any
+                  ) -> tuple[Any, Callable[[Any], Any] | None]:
     """(a denial response or None, a function completing the handler's response or None).
     May take denied items out of `req`."""
     denied, complete = _check_request(ctx, api_key, req)
@@ -240,7 +248,7 @@ def check_request(ctx, api_key: int, req: Any) -> tuple[Any, Callable[[Any], Any
     return denied, complete
 
 
-def _created_configs(ctx, resp: Any) -> Any:
+def _created_configs(ctx: RequestContext, resp: Any) -> Any:
     """CreateTopics v5+: a created topic's configs are shown only with DESCRIBE_CONFIGS on it
     (else TopicConfigErrorCode TOPIC_AUTHORIZATION_FAILED and none), as Kafka's handler."""
     for t in resp.topics or ():
@@ -249,14 +257,14 @@ def _created_configs(ctx, resp: Any) -> Any:
     return resp
 
 
-def _offset_fetch_wanted(ctx, req) -> dict:
+def _offset_fetch_wanted(ctx: RequestContext, req: Any) -> dict[Any, bool]:
     """OffsetFetch: group -> whether it asked for all its topics (None) or named them."""
     if ctx.api_version < 8:
         return {req.group_id: req.topics is None}
     return {g.group_id: g.topics is None for g in req.groups or ()}
 
 
-def _visible_offsets(ctx, wanted: dict, resp: Any) -> Any:
+def _visible_offsets(ctx: RequestContext, wanted: dict[Any, bool], resp: Any) -> Any:
     """Kafka's OffsetFetch: topics the principal may not DESCRIBE are left out of an all-topics
     answer; named ones answer TOPIC_AUTHORIZATION_FAILED (the v8+ per-group topics here, v0-7's
     by the item rule)."""
@@ -278,7 +286,8 @@ def _visible_offsets(ctx, wanted: dict, resp: Any) -> Any:
     return resp
 
 
-def _check_request(ctx, api_key: int, req: Any) -> tuple[Any, Callable[[Any], Any] | None]:
+def _check_request(ctx: RequestContext, api_key: int, req: Any
+                   ) -> tuple[Any, Callable[[Any], Any] | None]:
     rule = REQUEST_RULES.get(api_key)
     if rule is not None:
         code = rule(ctx, req)
@@ -293,7 +302,9 @@ def _check_request(ctx, api_key: int, req: Any) -> tuple[Any, Callable[[Any], An
     if item_rule is None:
         return None, None
     attr = item_rule[0](ctx, req)
-    items = getattr(req, attr, None) if attr else None
+    if not attr:
+        return None, None
+    items = getattr(req, attr, None)
     if not items:
         return None, None
     codes = [item_rule[1](ctx, req, item) for item in items]
@@ -324,7 +335,7 @@ def _every_error(resp: Any, code: int) -> Any:
     return resp
 
 
-def _named(resp: Any, denied: list) -> Any:
+def _named(resp: Any, denied: list[Any]) -> Any:
     """Config resources answer with their type and name (error_response keys topics and groups
     only)."""
     if denied and hasattr(denied[0], "resource_name"):
@@ -336,7 +347,7 @@ def _named(resp: Any, denied: list) -> Any:
     return resp
 
 
-def _merge(resp: Any, answers: list) -> Any:
+def _merge(resp: Any, answers: list[Any]) -> Any:
     """Append the denied items' answers to the handler's response arrays."""
     if resp is None or not hasattr(resp, "_struct"):
         return resp
@@ -351,7 +362,7 @@ def _merge(resp: Any, answers: list) -> Any:
     return resp
 
 
-def deny_topics_in_txn(ctx, req) -> Any | None:
+def deny_topics_in_txn(ctx: RequestContext, req: Any) -> Any | None:
     """AddPartitionsToTxn v0-3 naming a topic without WRITE: nothing is added; those partitions
     answer TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED (Kafka's handler)."""
     topics = req.v3_and_below_topics or []

@@ -34,6 +34,7 @@ from minibroker.coordinator.runtime import GroupCoordinatorRuntime
 from minibroker.coordinator.txn.coordinator import TRANSACTION_STATE_TOPIC, TransactionCoordinator
 from minibroker.ids import IdSource
 from minibroker.log.config import broker_defaults
+from minibroker.log.partition_log import PartitionLog
 from minibroker.network.accept import Listener
 from minibroker.network.request_pool import RequestMemoryPool
 from minibroker.network.tcp import close_idle_connections, start_listener
@@ -98,7 +99,7 @@ class Broker:
         # Transactions (KIP-98): markers and KIP-890 verification go to other brokers over the wire.
         self.txn_channel = TxnChannel(node_id, self.metadata, faults.network)
         self.groups, self.txn = self._coordinators()
-        self.connections: dict = {}         # an ordered set: closed in the order they came
+        self.connections: dict[Any, None] = {}  # an ordered set: closed in the order they came
         # The APIs this broker serves and advertises: every registered one, or those of the Kafka
         # release it emulates (serve --kafka-version), narrowed to that release's versions.
         self.handlers = (HANDLERS if config.kafka_version is None
@@ -129,7 +130,7 @@ class Broker:
         self.request_pool = RequestMemoryPool(queued) if queued > 0 else None
         self._server: Listener | None = None
         self._control_server: Listener | None = None
-        self._idle_reaper: asyncio.Task | None = None
+        self._idle_reaper: asyncio.Task[None] | None = None
         self.running = False
         # The cluster's FaultControl runner (fault_admin.FaultAdmin), set by `serve --faults`.
         self.fault_admin: FaultAdmin | None = None
@@ -250,7 +251,7 @@ class Broker:
                              self.connections, f"broker {self.node_id} control plane")
         net.local_logs[self.node_id] = self._log_of
 
-    def _log_of(self, topic: str, partition: int):
+    def _log_of(self, topic: str, partition: int) -> PartitionLog | None:
         p = self.replica_manager.get(topic, partition)
         return p.log if p is not None else None
 

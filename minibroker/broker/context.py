@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from minibroker.log.producer_state import ProducerStateEntry
     from minibroker.metadata.cache import MetadataCache
     from minibroker.protocol.framing import RequestHeader
+    from minibroker.protocol.messages import FaultControlResponse
     from minibroker.protocol.fast import ProduceTopic
     from minibroker.protocol.produce_response import PartitionResult
     from minibroker.security.acl import AclBinding, AclBindingFilter, AclOperation, ResourceType
@@ -189,14 +190,13 @@ class ControllerChannel(Protocol):
                                 validate_only: bool) -> ItemResult: ...
 
     async def alter_topic_configs(self, name: str, changes: dict[str, str | None], replace: bool,
-                                  validate_only: bool) -> tuple[int, str | None]: ...
+                                  validate_only: bool) -> ItemResult: ...
 
     async def alter_broker_configs(self, resource_name: str, changes: dict[str, str | None],
-                                   validate_only: bool, replace: bool = False
-                                   ) -> tuple[int, str | None]: ...
+                                   validate_only: bool, replace: bool = False) -> ItemResult: ...
 
     async def alter_group_configs(self, group_id: str, changes: dict[str, str | None],
-                                  validate_only: bool, replace: bool = False) -> Any: ...
+                                  validate_only: bool, replace: bool = False) -> ItemResult: ...
 
     async def describe_group_configs(self, group_id: str) -> dict[str, str]: ...
 
@@ -256,7 +256,7 @@ class FaultHooks(Protocol):
 class FaultAdmin(Protocol):
     """The cluster's FaultControl runner, present with `serve --faults` (k1004)."""
 
-    async def handle(self, req: Any, node_id: int) -> Any: ...
+    async def handle(self, req: Any, node_id: int) -> FaultControlResponse: ...
 
 
 class RequestStats(Protocol):
@@ -352,7 +352,7 @@ class ExchangeObserver(Protocol):
 
     def dispatch(self, dispatch: Callable[..., Awaitable[list[Any] | None]], services: Services,
                  context: type[RequestContext], conn: Connection, frame: memoryview
-                 ) -> Awaitable[list[Any] | None]: ...
+                 ) -> Coroutine[Any, Any, list[Any] | None]: ...
 
 
 class Connection(Protocol):

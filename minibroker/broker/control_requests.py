@@ -26,5 +26,5 @@ class ControlRequest(Protocol):
 
 def check_control_request(ctx: RequestContext, req: ControlRequest) -> int:
     if req.broker_epoch < 0 or req.broker_epoch < ctx.node.broker_epoch:
-        return StaleBrokerEpochError.errno
+        return int(StaleBrokerEpochError.errno)
     return ctx.replica_manager.check_controller_epoch(req.controller_epoch)

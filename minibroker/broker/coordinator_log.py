@@ -19,7 +19,7 @@ class ReplicaManagerPartitionWriter:
         return p.leader_epoch if p is not None and p.is_leader else None
 
     def append(self, partition: int, leader_epoch: int, batch: bytes,
-               now_ms: int) -> asyncio.Future:
+               now_ms: int) -> asyncio.Future[int]:
         return self.replica_manager.append_coordinator_batch(self.topic, partition, leader_epoch,
                                                              batch, now_ms)
 

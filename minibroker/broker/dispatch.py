@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from typing import Any, Awaitable, Callable, TypeVar, cast
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar, cast
 
 from kafka.errors import KafkaError, UnsupportedVersionError
 from kafka.protocol.api_key import ApiKey
@@ -221,9 +222,9 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
 
 
 def handler_for(services: Services, control_plane: bool = False
-                ) -> Callable[[Connection, memoryview], Awaitable[Parts | None]]:
+                ) -> Callable[[Connection, memoryview], Coroutine[Any, Any, Parts | None]]:
     """The `handle(conn, frame)` a listener calls per request frame (a C-level partial: no extra
-    Python frame per request)."""
+    Python frame per request): a coroutine, as network/tcp.py's Handle (it becomes a task)."""
     context = context_class(services)
     if control_plane:
         return functools.partial(dispatch, services, context, control_plane=True)

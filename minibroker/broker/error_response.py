@@ -9,6 +9,7 @@ cold path.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from minibroker.network.client import response_class_for
@@ -17,6 +18,7 @@ from minibroker.network.client import response_class_for
 _PARTITION_KEYS = ("partition_index", "partition", "index")
 _KEY_ENTITIES = ("topicName", "groupId", "transactionalId")
 _UNKNOWN_IS_MINUS_ONE = ("offset", "watermark", "epoch", "leader", "timestamp", "node_id", "port")
+# The schema's fields, classes and items below are kafka-python's (untyped: Any).
 
 
 def error_response(req: Any, version: int, error_code: int) -> Any:
@@ -25,12 +27,12 @@ def error_response(req: Any, version: int, error_code: int) -> Any:
     return _build(rcls, rcls._struct._fields, req, type(req)._struct._fields, version, error_code)
 
 
-def _arrays(fields, version: int) -> list:
+def _arrays(fields: Sequence[Any], version: int) -> list[Any]:
     return [f for f in fields if f.is_struct_array() and f.for_version_q(version)
             and not f.tagged_field_q(version)]
 
 
-def _keys(f) -> set:
+def _keys(f: Any) -> set[str]:
     """What an array's items are keyed by: their topic / group / partition fields."""
     out = {g._entity_type for g in f._fields if g._entity_type in _KEY_ENTITIES}
     if any(g.name in _PARTITION_KEYS for g in f._fields):
@@ -38,7 +40,7 @@ def _keys(f) -> set:
     return out
 
 
-def _pair(rf, r_arrays: list, q_arrays: list):
+def _pair(rf: Any, r_arrays: list[Any], q_arrays: list[Any]) -> Any:
     """The request array a response array answers: same name, else the only one, else the one
     whose items have the same key fields."""
     for q in q_arrays:
@@ -51,7 +53,8 @@ def _pair(rf, r_arrays: list, q_arrays: list):
     return same[0] if len(same) == 1 else None
 
 
-def _from_keys(rf, item_class, item, q_fields, version: int, code: int) -> list:
+def _from_keys(rf: Any, item_class: Any, item: Any, q_fields: Sequence[Any], version: int,
+               code: int) -> list[Any]:
     """A response array answering a request's plain list of keys (FindCoordinator v4's
     coordinator_keys, DescribeGroups' groups, OffsetFetch's partition_indexes): one item per key,
     named by the item's key field. Empty unless both sides are unambiguous."""
@@ -61,7 +64,7 @@ def _from_keys(rf, item_class, item, q_fields, version: int, code: int) -> list:
                 or g._entity_type in _KEY_ENTITIES), None)
     if len(lists) != 1 or key is None:
         return []
-    out = []
+    out: list[Any] = []
     for value in getattr(item, lists[0].name, None) or ():
         answer = _build(item_class, rf._fields, None, (), version, code)
         setattr(answer, key.name, value)
@@ -69,7 +72,7 @@ def _from_keys(rf, item_class, item, q_fields, version: int, code: int) -> list:
     return out
 
 
-def _source(rf, q_fields, version: int):
+def _source(rf: Any, q_fields: Sequence[Any], version: int) -> Any:
     """The request field a response scalar copies: a key field of the same name, entity or role."""
     if rf._entity_type not in _KEY_ENTITIES and rf.name not in _PARTITION_KEYS \
             and rf.name != "topic_id":
@@ -85,8 +88,9 @@ def _source(rf, q_fields, version: int):
     return None
 
 
-def _build(data_class, r_fields, item, q_fields, version: int, code: int) -> Any:
-    kw = {}
+def _build(data_class: Any, r_fields: Sequence[Any], item: Any, q_fields: Sequence[Any],
+           version: int, code: int) -> Any:
+    kw: dict[str, Any] = {}
     r_arrays, q_arrays = _arrays(r_fields, version), _arrays(q_fields, version)
     for f in r_fields:
         if not f.for_version_q(version):

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, overload
 
 import kafka.errors as Errors
 from kafka.protocol.api_key import ApiKey
@@ -63,7 +64,7 @@ class FaultAdmin:
 
     def __init__(self, cluster: Any) -> None:
         self.cluster = cluster
-        self._background: set[asyncio.Task] = set()
+        self._background: set[asyncio.Task[None]] = set()
 
     async def handle(self, req: Any, serving_broker: int) -> FaultControlResponse:
         try:
@@ -78,6 +79,12 @@ class FaultAdmin:
                                     controller_id=c.controller_node_id,
                                     state=json.dumps(state, sort_keys=True))
 
+    @overload
+    def _broker(self, req: Any) -> int: ...
+
+    @overload
+    def _broker(self, req: Any, required: bool) -> int | None: ...
+
     def _broker(self, req: Any, required: bool = True) -> int | None:
         if req.broker_id == -1:
             if required:
@@ -86,12 +93,12 @@ class FaultAdmin:
         if req.broker_id not in self.cluster.brokers:
             raise BadCommand(f"{req.command}: no broker {req.broker_id} "
                              f"(the brokers: {sorted(self.cluster.brokers)})")
-        return req.broker_id
+        return int(req.broker_id)
 
     def _api(self, req: Any) -> int:
         if req.api_key < 0:
             raise BadCommand(f"{req.command}: which API? (--api NAME)")
-        return req.api_key
+        return int(req.api_key)
 
     @staticmethod
     def _count(req: Any) -> int | None:
@@ -160,7 +167,7 @@ class FaultAdmin:
         # Stopping the broker this request came through would close it before the answer.
         return self._defer(op, broker_id, cmd)
 
-    def _defer(self, op, broker_id: int, cmd: str) -> str:
+    def _defer(self, op: Callable[[int], Awaitable[object]], broker_id: int, cmd: str) -> str:
         task = asyncio.get_running_loop().create_task(self._after_answer(op, broker_id))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -170,6 +177,6 @@ class FaultAdmin:
         self.cluster.isolate_clients(broker_id)
 
     @staticmethod
-    async def _after_answer(op, broker_id: int) -> None:
+    async def _after_answer(op: Callable[[int], Awaitable[object]], broker_id: int) -> None:
         await asyncio.sleep(0.1)
         await op(broker_id)

@@ -14,7 +14,10 @@ from __future__ import annotations
 import asyncio
 import collections
 from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kafka.errors import KafkaError
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.error_response import error_response
@@ -52,22 +55,24 @@ class _Rule:
 
 class Faults:
     def __init__(self) -> None:
-        self._controls: dict[int, list[tuple[Callable, bool]]] = collections.defaultdict(list)
+        self._controls: dict[int, list[tuple[Callable[[Any, Any], Any], bool]]] = \
+            collections.defaultdict(list)
         # (api key, broker id or None) -> queued error codes / DISCONNECT
-        self._errors: dict[tuple[int, int | None], collections.deque] = {}
+        self._errors: dict[tuple[int, int | None], collections.deque[int | str]] = {}
         self.errors_queued = 0
         self.enabled_sites: set[str] = set()
         # Per topic: the next requests of an api naming it answer this error for that topic only
         # (partial success across topics); entries are error codes or (code, throttle_time_ms).
-        self._topic_errors: dict[tuple[int, str], collections.deque] = {}
+        self._topic_errors: dict[tuple[int, str], collections.deque[int | tuple[int, int]]] = {}
         # The controller's part of the next requests of an api takes this long (ms), once each.
-        self._stalls: dict[int, collections.deque] = collections.defaultdict(collections.deque)
+        self._stalls: dict[int, collections.deque[int]] = collections.defaultdict(collections.deque)
         # broker id -> ms between an UpdateMetadata arriving and the broker applying it.
         self.update_metadata_delay_ms: dict[int, int] = {}
         # broker id -> UpdateMetadata requests still to lose (None: every one until cleared).
         self.lost_update_metadata: dict[int, int | None] = {}
         self._rules: list[_Rule] = []
-        self._held: dict[int, list[asyncio.Future]] = collections.defaultdict(list)
+        # api key -> held requests' futures: True once released, False to drop
+        self._held: dict[int, list[asyncio.Future[bool]]] = collections.defaultdict(list)
         self.latency_ms: dict[int, int] = {}           # broker id -> ms added to every response
         self.network = NetworkPartitions()
         self.armed = False                  # dispatch skips the hooks while nothing is armed
@@ -77,10 +82,15 @@ class Faults:
                           or self.latency_ms or self.network.isolated)
 
     # ------------------------------------------------------------------ request errors
-    def push_request_errors(self, api_key: int, errors: list, broker_id: int | None = None) -> None:
+    def push_request_errors(self, api_key: int, errors: Sequence[int | str | type[KafkaError]],
+                            broker_id: int | None = None) -> None:
         """The next len(errors) requests of api_key (to `broker_id`, else to any broker) fail
         with these error classes/codes — each answered with the code in every error field (per
-        partition, per group...) — or, for DISCONNECT, by closing the connection."""
+        partition, per group...) — or, for DISCONNECT, by closing the connection. Another string
+        is refused here (ValueError), not at the request it would fail."""
+        wrong = [e for e in errors if isinstance(e, str) and e != DISCONNECT]
+        if wrong:
+            raise ValueError(f"{wrong[0]!r} is none of an error class, an error code, DISCONNECT")
         q = self._errors.setdefault((int(api_key), broker_id), collections.deque())
         q.extend(e if isinstance(e, (int, str)) else e.errno for e in errors)
         self.errors_queued += len(errors)
@@ -99,7 +109,8 @@ class Faults:
                 return e
         return 0
 
-    def push_topic_errors(self, api_key: int, topic: str, errors: list) -> None:
+    def push_topic_errors(self, api_key: int, topic: str,
+                          errors: Sequence[int | tuple[int, int] | type[KafkaError]]) -> None:
         """The next len(errors) requests of api_key that name `topic` answer it with these (error
         classes, codes, or (code, throttle_time_ms) pairs); other topics are processed as usual."""
         q = self._topic_errors.setdefault((int(api_key), topic), collections.deque())
@@ -207,7 +218,7 @@ class Faults:
             raise ProtocolViolation(f"network partition: clients cut from broker {node}")
         if self.errors_queued:
             code = self.pop_request_error(api_key, node)
-            if code == DISCONNECT:
+            if isinstance(code, str):               # DISCONNECT, the one string queued
                 raise ProtocolViolation(f"fault injected: disconnect on api key {api_key}")
             if code:
                 return error_response(req, ctx.api_version, code)
@@ -242,7 +253,7 @@ class Faults:
         if ms is not None and not drop:
             await asyncio.sleep(ms / 1000)
             return None
-        fut = asyncio.get_running_loop().create_future()
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._held[api_key].append(fut)
         released = await fut
         if drop or not released:
@@ -255,9 +266,9 @@ class Faults:
             await asyncio.sleep(ms / 1000)
 
     # ------------------------------------------------------------------ listing, clearing
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """What is armed, as plain data (sorted; error codes by name)."""
-        def name(e):
+        def name(e: int | str) -> str:
             return e if isinstance(e, str) else error_name(e)
         return dict(
             errors=[dict(api_key=k, broker_id=b, errors=[name(e) for e in q])

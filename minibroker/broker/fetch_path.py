@@ -4,10 +4,13 @@ ReplicaManager (broker/replica_state.py says how the parts fit)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
+from typing import Any
 
 from kafka.errors import OffsetOutOfRangeError
 
-from minibroker.broker.fetch_session import QUIET_REFRESH_MS, FollowerWaker
+from minibroker.broker.fetch_session import (QUIET_REFRESH_MS, FetchSession, FollowerWaker,
+                                             SessionPartition)
 from minibroker.broker.first_fetch import WAKE
 from minibroker.broker.partition import Partition
 from minibroker.broker.replica_state import ReplicaState
@@ -19,18 +22,24 @@ from minibroker.protocol.fast import FetchPartition
 # once, in a tight loop for as long as the error lasts.
 NO_RECORDS = ()
 
+# (topic, the request's partition or a SessionPartition, the Partition, 0 or the error code; the
+# Partition is None only with an error)
+PlanEntry = tuple[str, Any, Partition | None, int]
+# a follower's session partition found idle: (its Partition, itself, the Partition's `changes`)
+Idle = tuple[Partition, SessionPartition, int]
+
 
 def fetch_error(index: int, code: int, high_watermark: int = -1,
                 log_start_offset: int = -1) -> FetchPartition:
     return FetchPartition(index, code, high_watermark, -1, log_start_offset, NO_RECORDS)
 
 
-def _end_of(records) -> int:
+def _end_of(records: Any) -> int:
     """The offset after the last of these stored batches (base offset + last offset delta + 1)."""
     return next_offset(records[-1])
 
 
-def _idle(p: Partition, sp, follower: bool, isolation_level: int) -> bool:
+def _idle(p: Partition, sp: SessionPartition, follower: bool, isolation_level: int) -> bool:
     """Nothing to read at a session partition's fetch offset, and its high watermark, last stable
     offset and log start offset are as the session last sent them. A follower also fetches at
     our latest epoch or none (an empty log): then its log cannot have diverged from ours."""
@@ -48,10 +57,11 @@ def _idle(p: Partition, sp, follower: bool, isolation_level: int) -> bool:
     if not follower and sp.fetch_offset != (lso if isolation_level else hw):
         return False
     sent = sp.sent
-    return sent[0] == hw and sent[1] == lso and sent[2] == plog.log_start_offset
+    return sent is not None and sent[0] == hw and sent[1] == lso \
+        and sent[2] == plog.log_start_offset
 
 
-def _mark_quiet(idle, session, replica_id: int) -> None:
+def _mark_quiet(idle: Iterable[Idle], session: FetchSession, replica_id: int) -> None:
     """A follower's session partitions found idle (Partition, SessionPartition, its `changes`
     then) become quiet: skipped until their counter moves, their long poll registered with the
     session's waker, their follower caught up at each of the session's fetches meanwhile. Not
@@ -66,7 +76,7 @@ def _mark_quiet(idle, session, replica_id: int) -> None:
         p.add_data_waiter(waker, replica_id)
 
 
-def _wake(fut) -> None:
+def _wake(fut: asyncio.Future[object]) -> None:
     if not fut.done():
         fut.set_result(None)
 
@@ -74,9 +84,11 @@ def _wake(fut) -> None:
 class FetchPath(ReplicaState):
 
     # ------------------------------------------------------------------ Fetch: reading the log
-    async def fetch_records(self, items, replica_id: int, max_wait_ms: int, min_bytes: int,
-                            max_bytes: int, isolation_level: int, incremental: bool = False,
-                            session=None) -> dict[str, list]:
+    async def fetch_records(self, items: Iterable[tuple[str, Any, int]], replica_id: int,
+                            max_wait_ms: int, min_bytes: int, max_bytes: int,
+                            isolation_level: int, incremental: bool = False,
+                            session: FetchSession | None = None
+                            ) -> dict[str, list[FetchPartition]]:
         """Read for a consumer (replica_id -1) or a follower (>= 0; its fetch offsets move the
         high watermark), Kafka's fetchMessages: `items` are (topic, FetchPartition of the request,
         undeleted partition count). Long-polls up to max_wait_ms until min_bytes are readable,
@@ -113,11 +125,11 @@ class FetchPath(ReplicaState):
             if woken_by is WAKE:
                 # We lead a new partition of this follower: let it fetch that too.
                 return self._answer(results, sizes, total, idle, marks, replica_id)
-            if quiet and waker is not None and waker.woken:
+            if quiet and marks is not None and waker is not None and waker.woken:
                 quiet -= self._visit_woken(waker.woken, marks, plan, replica_id, now)
 
-    def _plan(self, items, replica_id: int, now: int, marks, incremental: bool
-              ) -> tuple[list, int]:
+    def _plan(self, items: Iterable[tuple[str, Any, int]], replica_id: int, now: int,
+              marks: FetchSession | None, incremental: bool) -> tuple[list[PlanEntry], int]:
         """Resolve the fetched partitions and record a follower's progress, once, before any
         waiting: [(topic, fetch partition, Partition, error)], and how many quiet partitions of a
         follower's session were skipped (waited on through the session's waker)."""
@@ -125,7 +137,7 @@ class FetchPath(ReplicaState):
         skip = marks is not None and incremental and now < marks.full_visit_ms
         if marks is not None and not skip:
             marks.full_visit_ms = now + QUIET_REFRESH_MS
-        plan = []
+        plan: list[PlanEntry] = []
         quiet = 0
         partitions, node_id = self.partitions, self.node_id
         for topic, fp, undeleted_partition_count in items:
@@ -143,38 +155,40 @@ class FetchPath(ReplicaState):
                 err = 0
             else:
                 p, err = self.leader_partition(topic, fp.partition, epoch)
-            if not err and not follower:
+            if p is not None and not err and not follower:
                 err = self.check_partition_metadata(p, undeleted_partition_count, producing=False)
-            if not err and follower:
+            if p is not None and not err and follower:
                 p.update_follower_fetch(replica_id, fp.fetch_offset, now)
             plan.append((topic, fp, p, err))
         if marks is not None:
             marks.quiet_fetch_ms = now      # the skipped partitions' follower was caught up now
         return plan, quiet
 
-    def _read(self, plan: list, replica_id: int, max_bytes: int, isolation_level: int,
-              incremental: bool, marking: bool) -> tuple[dict, dict, int, bool, list, list]:
+    def _read(self, plan: list[PlanEntry], replica_id: int, max_bytes: int,
+              isolation_level: int, incremental: bool, marking: bool
+              ) -> tuple[dict[str, list[FetchPartition]], dict[str, int], int, bool,
+                         list[Partition], list[Idle]]:
         """One pass over the plan: (FetchPartitions per topic, bytes read per topic, bytes read in
         all, whether any partition answered an error, the partitions to wait on, and the idle
         session partitions to mark quiet when `marking`)."""
         follower = replica_id >= 0
         leader_quota = self.throttle.leader
-        results: dict[str, list] = {}
+        results: dict[str, list[FetchPartition]] = {}
         sizes: dict[str, int] = {}      # bytes returned per topic, for the broker's counters
         total = 0
         errors = False
         remaining = max_bytes
-        waiters = []
-        idle = []
+        waiters: list[Partition] = []
+        idle: list[Idle] = []
         for topic, fp, p, err in plan:
-            if incremental and not err and fp.sent is not None and _idle(p, fp, follower,
-                                                                         isolation_level):
+            if incremental and p is not None and not err and fp.sent is not None \
+                    and _idle(p, fp, follower, isolation_level):
                 waiters.append(p)
                 if marking:
                     idle.append((p, fp, p.changes))
                 continue
             out = results.setdefault(topic, [])
-            if err:
+            if err or p is None:
                 out.append(fetch_error(fp.partition, err))
                 errors = True
                 continue
@@ -193,7 +207,7 @@ class FetchPath(ReplicaState):
                                        p.high_watermark, plog.log_start_offset))
                 errors = True
                 continue
-            records = NO_RECORDS
+            records: Any = NO_RECORDS      # () or the stored batches read
             throttled = follower and leader_quota.rate is not None \
                 and self.throttle.leader_throttled(p, replica_id)
             if throttled and leader_quota.exceeded():
@@ -213,7 +227,7 @@ class FetchPath(ReplicaState):
             if isolation_level and not follower:
                 # read_committed: the aborted transactions with records in what was read
                 # (clients drop those records); the read itself stopped at the LSO.
-                aborted = plog.aborted_transactions(fp.fetch_offset, _end_of(records)) \
+                aborted: list[Any] = plog.aborted_transactions(fp.fetch_offset, _end_of(records)) \
                     if records else []
                 out.append(FetchPartition(fp.partition, 0, p.high_watermark, max_offset,
                                           plog.log_start_offset, records,
@@ -223,14 +237,14 @@ class FetchPath(ReplicaState):
                                       plog.log_start_offset, records))
         return results, sizes, total, errors, waiters, idle
 
-    async def _wait(self, waiters: list, replica_id: int, marks, timeout: float
-                    ) -> tuple[object, FollowerWaker | None]:
+    async def _wait(self, waiters: list[Partition], replica_id: int, marks: FetchSession | None,
+                    timeout: float) -> tuple[object, FollowerWaker | None]:
         """Wait until a waited-on partition has data (or its high watermark moves), or `timeout`
         seconds: (what woke us, a follower's waker). One future for every partition: the first
         append / HW move resolves it and this task resumes in the next loop pass (no
         asyncio.wait hop); a timer ends the wait."""
         loop = asyncio.get_running_loop()
-        fut = loop.create_future()
+        fut: asyncio.Future[object] = loop.create_future()      # None, or WAKE
         follower = replica_id >= 0
         waker = None
         if follower:
@@ -255,16 +269,18 @@ class FetchPath(ReplicaState):
                     waker.fut = None
                 self.first_fetches.done_waiting(replica_id, fut)
 
-    def _answer(self, results: dict[str, list], sizes: dict[str, int], total: int, idle: list,
-                marks, replica_id: int) -> dict[str, list]:
+    def _answer(self, results: dict[str, list[FetchPartition]], sizes: dict[str, int], total: int,
+                idle: list[Idle], marks: FetchSession | None, replica_id: int
+                ) -> dict[str, list[FetchPartition]]:
         """Count the bytes going out and mark the idle session partitions quiet: the answer."""
         if total:
             self._count_bytes_out(replica_id >= 0, sizes)
-        if idle:
+        if idle and marks is not None:      # idle partitions are found only with `marks`
             _mark_quiet(idle, marks, replica_id)
         return results
 
-    def _visit_woken(self, woken: list, session, plan: list, replica_id: int, now: int) -> int:
+    def _visit_woken(self, woken: list[Partition], session: FetchSession, plan: list[PlanEntry],
+                     replica_id: int, now: int) -> int:
         """A parked follower fetch woken by partitions it skipped as quiet visits them now, as
         if it had not skipped them (fetch_records' plan). Returns how many."""
         n = 0
@@ -275,7 +291,7 @@ class FetchPath(ReplicaState):
             sp.quiet = -1
             n += 1
             p, err = self.leader_partition(q.topic, q.partition, sp.current_leader_epoch)
-            if not err:
+            if p is not None:
                 p.update_follower_fetch(replica_id, sp.fetch_offset, now)
             plan.append((q.topic, sp, p, err))
         return n
@@ -289,7 +305,8 @@ class FetchPath(ReplicaState):
             self.stats.topics[topic].bytes_out += n
 
     @staticmethod
-    def _diverging(p: Partition, last_fetched_epoch: int, fetch_offset: int):
+    def _diverging(p: Partition, last_fetched_epoch: int, fetch_offset: int
+                   ) -> tuple[int, int] | None:
         """KIP-320: where a follower's log diverged from ours, as (epoch, end offset), or None."""
         if last_fetched_epoch < 0:
             return None

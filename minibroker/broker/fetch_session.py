@@ -9,10 +9,17 @@ used first out; ids come from the broker's seeded rng.
 """
 from __future__ import annotations
 
+import asyncio
+import random
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from kafka.errors import FetchSessionIdNotFoundError, InvalidFetchSessionEpochError
+
+if TYPE_CHECKING:
+    from minibroker.broker.partition import FollowerState, Partition
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -32,14 +39,14 @@ class SessionPartition:
     last_fetched_epoch: int
     log_start_offset: int
     partition_max_bytes: int
-    sent: tuple | None = None        # (hw, lso, log start offset) in the last response
+    sent: tuple[int, int, int] | None = None    # (hw, lso, log start offset) last answered
     # A follower's partition with nothing to say is quiet: its fetches skip it (broker/
     # replica_manager.py) until the partition's `changes` counter moves from this value (-1: not
     # quiet), its log start moves, or the follower names it. The Partition and FollowerState it
     # was marked with.
     quiet: int = -1
-    quiet_partition: object = None
-    quiet_follower: object = None
+    quiet_partition: Partition | None = None
+    quiet_follower: FollowerState | None = None
 
 
 class FollowerWaker:
@@ -49,10 +56,11 @@ class FollowerWaker:
     __slots__ = ("fut", "woken")
 
     def __init__(self) -> None:
-        self.fut = None         # the parked fetch's future, None between fetches
-        self.woken: list = []   # the Partitions that notified while it was parked
+        # the parked fetch's future (its result None, or first_fetch.WAKE), None between fetches
+        self.fut: asyncio.Future[object] | None = None
+        self.woken: list[Partition] = []   # the Partitions that notified while it was parked
 
-    def wake(self, partition) -> None:
+    def wake(self, partition: Partition) -> None:
         fut = self.fut
         if fut is not None:
             self.woken.append(partition)
@@ -66,14 +74,15 @@ class FetchSession:
         self.epoch = 1                   # the epoch the next incremental request must carry
         self.partitions: dict[tuple[str, int], SessionPartition] = {}
         self.undeleted_counts: dict[str, int] = {}
-        self._items: list | None = None
+        self._items: list[tuple[str, SessionPartition, int]] | None = None
         self.waker = FollowerWaker()
         # A follower's fetch at which its quiet partitions were skipped (caught up then: the
         # ISR reads it through FollowerState.quiet_in), and when the next full visit is due.
         self.quiet_fetch_ms = 0
         self.full_visit_ms = 0
 
-    def update(self, topics, forgotten) -> None:
+    # topics, forgotten: a FetchRequest's (kafka-python structs)
+    def update(self, topics: Iterable[Any], forgotten: Iterable[Any] | None) -> None:
         for t in topics:
             count = getattr(t, "undeleted_partition_count", -1)
             if self.undeleted_counts.get(t.topic) != count:
@@ -119,7 +128,7 @@ class FetchSession:
                            for (topic, _), sp in self.partitions.items()]
         return self._items
 
-    def changed(self, topic: str, partition: int, state: tuple) -> bool:
+    def changed(self, topic: str, partition: int, state: tuple[int, int, int]) -> bool:
         """Record what a response says of a partition; True if it differs from the last one."""
         sp = self.partitions.get((topic, partition))
         if sp is None:
@@ -131,7 +140,7 @@ class FetchSession:
 
 
 class FetchSessionCache:
-    def __init__(self, max_slots: int, rng) -> None:
+    def __init__(self, max_slots: int, rng: random.Random) -> None:
         self.max_slots = max_slots
         self._rng = rng
         self._sessions: OrderedDict[int, FetchSession] = OrderedDict()
@@ -150,7 +159,8 @@ class FetchSessionCache:
         s = self._sessions[session_id] = FetchSession(session_id)
         return s
 
-    def resolve(self, req) -> tuple[int, FetchSession | None, bool, list]:
+    def resolve(self, req: Any
+                ) -> tuple[int, FetchSession | None, bool, list[tuple[str, Any, int]]]:
         """(error code, session or None, incremental?, [(topic, partition fields, count)])."""
         sid, epoch = req.session_id, req.session_epoch
         if epoch == FINAL_EPOCH:                     # sessionless (closing sid if given)
@@ -174,6 +184,6 @@ class FetchSessionCache:
         return 0, s, True, s.items()
 
 
-def _full_items(req) -> list:
+def _full_items(req: Any) -> list[tuple[str, Any, int]]:
     return [(t.topic, fp, getattr(t, "undeleted_partition_count", -1))
             for t in req.topics for fp in t.partitions]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from kafka.errors import (FencedLeaderEpochError, FetchSessionIdNotFoundError,
                           InvalidFetchSessionEpochError, NotLeaderForPartitionError,
@@ -53,6 +53,11 @@ FETCH_VERSION = 12
 REQUEST_TIMEOUT_S = 30
 _SESSION_ERRORS = (FetchSessionIdNotFoundError.errno, InvalidFetchSessionEpochError.errno)
 CONNECTING, WAITING = "connecting", "waiting"       # ReplicaFetcher.doing, described on demand
+# A partition's fetch state as a request names it: (partition, current leader epoch, fetch offset,
+# last fetched epoch, log start offset, partition max bytes)
+FetchState = tuple[int, int, int, int, int, int]
+# What a request asked of a partition: (the Partition, fetch offset, leader epoch)
+Sent = dict[tuple[str, int], "tuple[Partition, int, int]"]
 
 
 class FollowerFetchSession:
@@ -67,7 +72,7 @@ class FollowerFetchSession:
         """The next request is a full one, opening a new session."""
         self.session_id = 0
         self.epoch = 0
-        self.held: dict[tuple[str, int], tuple] = {}
+        self.held: dict[tuple[str, int], FetchState] = {}
 
     def answered(self, session_id: int) -> None:
         """The leader accepted the request built at `epoch`: move to the next epoch."""
@@ -94,7 +99,7 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], "Partition"] = {}
         self._order: list[tuple[str, int]] | None = None     # sorted(partitions), kept till they change
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._conn: KafkaClientConnection | None = None
         self._wake = asyncio.Event()
         self.session = FollowerFetchSession()
@@ -103,14 +108,14 @@ class ReplicaFetcher:
         # a log start moved by the log memory cap, which a look at all of them, once a second,
         # catches. None: look at all.
         self._dirty: set[tuple[str, int]] | None = None
-        self._sent: dict = {}
+        self._sent: Sent = {}
         self._next_look_all = 0.0
         # The watchdog's view: when a fetch last completed, what the fetcher is doing now.
         self.last_fetch_completed = 0.0
         self.doing = "starting"
         self._sent_at = 0.0
         self.restarts = 0
-        self._watchdog: asyncio.Task | None = None
+        self._watchdog: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -198,6 +203,8 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         backoff = 0.05
+        fut: asyncio.Future[Any] | None         # both dropped once read (below)
+        resp: FetchResponseView | None
         while True:
             if not self.partitions:
                 self._wake.clear()
@@ -209,6 +216,7 @@ class ReplicaFetcher:
                 body, sent = self._build_request()
                 if body is None:         # every partition is throttled: wait for the quota
                     self.last_fetch_completed = loop.time()     # held back on purpose: no stall
+                    assert self.throttle is not None, "only a follower quota holds all back"
                     await asyncio.sleep(min(max(self.throttle.follower.seconds_until_available(),
                                                 0.01), 1.0))
                     continue
@@ -253,11 +261,11 @@ class ReplicaFetcher:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
 
-    def _build_request(self):
+    def _build_request(self) -> tuple[bytes | None, Sent]:
         """(request body or None, {key: (partition, fetch offset, leader epoch)} for every
         partition the response may answer). In a session, only partitions whose fetch state
         differs from what the leader's session holds are named, and those dropped are forgotten."""
-        sent = {}
+        sent: Sent = {}
         max_bytes = self.config.replica_fetch_max_bytes
         throttle = self.throttle
         held = throttle is not None and throttle.follower.rate is not None \
@@ -271,7 +279,7 @@ class ReplicaFetcher:
         else:
             session_id, epoch = session.session_id, session.epoch
         full = epoch <= 0
-        by_topic: dict[str, list] = {}
+        by_topic: dict[str, list[FetchState]] = {}
         if self._order is None:
             self._order = sorted(self.partitions)
             self._dirty = None
@@ -280,12 +288,12 @@ class ReplicaFetcher:
             return self._build_moved(session_id, epoch, by_topic)
         self._next_look_all = now + QUIET_REFRESH_MS / 1000
         self._dirty = set()
-        state = {}
+        state: dict[tuple[str, int], FetchState] = {}
         held_before, still_held = session.held, 0
         partitions = self.partitions
         for key in self._order:
             p = partitions[key]
-            if held and throttle.follower_throttled(p):
+            if held and throttle is not None and throttle.follower_throttled(p):
                 continue            # over the follower quota: this replica waits its turn
             leo = p.log.log_end_offset
             st = (p.partition, p.leader_epoch, leo, p.log.epochs.latest_epoch,
@@ -310,13 +318,14 @@ class ReplicaFetcher:
             self._dirty = None      # the session closed: the next request looks at all again
         return self._encode(by_topic, session_id, epoch, sorted(forgotten.items())), sent
 
-    def _build_moved(self, session_id: int, epoch: int, by_topic: dict):
+    def _build_moved(self, session_id: int, epoch: int, by_topic: dict[str, list[FetchState]]
+                     ) -> tuple[bytes, Sent]:
         """_build_request in an open session, looking only at the partitions the last response
         named: the session's state and the sent entries of the others stand."""
         held, sent = self.session.held, self._sent
         max_bytes = self.config.replica_fetch_max_bytes
         partitions = self.partitions
-        for key in sorted(self._dirty):
+        for key in sorted(self._dirty or ()):      # not None: the caller checked
             p = partitions.get(key)
             if p is None:
                 continue
@@ -330,13 +339,14 @@ class ReplicaFetcher:
         self._dirty = set()
         return self._encode(by_topic, session_id, epoch, []), sent
 
-    def _encode(self, by_topic: dict, session_id: int, epoch: int, forgotten: list) -> bytes:
+    def _encode(self, by_topic: dict[str, list[FetchState]], session_id: int, epoch: int,
+                forgotten: list[tuple[str, list[int]]]) -> bytes:
         cfg = self.config
         return encode_follower_fetch(self.node_id, cfg.replica_fetch_wait_max_ms, 1,
                                      cfg.replica_fetch_response_max_bytes, by_topic.items(),
                                      session_id, epoch, forgotten)
 
-    def _handle_response(self, resp: FetchResponseView, sent) -> bool:
+    def _handle_response(self, resp: FetchResponseView, sent: Sent) -> bool:
         """Apply a fetch response; False when no partition made progress without error (an
         incremental response naming no partition had nothing to say: not an error)."""
         if resp.error_code:

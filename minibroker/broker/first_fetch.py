@@ -27,7 +27,7 @@ class FirstFetches:
     def __init__(self, monotonic: Callable[[], float]) -> None:
         self._monotonic = monotonic         # the cluster's clock (Clock.monotonic)
         self._pending: dict[int, dict[tuple[str, int], tuple["Partition", float]]] = {}
-        self._waiting: dict[int, set[asyncio.Future]] = {}
+        self._waiting: dict[int, set[asyncio.Future[object]]] = {}
 
     def led(self, p: "Partition") -> None:
         """p.make_leader ran: note the followers that have not fetched p, wake their fetches."""
@@ -56,10 +56,10 @@ class FirstFetches:
             return max_wait_ms
         return min(max_wait_ms, SHORT_WAIT_MS)
 
-    def waiting(self, replica_id: int, fut: asyncio.Future) -> None:
+    def waiting(self, replica_id: int, fut: asyncio.Future[object]) -> None:
         self._waiting.setdefault(replica_id, set()).add(fut)
 
-    def done_waiting(self, replica_id: int, fut: asyncio.Future) -> None:
+    def done_waiting(self, replica_id: int, fut: asyncio.Future[object]) -> None:
         s = self._waiting.get(replica_id)
         if s is not None:
             s.discard(fut)

@@ -42,7 +42,7 @@ class IsrManager(ReplicaState):
                 p.pending_isr = ()
                 p.maybe_increment_high_watermark()
 
-    def _isr_changed(self, p: Partition, before: tuple, after: tuple) -> None:
+    def _isr_changed(self, p: Partition, before: tuple[int, ...], after: tuple[int, ...]) -> None:
         """Kafka's IsrShrinksPerSec / IsrExpandsPerSec and its INFO line for each change."""
         if tuple(after) == tuple(before):
             return

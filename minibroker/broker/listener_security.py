@@ -4,12 +4,16 @@ SASL_SSL, and the client certificate's principal on SSL (on SASL_SSL the SASL id
 Kafka's DefaultKafkaPrincipalBuilder has it)."""
 from __future__ import annotations
 
-from typing import Any, Callable
+import ssl
+from collections.abc import Callable
+from typing import Any
 
 from minibroker.network.sasl import SaslGate, SaslSettings
+from minibroker.network.tcp import Handle
 from minibroker.network.tls import PeerPrincipal, server_context
 from minibroker.security.credentials import CredentialStore, scram_credential
 from minibroker.security.listeners import Listener
+from minibroker.security.principal import KafkaPrincipal
 from minibroker.security.sasl import MECHANISMS
 
 
@@ -23,11 +27,13 @@ def enabled_mechanisms(config: Any) -> tuple[str, ...]:
     return names
 
 
-def listener_security(spec: Listener, handle: Callable, config: Any,
+def listener_security(spec: Listener, handle: Handle, config: Any,
                       credentials: CredentialStore, clock: Any
-                      ) -> tuple[Callable, Any, Callable | None]:
+                      ) -> tuple[Handle, ssl.SSLContext | None,
+                                 Callable[[Any], KafkaPrincipal] | None]:
     """(handle, ssl context or None, principal_of or None) for one listener."""
-    ctx = principal_of = None
+    ctx: ssl.SSLContext | None = None
+    principal_of: Callable[[Any], KafkaPrincipal] | None = None
     if spec.tls:
         ctx = server_context(config)
         if not spec.sasl:
@@ -42,7 +48,7 @@ def listener_security(spec: Listener, handle: Callable, config: Any,
 CONTROL_PLANE_USER = "minibroker-controller"
 
 
-def control_plane_handle(handle: Callable, config: Any, clock: Any, network: Any) -> Callable:
+def control_plane_handle(handle: Handle, config: Any, clock: Any, network: Any) -> Handle:
     """The control-plane TCP listener's handle: with minibroker.control.plane.password set
     (serve --processes), only the controller, authenticated with SASL/SCRAM-SHA-512, gets a
     LeaderAndIsr, UpdateMetadata or StopReplica served; the in-memory path is unaffected."""

@@ -21,9 +21,11 @@ class LogMaintenance(ReplicaState):
 
     async def _checkpoint_loop(self) -> None:
         interval = self.config.replica_high_watermark_checkpoint_interval_ms / 1000
+        log_manager = self.log_manager
+        assert log_manager is not None, "started with a log manager only"
         while True:
             await self.clock.sleep(interval)
-            self.log_manager.checkpoint()
+            log_manager.checkpoint()
 
     async def _cleaner_loop(self) -> None:
         interval = max(self.config.log_cleaner_backoff_ms, 1) / 1000

@@ -11,12 +11,24 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from kafka.errors import NotLeaderForPartitionError
 
 from minibroker.clock import Clock
 from minibroker.log.partition_log import PartitionLog
+
+
+class QuietSession(Protocol):
+    """A follower's fetch session as FollowerState reads it (broker/fetch_session.py)."""
+    quiet_fetch_ms: int
+
+
+class ReplicaWaker(Protocol):
+    """A follower session's long poll, as a partition wakes it (broker/fetch_session.py)."""
+
+    def wake(self, partition: Partition) -> None: ...
 
 
 @dataclass(slots=True)
@@ -27,7 +39,7 @@ class FollowerState:
     last_fetch_leader_leo: int = -1
     # The fetch session that skips this partition as quiet (broker/fetch_session.py): the
     # follower was caught up at each of its fetches since, which are recorded there, not here.
-    quiet_in: Any = None
+    quiet_in: QuietSession | None = None
 
     def settle(self) -> None:
         """Write down what the quiet fetches left unrecorded: the last of them found the
@@ -75,14 +87,14 @@ class Partition:
         # The ISR asked of the controller (AlterPartition) and not yet confirmed by LeaderAndIsr.
         self.pending_isr: tuple[int, ...] = ()
         self.leader_epoch_start_offset = 0
-        self._hw_waiters: list[tuple[int, asyncio.Future]] = []
-        self._data_waiters: list[asyncio.Future] = []
+        self._hw_waiters: list[tuple[int, asyncio.Future[int]]] = []
+        self._data_waiters: list[asyncio.Future[object]] = []
         self._data_waiters_sweep = 16
         # Followers' long polls, by replica id: each follower's fetch session registers its
         # FollowerWaker (broker/fetch_session.py), woken by appends and role changes, not by a
         # HW move (below). It outlives a fetch: a partition the session finds quiet is not
         # visited by its next fetches, and still wakes them.
-        self._replica_waiters: dict[int, Any] = {}
+        self._replica_waiters: dict[int, ReplicaWaker] = {}
         # Moves with every change a follower's fetch session answers: appends, HW moves, role and
         # ISR changes, and all else that calls notify_data (retention, DeleteRecords). A quiet
         # partition is one whose counter has not moved since the session last found nothing to
@@ -101,7 +113,8 @@ class Partition:
         LeaderAndIsr arrives, so the high watermark must wait for them too."""
         return self.isr + tuple(r for r in self.pending_isr if r not in self.isr)
 
-    def make_leader(self, leader_epoch: int, partition_epoch: int, isr, replicas) -> None:
+    def make_leader(self, leader_epoch: int, partition_epoch: int, isr: Iterable[int],
+                    replicas: Iterable[int]) -> None:
         now = self.clock.now_ms()
         new_term = leader_epoch != self.leader_epoch or not self.is_leader
         # The same state sent again (e.g. to every replica when a broker registers) does not
@@ -127,8 +140,8 @@ class Partition:
             self.pending_isr = ()
         self.maybe_increment_high_watermark()
 
-    def make_follower(self, leader: int, leader_epoch: int, partition_epoch: int, isr,
-                      replicas) -> None:
+    def make_follower(self, leader: int, leader_epoch: int, partition_epoch: int,
+                      isr: Iterable[int], replicas: Iterable[int]) -> None:
         was_leader = self.is_leader
         self.leader = leader
         self.leader_epoch = leader_epoch
@@ -183,7 +196,7 @@ class Partition:
         if not self._hw_waiters:
             return
         hw = self.high_watermark
-        keep = []
+        keep: list[tuple[int, asyncio.Future[int]]] = []
         for offset, fut in self._hw_waiters:
             if offset <= hw:
                 if not fut.done():
@@ -192,8 +205,8 @@ class Partition:
                 keep.append((offset, fut))
         self._hw_waiters = keep
 
-    def wait_for_high_watermark(self, offset: int) -> asyncio.Future:
-        fut = asyncio.get_running_loop().create_future()
+    def wait_for_high_watermark(self, offset: int) -> asyncio.Future[int]:
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         if self.high_watermark >= offset:
             fut.set_result(0)
         else:
@@ -207,7 +220,8 @@ class Partition:
         self._hw_waiters = []
 
     # ------------------------------------------------------------------ long-poll fetch
-    def add_data_waiter(self, fut, replica_id: int = -1) -> None:
+    # fut: an asyncio.Future[object], or (replica_id >= 0) a ReplicaWaker
+    def add_data_waiter(self, fut: Any, replica_id: int = -1) -> None:
         """Resolve `fut` (if still pending) on the next append / role change here or HW move. One
         future may wait on many partitions (a Fetch's long poll): its task then wakes directly,
         in the loop pass right after the notify. Consumers' done futures, left by waits that
@@ -236,7 +250,7 @@ class Partition:
                 waker.wake(self)
 
     @staticmethod
-    def _wake(waiters: list) -> None:
+    def _wake(waiters: list[asyncio.Future[object]]) -> None:
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)

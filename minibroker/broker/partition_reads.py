@@ -4,6 +4,7 @@ ReplicaManager (broker/replica_state.py says how the parts fit)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from kafka.errors import (NotLeaderForPartitionError, OffsetNotAvailableError,
                           UnknownTopicOrPartitionError)
@@ -26,11 +27,11 @@ class PartitionReads(ReplicaState):
         As Kafka's fetchOnlyFromLeader, -2 is answered by any replica (a follower's own log)."""
         p, err = self.leader_partition(topic, partition, current_leader_epoch,
                                        leader_only=replica_id != DEBUGGING_REPLICA_ID)
-        if err:
+        if p is None:
             return err, -1, -1, -1
         if timestamp == LATEST and p.is_leader and p.high_watermark < p.leader_epoch_start_offset:
             # KIP-207: a new leader's HW may lag the previous leader's; don't answer low.
-            return OffsetNotAvailableError.errno, -1, -1, -1
+            return int(OffsetNotAvailableError.errno), -1, -1, -1
         offset, ts = self._lookup(p, timestamp, isolation_level, replica_id)
         epoch = p.log.epochs.epoch_for_offset(offset) if offset >= 0 else -1
         return 0, offset, ts, epoch if epoch is not None else -1
@@ -69,7 +70,7 @@ class PartitionReads(ReplicaState):
             err = self.check_epoch(p, current_leader_epoch)
         else:
             p, err = self.leader_partition(topic, partition, current_leader_epoch)
-        if err:
+        if p is None or err:
             return err, -1, -1
         epoch, end_offset = p.log.end_offset_for_epoch(leader_epoch)
         return 0, epoch, end_offset
@@ -78,7 +79,7 @@ class PartitionReads(ReplicaState):
                            ) -> tuple[int, list[ProducerStateEntry]]:
         """DescribeProducers: (error code, the active producers of a partition we lead)."""
         p, err = self.leader_partition(topic, partition)
-        if err:
+        if p is None:
             return err, []
         return 0, p.log.producers.entries()
 
@@ -94,7 +95,7 @@ class PartitionReads(ReplicaState):
         return log.log_start_offset, log.log_end_offset
 
     def read_batches(self, topic: str, partition: int, offset: int, max_bytes: int,
-                     max_offset: int) -> list:
+                     max_offset: int) -> list[Any]:
         """Whole stored batches of a hosted partition from `offset`, each below `max_offset`
         (a coordinator loading its partition)."""
         return self.partitions[(topic, partition)].log.read(offset, max_bytes,

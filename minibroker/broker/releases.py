@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass
 
 import minibroker.broker.handlers  # noqa: F401 — registers every handler before a table is built
+from minibroker.broker.context import Handler
 from minibroker.broker.dispatch import HANDLERS, INTER_BROKER_KEYS
 from minibroker.config import emulated_releases
 from minibroker.protocol.schemas import SCHEMAS_DIR
@@ -59,11 +60,11 @@ def load(version: str) -> Release:
     return Release(data["release"], data["source"], apis, names)
 
 
-def handlers_for(release: Release, handlers: dict) -> dict:
+def handlers_for(release: Release, handlers: dict[int, Handler]) -> dict[int, Handler]:
     """The dispatch table of a broker emulating `release`: each served API the release shares,
     with its versions narrowed to both ranges; inter-broker and private keys are kept (they are
     not what a client listener advertises)."""
-    out = {}
+    out: dict[int, Handler] = {}
     for key, h in sorted(handlers.items()):
         if key in INTER_BROKER_KEYS:
             out[key] = h            # our controller's channel, whatever the release (KIP-291)
@@ -78,17 +79,21 @@ def handlers_for(release: Release, handlers: dict) -> dict:
 
 
 @functools.cache
-def dispatch_table(version: str) -> dict:
+def dispatch_table(version: str) -> dict[int, Handler]:
     """The one table of every broker emulating `version` (built once, after every handler has
     registered: ApiVersions caches its encoded answer per table)."""
     return handlers_for(load(version), HANDLERS)
 
 
-def gaps(version: str) -> list[tuple]:
+# (key, name, release's range, advertised range or None)
+Gap = tuple[int, str, tuple[int, int], tuple[int, int] | None]
+
+
+def gaps(version: str) -> list[Gap]:
     """(key, name, release's range, advertised range or None) for each API of the release whose
     range minibroker does not serve whole on a client listener."""
     release, served = load(version), dispatch_table(version)
-    out = []
+    out: list[Gap] = []
     for key, rng in sorted(release.apis.items()):
         h = served.get(key)
         ours = None if h is None or key in INTER_BROKER_KEYS else h.versions

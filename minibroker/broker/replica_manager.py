@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Callable
+from collections.abc import Callable, Iterable, Sequence
 
 from kafka.errors import NotLeaderForPartitionError, StaleControllerEpochError
 
@@ -72,10 +72,10 @@ class ReplicaManager(AppendPath, FetchPath, PartitionReads, IsrManager, LogMaint
         self.controller_epoch = -1
         self.topic_undeleted_counts: dict[str, int] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         # AlterPartition calls in flight: one may wait for a controller that never comes back,
         # so stop() cancels them rather than leaving them to a closing loop.
-        self._isr_tasks: set[asyncio.Task] = set()
+        self._isr_tasks: set[asyncio.Task[None]] = set()
         # Bytes held by this broker's logs, capped by log.memory.max.bytes (minibroker.log.memory).
         self.log_memory = LogMemory(config.log_memory_max_bytes, config.log_memory_overflow)
         # Followers yet to fetch a partition we newly lead, and their waiting fetches.
@@ -120,14 +120,16 @@ class ReplicaManager(AppendPath, FetchPath, PartitionReads, IsrManager, LogMaint
     # ------------------------------------------------------------------ LeaderAndIsr
     def check_controller_epoch(self, controller_epoch: int) -> int:
         if controller_epoch < self.controller_epoch:
-            return StaleControllerEpochError.errno
+            return int(StaleControllerEpochError.errno)
         self.controller_epoch = controller_epoch
         return 0
 
     def apply_partition_state(self, topic: str, topic_id: uuid.UUID, partition: int, leader: int,
-                              leader_epoch: int, partition_epoch: int, isr, replicas,
-                              undeleted_partition_count: int, configs: dict[str, str],
-                              after_creation=(), before_deletion=()) -> int:
+                              leader_epoch: int, partition_epoch: int, isr: Sequence[int],
+                              replicas: Sequence[int], undeleted_partition_count: int,
+                              configs: dict[str, str],
+                              after_creation: Iterable[tuple[int, int]] = (),
+                              before_deletion: Iterable[tuple[int, int]] = ()) -> int:
         key = (topic, partition)
         p = self.partitions.get(key)
         if p is not None and p.topic_id != topic_id:
@@ -141,7 +143,7 @@ class ReplicaManager(AppendPath, FetchPath, PartitionReads, IsrManager, LogMaint
             p.high_watermark = p.log.recovered_high_watermark
             self.partitions[key] = p
         elif (leader_epoch, partition_epoch) < (p.leader_epoch, p.partition_epoch):
-            return StaleControllerEpochError.errno
+            return int(StaleControllerEpochError.errno)
         if configs:
             p.log.config = LogConfig.from_configs(configs, defaults=self.log_defaults)
         self.topic_undeleted_counts[topic] = undeleted_partition_count
@@ -159,7 +161,7 @@ class ReplicaManager(AppendPath, FetchPath, PartitionReads, IsrManager, LogMaint
                 self._add_to_fetcher(p, leader)
         return 0
 
-    def on_metadata_update(self, topics) -> None:
+    def on_metadata_update(self, topics: Iterable[str]) -> None:
         """Configs of the topics an UpdateMetadata named reach their logs here. Only those: the
         controller propagates each created topic on its own, so rebuilding every hosted partition's
         config per request made creating T topics O(T x partitions)."""
@@ -192,7 +194,7 @@ class ReplicaManager(AppendPath, FetchPath, PartitionReads, IsrManager, LogMaint
             p.leader = -1
         return 0
 
-    def _remove(self, key) -> None:
+    def _remove(self, key: tuple[str, int]) -> None:
         p = self.partitions.pop(key, None)
         if p is not None:
             p.removed = True

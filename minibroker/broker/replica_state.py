@@ -102,5 +102,5 @@ class ReplicaState:
         if current_leader_epoch < 0 or current_leader_epoch == p.leader_epoch:
             return 0
         if current_leader_epoch < p.leader_epoch:
-            return FencedLeaderEpochError.errno
-        return UnknownLeaderEpochError.errno
+            return int(FencedLeaderEpochError.errno)
+        return int(UnknownLeaderEpochError.errno)

@@ -25,7 +25,7 @@ class BrokerStats:
         self.replication_bytes_in = 0
         self.replication_bytes_out = 0
         # api key -> [requests, total seconds] (Kafka's RequestMetrics Requests and TotalTimeMs)
-        self.requests: collections.defaultdict[int, list] = collections.defaultdict(
+        self.requests: collections.defaultdict[int, list[float]] = collections.defaultdict(
             lambda: [0, 0.0])
         self.isr_shrinks = 0
         self.isr_expands = 0

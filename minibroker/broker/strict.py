@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import collections
 import logging
+from collections.abc import Callable
 from typing import Any
 
+from minibroker.broker.context import Services
 from minibroker.broker.dispatch import decode_exact
 from minibroker.coordinator.positions import parse_assignment
 from minibroker.protocol.framing import ProtocolViolation, parse_request_header
@@ -54,28 +56,33 @@ RULES = {
 REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID = 27, 22, 25
 STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH, MEMBER_ID_REQUIRED = 113, 110, 79
 RECONNECTS_PER_SECOND = 10
+# The checks' `state`: trace.py's per-connection _Conn (trace.py imports this module).
 FETCH_GRACE_S = 1.0         # fetches in flight when an assignment changed are not the client's
 
 
 class Strict:
     def __init__(self, config: Any) -> None:
         self.storm = config.strict_storm_per_second
-        self._topics_by_id = None       # set by on_request: a broker's topic id → name
-        self.violations: list[dict] = []
+        # set by on_request: a broker's topic id → name
+        self._topics_by_id: Callable[[Any], str | None] | None = None
+        self.violations: list[dict[str, Any]] = []
         # (client id, api key) → times (s) of requests answered as the one before
-        self._unchanged: dict[tuple, collections.deque] = {}
-        self._last_answer: dict[tuple, Any] = {}
-        self._connects: dict[tuple, collections.deque] = {}      # (client id, broker) → times
-        self._sequences: dict[tuple, tuple[int, int]] = {}      # (topic, partition, pid) → (epoch, next)
-        self._told_to_rejoin: dict[tuple, int] = {}             # (group, member) → generation then
+        self._unchanged: dict[tuple[Any, int], collections.deque[float]] = {}
+        self._last_answer: dict[tuple[Any, int], Any] = {}
+        # (client id, broker) → times
+        self._connects: dict[tuple[Any, int], collections.deque[float]] = {}
+        # (topic, partition, pid) → (epoch, next)
+        self._sequences: dict[tuple[str, int, int], tuple[int, int]] = {}
+        # (group, member) → generation then
+        self._told_to_rejoin: dict[tuple[str, str], int] = {}
         # client id → {member id: (since, partitions)}: judged only for a client id that one
         # member uses (a process running several members under one id is not told apart)
-        self._assigned: dict[str, dict[str, tuple[float, set]]] = {}
-        self._txn_partitions: dict[str, set] = {}               # transactional id → added
-        self._commits_after_rejoin: set[tuple] = set()          # (broker, conn, corr)
+        self._assigned: dict[str | None, dict[str, tuple[float, set[tuple[Any, int]]]]] = {}
+        self._txn_partitions: dict[str, set[tuple[str, int]]] = {}  # transactional id → added
+        self._commits_after_rejoin: set[tuple[int, int, int]] = set()   # (broker, conn, corr)
 
     # ------------------------------------------------------------------ recording
-    def record(self, rule: str, line: dict, detail: str) -> None:
+    def record(self, rule: str, line: dict[str, Any], detail: str) -> None:
         v = {"rule": rule, "reference": RULES[rule], "detail": detail} | {
             k: line[k] for k in ("time", "broker", "conn", "client_id", "software", "api",
                                  "version", "corr") if k in line}
@@ -86,7 +93,8 @@ class Strict:
                     detail)
 
     # ------------------------------------------------------------------ requests
-    def on_request(self, broker: Any, state: Any, line: dict, req: Any, frame: memoryview) -> None:
+    def on_request(self, broker: Services, state: Any, line: dict[str, Any], req: Any,
+                   frame: memoryview) -> None:
         key, version, corr = line.get("api_key"), line.get("version"), line.get("corr")
         if key is None:
             return
@@ -119,7 +127,7 @@ class Strict:
         if check is not None:
             check(self, state, line, req, now)
 
-    def _flexible_header(self, broker: Any, line: dict, frame: memoryview) -> None:
+    def _flexible_header(self, broker: Services, line: dict[str, Any], frame: memoryview) -> None:
         handler = broker.handlers.get(line["api_key"])
         if handler is None or line["version"] < handler.flexible_from:
             return
@@ -131,7 +139,7 @@ class Strict:
         self.record("flexible-header-missing", line,
                     f"v{line['version']} is flexible; the request header has no tagged fields")
 
-    def _connected(self, line: dict, now: float) -> None:
+    def _connected(self, line: dict[str, Any], now: float) -> None:
         times = self._connects.setdefault((line.get("client_id"), line["broker"]),
                                           collections.deque())
         times.append(now)
@@ -142,7 +150,7 @@ class Strict:
                         f"{len(times)} connections to broker {line['broker']} within 1 s")
             times.clear()
 
-    def _produce(self, state: Any, line: dict, req: dict, now: float) -> None:
+    def _produce(self, state: Any, line: dict[str, Any], req: dict[str, Any], now: float) -> None:
         txn = req.get("transactional_id")
         added = self._txn_partitions.get(txn, set()) if txn is not None else None
         for t in req["topic_data"]:
@@ -157,7 +165,7 @@ class Strict:
                                     f"{tp[0]}-{tp[1]} not added to transaction {txn!r}")
                     self._sequence(line, tp, b)
 
-    def _sequence(self, line: dict, tp: tuple, b: dict) -> None:
+    def _sequence(self, line: dict[str, Any], tp: tuple[str, int], b: dict[str, Any]) -> None:
         key = (tp[0], tp[1], b["producer_id"])
         last = self._sequences.get(key)
         if last is None or b["base_sequence"] < 0:
@@ -174,18 +182,18 @@ class Strict:
                         f"{tp[0]}-{tp[1]}: producer {b['producer_id']} sent sequence "
                         f"{b['base_sequence']}, expected {expected}")
 
-    def _offset_commit(self, state: Any, line: dict, req: Any, now: float) -> None:
+    def _offset_commit(self, state: Any, line: dict[str, Any], req: Any, now: float) -> None:
         # Judged on the answer: stale only if the coordinator refuses the generation/epoch.
         if (req.group_id, req.member_id) in self._told_to_rejoin:
             self._commits_after_rejoin.add((line["broker"], line["conn"], line["corr"]))
 
-    def _join_group(self, state: Any, line: dict, req: Any, now: float) -> None:
+    def _join_group(self, state: Any, line: dict[str, Any], req: Any, now: float) -> None:
         given = state.member_id_required.pop(req.group_id, None)
         if given is not None and req.member_id == "":
             self.record("join-ignores-member-id-required", line,
                         f"group {req.group_id!r}: joined again without the member id {given!r}")
 
-    def _fetch(self, state: Any, line: dict, req: Any, now: float) -> None:
+    def _fetch(self, state: Any, line: dict[str, Any], req: Any, now: float) -> None:
         if getattr(req, "replica_id", -1) >= 0:
             return
         members = self._assigned.get(line.get("client_id"))
@@ -208,8 +216,8 @@ class Strict:
     _request_checks = {0: _produce, 8: _offset_commit, 11: _join_group, 1: _fetch}
 
     # ------------------------------------------------------------------ responses
-    def on_response(self, broker: Any, state: Any, line: dict, req: Any, out: dict,
-                    resp: Any) -> None:
+    def on_response(self, broker: Services, state: Any, line: dict[str, Any], req: Any,
+                    out: dict[str, Any], resp: Any) -> None:
         state.in_flight.discard(line.get("corr"))
         if resp is None:
             return
@@ -228,7 +236,7 @@ class Strict:
         if check is not None:
             check(self, state, line, req, resp, now)
 
-    def _storm(self, line: dict, key: int, answer: Any, now: float) -> None:
+    def _storm(self, line: dict[str, Any], key: int, answer: Any, now: float) -> None:
         who = (line.get("client_id"), key)
         times = self._unchanged.setdefault(who, collections.deque())
         if self._last_answer.get(who) != answer:
@@ -243,7 +251,8 @@ class Strict:
             self.record(rule, line, f"{len(times)} requests within 1 s answered the same")
             times.clear()
 
-    def _produce_answered(self, state, line, req, resp, now) -> None:
+    def _produce_answered(self, state: Any, line: dict[str, Any], req: Any, resp: Any,
+                          now: float) -> None:
         ok = {(t.name, p.index) for t in resp.responses for p in t.partition_responses
               if p.error_code == 0}
         for t in req["topic_data"]:
@@ -254,13 +263,15 @@ class Strict:
                         self._sequences[(t["name"], p["index"], b["producer_id"])] = \
                             (b["producer_epoch"], (b["base_sequence"] + b["count"]) & 0x7fffffff)
 
-    def _heartbeat_answered(self, state, line, req, resp, now) -> None:
+    def _heartbeat_answered(self, state: Any, line: dict[str, Any], req: Any, resp: Any,
+                            now: float) -> None:
         if resp.error_code in (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID):
             self._told_to_rejoin[(req.group_id, req.member_id)] = req.generation_id
         elif resp.error_code == 0:
             self._told_to_rejoin.pop((req.group_id, req.member_id), None)
 
-    def _consumer_heartbeat_answered(self, state, line, req, resp, now) -> None:
+    def _consumer_heartbeat_answered(self, state: Any, line: dict[str, Any], req: Any, resp: Any,
+                                     now: float) -> None:
         if resp.error_code in (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID):
             self._told_to_rejoin[(req.group_id, req.member_id)] = req.member_epoch
         elif resp.error_code == 0 and resp.member_id:
@@ -270,7 +281,8 @@ class Strict:
                     (tid, p) for t in resp.assignment.topic_partitions for tid in [t.topic_id]
                     for p in t.partitions})
 
-    def _offset_commit_answered(self, state, line, req, resp, now) -> None:
+    def _offset_commit_answered(self, state: Any, line: dict[str, Any], req: Any, resp: Any,
+                                now: float) -> None:
         key = (line["broker"], line["conn"], line["corr"])
         if key not in self._commits_after_rejoin:
             return
@@ -282,24 +294,28 @@ class Strict:
                         f"generation/epoch {req.generation_id_or_member_epoch} after it was "
                         "told to rejoin")
 
-    def _join_answered(self, state, line, req, resp, now) -> None:
+    def _join_answered(self, state: Any, line: dict[str, Any], req: Any, resp: Any,
+                       now: float) -> None:
         if resp.error_code == MEMBER_ID_REQUIRED and line["version"] >= 4:
             state.member_id_required[req.group_id] = resp.member_id
         elif resp.error_code == 0:
             self._told_to_rejoin.pop((req.group_id, resp.member_id), None)
 
-    def _sync_answered(self, state, line, req, resp, now) -> None:
+    def _sync_answered(self, state: Any, line: dict[str, Any], req: Any, resp: Any,
+                       now: float) -> None:
         if resp.error_code == 0 and line.get("client_id"):
             self._assigned.setdefault(line["client_id"], {})[req.member_id] = (
                 now, parse_assignment(resp.assignment))
 
-    def _leave_answered(self, state, line, req, resp, now) -> None:
+    def _leave_answered(self, state: Any, line: dict[str, Any], req: Any, resp: Any,
+                        now: float) -> None:
         members = self._assigned.get(line.get("client_id"), {})
         left = [m.member_id for m in getattr(req, "members", None) or ()] or [req.member_id]
         for member_id in left:
             members.pop(member_id, None)
 
-    def _add_partitions_answered(self, state, line, req, resp, now) -> None:
+    def _add_partitions_answered(self, state: Any, line: dict[str, Any], req: Any, resp: Any,
+                                 now: float) -> None:
         if line["version"] > 3:
             return
         added = self._txn_partitions.setdefault(req.v3_and_below_transactional_id, set())
@@ -308,7 +324,8 @@ class Strict:
                 if p.partition_error_code == 0:
                     added.add((t.name, p.partition_index))
 
-    def _end_txn_answered(self, state, line, req, resp, now) -> None:
+    def _end_txn_answered(self, state: Any, line: dict[str, Any], req: Any, resp: Any,
+                          now: float) -> None:
         self._txn_partitions.pop(req.transactional_id, None)
 
     _response_checks = {0: _produce_answered, 8: _offset_commit_answered, 11: _join_answered,

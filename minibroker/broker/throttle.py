@@ -14,11 +14,13 @@ moved stay below rate * (span + 1 s) plus one fetch.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from minibroker.config import DYNAMIC_BROKER_CONFIGS as RATE_CONFIGS
 from minibroker.config import FOLLOWER_REPLICATION_THROTTLED_RATE as FOLLOWER_RATE
 from minibroker.config import LEADER_REPLICATION_THROTTLED_RATE as LEADER_RATE
+
+if TYPE_CHECKING:
+    from minibroker.broker.partition import Partition
 
 
 class Quota:
@@ -35,7 +37,8 @@ class Quota:
 
     def _refill(self) -> None:
         now = self._now()
-        self._tokens = min(self._tokens + (now - self._at) * self.rate, float(self.rate))
+        rate = self.rate or 0       # called with a rate set only
+        self._tokens = min(self._tokens + (now - self._at) * rate, float(rate))
         self._at = now
 
     def exceeded(self) -> bool:
@@ -56,10 +59,10 @@ class Quota:
         return max(-self._tokens / self.rate, 0.0) + 0.001
 
 
-_parsed: dict[str, tuple[bool, frozenset]] = {}
+_parsed: dict[str, tuple[bool, frozenset[tuple[int, ...]]]] = {}
 
 
-def _replicas(value: str) -> tuple[bool, frozenset]:
+def _replicas(value: str) -> tuple[bool, frozenset[tuple[int, ...]]]:
     """"*" -> (True, {}); "0:1,1:2" -> (False, {(0, 1), (1, 2)}); cached per string."""
     got = _parsed.get(value)
     if got is None:
@@ -92,13 +95,13 @@ class ReplicationThrottle:
             value = configs.get(name)
             quota.set_rate(None if value is None else int(value))
 
-    def leader_throttled(self, p, replica_id: int) -> bool:
+    def leader_throttled(self, p: Partition, replica_id: int) -> bool:
         """Leader side: is follower replica_id's fetch of partition p (led here) throttled?"""
         return (self.leader.rate is not None and replica_id not in p.isr
                 and lists(p.log.config.leader_replication_throttled_replicas, p.partition,
                           self.node_id))
 
-    def follower_throttled(self, p) -> bool:
+    def follower_throttled(self, p: Partition) -> bool:
         """Follower side: is partition p's replica here throttled (quota or not)?"""
         return (self.follower.rate is not None and self.node_id not in p.isr
                 and lists(p.log.config.follower_replication_throttled_replicas, p.partition,

@@ -29,9 +29,9 @@ def batch_text(fields: Any) -> list[str]:
     return out
 
 
-def timeline_line(r: dict, show_fields: bool) -> str:
+def timeline_line(r: dict[str, Any], show_fields: bool) -> str:
     when = datetime.datetime.fromtimestamp(r["time"] / 1000, datetime.timezone.utc)
-    arrow = {"request": "→", "response": "←", "closed": "✕"}.get(r.get("dir"), "?")
+    arrow = {"request": "→", "response": "←", "closed": "✕"}.get(r.get("dir", ""), "?")
     who = r.get("client_id") or "-"
     if r.get("software"):
         who += f" ({r['software']})"

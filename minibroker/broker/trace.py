@@ -27,7 +27,8 @@ import struct
 import sys
 import uuid
 import weakref
-from typing import Any, Callable, TextIO
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from kafka.errors import for_code
 from kafka.protocol.api_message import ResponseClassRegistry
@@ -36,6 +37,12 @@ from minibroker.broker.dispatch import HANDLERS, decode_exact, handler_for
 from minibroker.protocol.fast import decode_produce
 from minibroker.protocol.framing import API_PREFIX, ProtocolViolation, parse_request_header
 from minibroker.network.client import decode_response
+
+if TYPE_CHECKING:
+    from minibroker.broker.broker import Broker
+    from minibroker.broker.context import Connection, RequestContext, Services
+    from minibroker.broker.strict import Strict
+    from minibroker.config import ClusterConfig
 
 # base offset, length, partition leader epoch, magic, crc, attributes, last offset delta,
 # first timestamp, max timestamp, producer id, producer epoch, base sequence, record count
@@ -53,10 +60,11 @@ except Exception:  # noqa: BLE001 — no C accelerator (or another signature): J
     _C_ENCODE = None
 
 
-def batches(records: Any) -> list[dict]:
+def batches(records: Any) -> list[dict[str, Any]]:
     """Summaries of the record batches in a record set (magic 2; older formats by size only)."""
     buf = memoryview(records).cast("B") if not isinstance(records, memoryview) else records
-    out, pos, end = [], 0, len(buf)
+    out: list[dict[str, Any]] = []
+    pos, end = 0, len(buf)
     whole, head = _BATCH.unpack_from, _HEAD.unpack_from
     while pos + 17 <= end:
         if pos + _BATCH.size <= end:     # one unpack for the whole header (most batches)
@@ -94,7 +102,7 @@ def _scalar(value: Any, key: str) -> Any:
     return repr(value)
 
 
-_PLANS: dict[tuple, list] = {}
+_PLANS: dict[tuple[int, int], list[tuple[str, int, bool]]] = {}
 _PLAIN = frozenset({int, str, bool, float})
 
 
@@ -111,7 +119,7 @@ def _plan(struct: Any, version: int) -> list[tuple[str, int, bool]]:
     return plan
 
 
-def fields(obj: Any, version: int, errors: set[int]) -> dict:
+def fields(obj: Any, version: int, errors: set[int]) -> dict[str, Any]:
     """A decoded message as JSON-ready dicts (record sets summarised, bytes shortened), adding
     each non-zero error code met to `errors`."""
     schema = obj._struct
@@ -119,13 +127,15 @@ def fields(obj: Any, version: int, errors: set[int]) -> dict:
     return walk(obj, errors)
 
 
-_WALKS: dict[tuple, Callable[[Any, set[int]], dict]] = {}
+# a generated walk: (message, errors met) -> its fields
+Walk = Callable[[Any, set[int]], dict[str, Any]]
+_WALKS: dict[tuple[int, int], Walk] = {}
 
 
-def _walk(schema: Any, version: int) -> Callable[[Any, set[int]], dict]:
+def _walk(schema: Any, version: int) -> Walk:
     """fields() for one message version as one generated dict display: no per-field loop,
     branch on the field's kind or getattr (the walk was most of the trace's cost after JSON)."""
-    items = []
+    items: list[str] = []
     for name, kind, is_error in _plan(schema, version):
         get = (f"o.{name}" if name.isidentifier() and not keyword.iskeyword(name)
                else f"getattr(o, {name!r})")
@@ -142,13 +152,13 @@ def _walk(schema: Any, version: int) -> Callable[[Any, set[int]], dict]:
     code = "def walk(o, errors):\n    return {" + ", ".join(items) + "}\n"
     scope = {"P": _PLAIN, "S": _scalar, "F": fields}
     exec(compile(code, f"<trace fields {schema.__class__.__name__} v{version}>", "exec"), scope)
-    walk = _WALKS[(id(schema), version)] = scope["walk"]
+    walk = _WALKS[(id(schema), version)] = cast(Walk, scope["walk"])
     return walk
 
 
 def error_name(code: int) -> str:
     try:
-        return for_code(code).message           # Kafka's name: NOT_LEADER_OR_FOLLOWER
+        return str(for_code(code).message)      # Kafka's name: NOT_LEADER_OR_FOLLOWER
     except Exception:  # noqa: BLE001 — our own codes (protocol/errors.py) and unknown ones
         return str(code)
 
@@ -163,7 +173,7 @@ def response_class(request_class: Any) -> Any:
     return cls[None] if getattr(cls, "_class_version", None) is not None else cls
 
 
-def produce_fields(body: memoryview, version: int) -> dict:
+def produce_fields(body: memoryview, version: int) -> dict[str, Any]:
     view = decode_produce(body, version)
     return {"transactional_id": view.transactional_id, "acks": view.acks,
             "timeout_ms": view.timeout_ms,
@@ -182,7 +192,8 @@ class _Conn:
 
     def __init__(self, conn_id: int) -> None:
         self.id = conn_id
-        self.software_name = self.software_version = None
+        self.software_name: str | None = None                        # ApiVersions v3+ (KIP-511)
+        self.software_version: str | None = None
         self.negotiated: dict[int, tuple[int, int]] | None = None   # its ApiVersions answer
         self.in_flight: set[int] = set()                             # correlation ids
         self.throttled_until = 0.0                                   # monotonic s (KIP-219)
@@ -195,11 +206,14 @@ class Tracer:
     lines to `sink` (a text stream, a callable taking one line, or None: no trace) and hands
     each exchange to strict mode's checks (`strict`, minibroker.broker.strict), if on."""
 
-    def __init__(self, sink: TextIO | Callable[[str], None] | None, strict: Any = None) -> None:
-        self.stream = sink if hasattr(sink, "write") else None
-        self._write = self._to(sink) if self.stream is not None else sink
+    def __init__(self, sink: TextIO | Callable[[str], None] | None, strict: Strict | None = None
+                 ) -> None:
+        # (mypy does not narrow a union by hasattr)
+        self.stream = cast("TextIO | None", sink if hasattr(sink, "write") else None)
+        self._write = self._to(self.stream) if self.stream is not None \
+            else cast("Callable[[str], None] | None", sink)
         self.strict = strict
-        self._conns: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._conns: weakref.WeakKeyDictionary[Connection, _Conn] = weakref.WeakKeyDictionary()
         self._next_conn = 0
 
     def _to(self, stream: TextIO) -> Callable[[str], None]:
@@ -225,20 +239,21 @@ class Tracer:
         if self.stream is not None and self.stream is not sys.stderr:
             self.stream.close()
 
-    def conn_state(self, conn: Any) -> _Conn:
+    def conn_state(self, conn: Connection) -> _Conn:
         state = self._conns.get(conn)
         if state is None:
             self._next_conn += 1
             state = self._conns[conn] = _Conn(self._next_conn)
         return state
 
-    def emit(self, record: dict) -> None:
+    def emit(self, record: dict[str, Any]) -> None:
         if self._write is not None:
             self._write("".join(_C_ENCODE(record, 0)) if _C_ENCODE is not None
                         else _ENCODE(record))
 
-    async def dispatch(self, dispatch: Callable, broker: Any, context: Any, conn: Any,
-                       frame: memoryview):
+    async def dispatch(self, dispatch: Callable[..., Awaitable[list[Any] | None]],
+                       broker: Services, context: type[RequestContext], conn: Connection,
+                       frame: memoryview) -> list[Any] | None:
         """dispatch(services, context, conn, frame), with its request and response traced and
         checked. `broker`: the broker's Services."""
         clock = broker.clock
@@ -273,18 +288,18 @@ class Tracer:
         return parts
 
     @staticmethod
-    def _ids(line: dict, kind: str, now_ms: int) -> dict:
-        out = {"time": now_ms, "dir": kind}
+    def _ids(line: dict[str, Any], kind: str, now_ms: int) -> dict[str, Any]:
+        out: dict[str, Any] = {"time": now_ms, "dir": kind}
         for k in _ID_KEYS:
             if k in line:
                 out[k] = line[k]
         return out
 
-    def request_line(self, broker: Any, state: _Conn, frame: memoryview, now_ms: int
-                     ) -> tuple[dict, Any]:
+    def request_line(self, broker: Services, state: _Conn, frame: memoryview, now_ms: int
+                     ) -> tuple[dict[str, Any], Any]:
         """The request's trace line, and the decoded request (Produce: its summary) or None."""
-        req = None
-        line: dict = {"time": now_ms, "dir": "request", "broker": broker.node_id,
+        req: Any = None
+        line: dict[str, Any] = {"time": now_ms, "dir": "request", "broker": broker.node_id,
                       "conn": state.id}
         if len(frame) < 8:
             return line, req
@@ -317,10 +332,11 @@ class Tracer:
             line["software"] = f"{state.software_name}/{state.software_version}"
         return line, req
 
-    def response_fields(self, key: int, version: int, parts: list, out: dict) -> Any:
+    def response_fields(self, key: int | None, version: int | None, parts: list[Any],
+                        out: dict[str, Any]) -> Any:
         """Adds the response's fields, error names and throttle to `out`; returns it decoded."""
-        handler = HANDLERS.get(key)
-        if handler is None:
+        handler = HANDLERS.get(key) if key is not None else None
+        if handler is None or version is None:      # no response without a request header
             return None
         data = memoryview(b"".join(parts))[4:]      # after the size prefix
         try:
@@ -338,7 +354,8 @@ class Tracer:
         return resp
 
 
-def attach(brokers: Any, config: Any, strict: Any = None) -> Tracer | None:
+def attach(brokers: Iterable[Broker], config: ClusterConfig, strict: Strict | None = None
+           ) -> Tracer | None:
     """One Tracer for these brokers (a cluster's) when config.trace names a file ("-": stderr,
     else truncated) or strict mode is on; each broker's listener then goes through it."""
     if config.trace is None and strict is None:

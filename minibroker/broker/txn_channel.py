@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafka.protocol.producer import AddPartitionsToTxnRequest, WriteTxnMarkersRequest
 
@@ -49,7 +49,7 @@ class TxnChannel:
                     client_id=f"broker-{self.node_id}-txn")
             return conn
 
-    async def _request(self, broker_id: int, req, version: int):
+    async def _request(self, broker_id: int, req: Any, version: int) -> Any:
         conn = await self._conn(broker_id)
         try:
             return await conn.request(req, version, timeout=REQUEST_TIMEOUT_S)
@@ -57,7 +57,9 @@ class TxnChannel:
             conn.close("transaction request failed")
             raise
 
-    async def send_markers(self, broker_id: int, markers: list) -> dict:
+    async def send_markers(self, broker_id: int,
+                           markers: list[tuple[int, int, bool, int, list[tuple[str, int]]]]
+                           ) -> dict[tuple[int, str, int], int]:
         """markers: [(producer_id, epoch, commit, coordinator_epoch, [(topic, partition)])];
         returns {(producer_id, topic, partition): error code}."""
         req_markers = []

@@ -40,7 +40,7 @@ def timeout_ms(args: argparse.Namespace) -> int:
 
 async def with_admin(args: argparse.Namespace, client_id: str, run: Run) -> None:
     ms = timeout_ms(args)
-    (await probe(args.bootstrap_server, client_id, ms)).close()    # one clear error
+    (await probe(args.bootstrap_server, client_id, ms, args.security)).close()  # one clear error
     async with Admin(args.bootstrap_server, client_id=client_id,
-                     request_timeout_ms=ms) as admin:
+                     request_timeout_ms=ms, security=args.security) as admin:
         await run(admin, args)

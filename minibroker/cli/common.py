@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import os
 import socket
+import ssl
 from typing import NoReturn
 
 
@@ -116,7 +117,8 @@ def add_client_flags(p: argparse.ArgumentParser) -> None:
     """--command-config and --timeout-ms, as every Kafka admin tool takes them."""
     p.add_argument("--command-config", metavar="FILE",
                    help="Java-properties file of client settings (request.timeout.ms, "
-                        "default.api.timeout.ms, client.id)")
+                        "default.api.timeout.ms, client.id; security.protocol, ssl.* and "
+                        "sasl.* as Kafka's clients name them, PEM files)")
     p.add_argument("--timeout-ms", type=positive_ms, default=None, metavar="MS",
                    help="how long to wait to connect and for each answer (default: "
                         "--command-config's request.timeout.ms, else 30000)")
@@ -148,12 +150,17 @@ def read_properties(path: str, flag: str = "--command-config") -> dict[str, str]
 def client_settings(args: argparse.Namespace) -> dict[str, str]:
     """--command-config's properties (checked), and "timeout.ms": the wait, in ms, for connect
     and for each request: --timeout-ms, else the file's request.timeout.ms /
-    default.api.timeout.ms, else 30000."""
+    default.api.timeout.ms, else 30000. Sets `args.security` (minibroker.client.security) from
+    the file's security.protocol, ssl.* and sasl.* properties."""
+    from minibroker.client.security import SecurityConfigError, from_properties
     path = getattr(args, "command_config", None)
     props = read_properties(path) if path else {}
-    proto = props.get("security.protocol", "PLAINTEXT").upper()
-    if proto != "PLAINTEXT":
-        fail(f"security.protocol={proto} in {path}: minibroker's tools speak PLAINTEXT only")
+    try:
+        args.client_props = dict(props)
+        args.security = from_properties(props)
+        args.security.ssl_context()             # certificate files load, or one clear error now
+    except SecurityConfigError as e:
+        fail(f"{path}: {e}")
     timeout = getattr(args, "timeout_ms", None)
     if timeout is None:
         for key in _TIMEOUT_KEYS:
@@ -167,30 +174,54 @@ def client_settings(args: argparse.Namespace) -> dict[str, str]:
     return props
 
 
-async def probe(servers: str, client_id: str, timeout_ms: int):
+def security_with(args: argparse.Namespace, conf: dict[str, str], flag: str):
+    """args.security, unless a tool's own client properties (--producer.config, ...) set the
+    security.protocol, ssl.* or sasl.* keys: then those over --command-config's."""
+    from minibroker.client.security import SecurityConfigError, from_properties
+    if not any(k.startswith(("security.", "ssl.", "sasl.")) for k in conf):
+        return args.security
+    try:
+        sec = from_properties({**args.client_props, **conf})
+        sec.ssl_context()
+        return sec
+    except SecurityConfigError as e:
+        fail(f"{flag}: {e}")
+
+
+async def probe(servers: str, client_id: str, timeout_ms: int, security=None):
     """A connection to the first bootstrap server that accepts one *and* answers ApiVersions
-    within `timeout_ms`; one sentence naming each server and what it did otherwise."""
+    (and authenticates, with SASL) within `timeout_ms`; one sentence naming each server and
+    what it did otherwise."""
     from kafka.protocol.metadata import ApiVersionsRequest
     from minibroker.network.client import KafkaClientConnection
+    from minibroker.network.sasl_client import AuthenticationFailed
     timeout = timeout_ms / 1000
+    tls = security.ssl_context() if security is not None else None
     tried = []
     accepted = False            # some server took the connection
     for host, p in split_servers(servers):
         try:
             conn = await asyncio.wait_for(
-                KafkaClientConnection.connect(host, p, client_id=client_id), timeout)
+                KafkaClientConnection.connect(host, p, client_id=client_id, ssl=tls), timeout)
         except asyncio.TimeoutError:    # first: TimeoutError is an OSError too
             tried.append(f"{host}:{p} (no connection in {timeout_ms} ms)")
+            continue
+        except ssl.SSLError as e:
+            tried.append(f"{host}:{p} (TLS handshake failed: {e.reason or one_line(e)})")
             continue
         except OSError as e:
             tried.append(f"{host}:{p} ({os_reason(e)})")
             continue
         try:
             await conn.request(ApiVersionsRequest(), 0, timeout=timeout)
+            if security is not None:
+                await asyncio.wait_for(security.authenticate(conn), timeout)
             return conn
         except asyncio.TimeoutError:
             tried.append(f"{host}:{p} (accepted the connection but did not answer ApiVersions "
                          f"in {timeout_ms} ms)")
+        except AuthenticationFailed as e:
+            tried.append(f"{host}:{p} (authentication failed: {one_line(e)})")
         except (ConnectionError, OSError):
             tried.append(f"{host}:{p} (closed the connection without answering ApiVersions)")
         accepted = True

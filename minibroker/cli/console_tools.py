@@ -19,7 +19,7 @@ import re
 import sys
 
 from minibroker.cli.common import (add_client_flags, bootstrap_parser, client_settings, fail,
-                                   probe, read_properties, refuse)
+                                   probe, read_properties, refuse, security_with)
 from minibroker.client.consumer import Consumer
 from minibroker.client.producer import Producer
 from minibroker.client.records import TopicPartition
@@ -105,9 +105,10 @@ def _true(props: dict, key: str) -> bool:
 async def _produce(args) -> None:
     settings = client_settings(args)
     ms = int(settings["timeout.ms"])
-    (await probe(args.bootstrap_server, "console-producer", ms)).close()
     props = _props(args.property, args.reader_config, "--property")
     conf = _props(args.producer_property, args.producer_config, "--producer-property")
+    security = security_with(args, conf, "--producer.config")
+    (await probe(args.bootstrap_server, "console-producer", ms, security)).close()
     acks = _ACKS.get(conf.get("acks", args.request_required_acks), -1)
     sep, null = props.get("key.separator", "\t"), props.get("null.marker")
     async with Producer(args.bootstrap_server, acks=acks, enable_idempotence=acks == -1,
@@ -117,7 +118,7 @@ async def _produce(args) -> None:
                         client_id=conf.get("client.id", "console-producer"),
                         retries=args.message_send_max_retries,
                         retry_backoff_ms=args.retry_backoff_ms, request_timeout_ms=ms,
-                        metadata_timeout_ms=args.max_block_ms) as producer:
+                        metadata_timeout_ms=args.max_block_ms, security=security) as producer:
         pending = []
         for n, line in enumerate(sys.stdin, 1):
             line = line.rstrip("\n")
@@ -170,15 +171,16 @@ async def _consume(args) -> None:
         fail("The partition is required when offset is specified.")
     settings = client_settings(args)
     ms = int(settings["timeout.ms"])
-    (await probe(args.bootstrap_server, "console-consumer", ms)).close()
     props = _props(args.property, args.formatter_config, "--property")
     conf = _props(args.consumer_property, args.consumer_config, "--consumer-property")
+    security = security_with(args, conf, "--consumer.config")
+    (await probe(args.bootstrap_server, "console-consumer", ms, security)).close()
     group = args.group or conf.get("group.id")
     reset = "earliest" if args.from_beginning else conf.get("auto.offset.reset", "latest")
     consumer = Consumer(args.bootstrap_server, group_id=group, auto_offset_reset=reset,
                         client_id=conf.get("client.id", "console-consumer"),
                         isolation_level=conf.get("isolation.level", args.isolation_level),
-                        request_timeout_ms=ms)
+                        request_timeout_ms=ms, security=security)
     try:
         await _subscribe(consumer, args)
         await _print_records(consumer, args, props)

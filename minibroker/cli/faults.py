@@ -144,7 +144,7 @@ def request(args) -> FaultControlRequest:
 
 async def _main(args) -> None:
     ms = int(client_settings(args)["timeout.ms"])
-    conn = await probe(args.bootstrap_server, "minibroker-faults", ms)
+    conn = await probe(args.bootstrap_server, "minibroker-faults", ms, args.security)
     try:
         resp = await conn.request(request(args), VERSION, timeout=ms / 1000)
     except Exception as e:  # noqa: BLE001 — the broker closed or timed out: one line

@@ -37,6 +37,7 @@ from minibroker.client.list_offsets import EARLIEST, LATEST, list_offsets
 from minibroker.client.group_protocol import decode_assignment, decode_subscription
 from minibroker.client.metadata import ClusterMetadata
 from minibroker.client.records import TopicPartition
+from minibroker.client.security import ClientSecurity
 from minibroker.protocol.errors import for_code
 from minibroker.protocol.messages import (AssignPartitionsRequest, AssignPartitionsResponse,
                                           ConsumerGroupDescribeRequest,
@@ -75,9 +76,10 @@ def _err(code: int, what: str, message: str | None = None) -> Exception | None:
 
 class Admin(AclAdmin, PooledClient):
     def __init__(self, bootstrap_servers: str | list[str], *, client_id: str = "minibroker-admin",
-                 request_timeout_ms: int = 30000, ssl_context: Any = None) -> None:
+                 request_timeout_ms: int = 30000, ssl_context: Any = None,
+                 security: ClientSecurity | None = None) -> None:
         self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms,
-                                   ssl_context=ssl_context)
+                                   ssl_context=ssl_context, security=security)
         self.metadata = ClusterMetadata(self.pool, allow_auto_topic_creation=False)
         self.timeout_ms = request_timeout_ms
         self.last_throttle_time_ms = 0

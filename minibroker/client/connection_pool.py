@@ -16,7 +16,9 @@ from typing import Any, Callable
 from kafka.errors import KafkaConnectionError, NodeNotReadyError, UnsupportedVersionError
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
+from minibroker.client.security import ClientSecurity
 from minibroker.network.client import ConnectionClosed, KafkaClientConnection
+from minibroker.network.sasl_client import AuthenticationFailed
 
 log = logging.getLogger("minibroker.client")
 
@@ -61,9 +63,11 @@ def parse_bootstrap(servers: str | list[str]) -> list[tuple[str, int]]:
 class ConnectionPool:
     def __init__(self, bootstrap_servers: str | list[str], client_id: str,
                  request_timeout_ms: int = 30000, reconnect_backoff_ms: int = 50,
-                 ssl_context: Any = None) -> None:
+                 ssl_context: Any = None, security: ClientSecurity | None = None) -> None:
         self.client_id = client_id
-        self.ssl_context = ssl_context      # security.protocol=SSL: every connection uses TLS
+        # security.protocol SSL / SASL_SSL: every connection uses TLS; SASL_*: and authenticates
+        self.security = security
+        self.ssl_context = ssl_context if security is None else security.ssl_context()
         self.request_timeout = request_timeout_ms / 1000
         self.reconnect_backoff = reconnect_backoff_ms / 1000
         self.bootstrap = parse_bootstrap(bootstrap_servers)
@@ -146,7 +150,13 @@ class ConnectionPool:
             conn = await KafkaClientConnection.connect(host, port, self.client_id,
                                                       timeout=self.request_timeout,
                                                       ssl=self.ssl_context)
-            conn.api_versions = await self._api_versions(conn)
+            try:
+                conn.api_versions = await self._api_versions(conn)
+                if self.security is not None:
+                    await self.security.authenticate(conn)
+            except BaseException:
+                conn.close()
+                raise
             if self.closed:
                 conn.close()
                 return None
@@ -155,7 +165,7 @@ class ConnectionPool:
             return conn
         except (OSError, ConnectionClosed, asyncio.TimeoutError, KeyError,
                 ApiVersionsFailed) as e:
-            (log.warning if isinstance(e, ApiVersionsFailed) else log.debug)(
+            (log.warning if isinstance(e, (ApiVersionsFailed, AuthenticationFailed)) else log.debug)(
                 "connect to node %s failed: %r", node, e)
             self._why[node] = str(e) or (
                 f"no connection in {self.request_timeout * 1000:.0f} ms"

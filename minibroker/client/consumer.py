@@ -61,6 +61,7 @@ from minibroker.client.ordering_barrier import OrderingBarrier, PartitionKeyReba
 from minibroker.client.partition_state import PartitionState
 from minibroker.client.records import (ConsumerGroupMetadata, ConsumerRecord, TopicPartition,
                                        decode_records, drop_aborted)
+from minibroker.client.security import ClientSecurity
 from minibroker.protocol.errors import INVALID_PARTITION_METADATA
 from minibroker.protocol.messages import FetchRequestKip253
 
@@ -77,7 +78,8 @@ class Consumer(GroupOffsets, PooledClient):
                  isolation_level: str = "read_uncommitted", request_timeout_ms: int = 30000,
                  retry_backoff_ms: int = 100, assignors: Iterable[str] = ("range", "roundrobin"),
                  allow_auto_create_topics: bool = True, ordering_barrier: bool = True,
-                 metadata_max_age_ms: int = 300000, ssl_context: Any = None) -> None:
+                 metadata_max_age_ms: int = 300000, ssl_context: Any = None,
+                 security: ClientSecurity | None = None) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"auto_offset_reset {auto_offset_reset!r}")
         self.group_id = group_id
@@ -99,7 +101,7 @@ class Consumer(GroupOffsets, PooledClient):
             if a not in ASSIGNORS:
                 raise ValueError(f"unknown assignor {a!r}")
         self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms,
-                                   ssl_context=ssl_context)
+                                   ssl_context=ssl_context, security=security)
         self.metadata = ClusterMetadata(self.pool,
                                         allow_auto_topic_creation=allow_auto_create_topics)
         self._parts: dict[TopicPartition, PartitionState] = {}

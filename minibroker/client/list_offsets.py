@@ -17,6 +17,7 @@ from minibroker.client.records import TopicPartition
 
 EARLIEST, LATEST = -2, -1
 MISSING_ROUNDS = 5
+MISSING_SECONDS = 1.0
 
 # Partition errors that a metadata refresh (a moved leader, a removed partition) may cure.
 REFRESH_ERRORS = {Errors.NotLeaderForPartitionError.errno, Errors.FencedLeaderEpochError.errno,
@@ -37,7 +38,9 @@ async def list_offsets(pool: ConnectionPool, metadata: ClusterMetadata,
     removal, topic deletion): it is left out of the answer instead of retried until the timeout;
     so is one whose leader still answers UNKNOWN_TOPIC_OR_PARTITION (or that has none) after
     MISSING_ROUNDS refreshes (a metadata answer that lags the deletion, or a partition not yet
-    on its leader): the caller asks again later.
+    on its leader): the caller asks again later. Absent only counts once it has lasted
+    MISSING_SECONDS over refreshes: a broker whose metadata lags a just-created partition answers
+    without it, and a caller that planned reading it would otherwise skip its first records.
     leader_epochs, when given, receives each answer's leader epoch (-1 from brokers without it).
     """
     loop = asyncio.get_running_loop()
@@ -45,19 +48,14 @@ async def list_offsets(pool: ConnectionPool, metadata: ClusterMetadata,
     out: dict[TopicPartition, tuple[int, int]] = {}
     todo = dict(specs)
     missing: collections.Counter = collections.Counter()    # rounds a partition looked missing
+    since: dict[TopicPartition, float] = {}                # when it first did
     while todo:
         if drop_missing:
-            for tp in sorted(todo):
-                md = metadata.topic(tp.topic)
-                if md is None or tp.partition not in md.partitions or \
-                        missing[tp] >= MISSING_ROUNDS:
-                    del todo[tp]
-                elif metadata.leader(tp.topic, tp.partition) < 0:
-                    missing[tp] += 1
+            _drop_missing(metadata, todo, missing, since, loop.time())
             if not todo:
                 break
         for t in {tp.topic for tp in todo}:
-            if metadata.topic(t) is None:
+            if metadata.topic(t) is None and not drop_missing:
                 await metadata.wait_for_topic(t, timeout=max(0.1, end - loop.time()))
         by_node: dict[int, list[TopicPartition]] = collections.defaultdict(list)
         for tp in todo:
@@ -105,3 +103,18 @@ async def list_offsets(pool: ConnectionPool, metadata: ClusterMetadata,
             await metadata.refresh({tp.topic for tp in todo})
             await asyncio.sleep(0.05)
     return out
+
+
+def _drop_missing(metadata: ClusterMetadata, todo: dict, missing: collections.Counter,
+                  since: dict, now: float) -> None:
+    """Leave out of `todo` the partitions missing (no metadata, no leader, or answered unknown)
+    for MISSING_ROUNDS rounds over at least MISSING_SECONDS."""
+    for tp in sorted(todo):
+        md = metadata.topic(tp.topic)
+        if md is None or tp.partition not in md.partitions \
+                or metadata.leader(tp.topic, tp.partition) < 0:
+            missing[tp] += 1
+        if missing[tp]:
+            since.setdefault(tp, now)
+        if missing[tp] >= MISSING_ROUNDS and now - since[tp] >= MISSING_SECONDS:
+            del todo[tp]

@@ -76,6 +76,7 @@ from minibroker.client.list_offsets import EARLIEST, list_offsets
 from minibroker.client.metadata import ClusterMetadata, TopicMetadata
 from minibroker.client.records import (ConsumerGroupMetadata, RecordMetadata, TopicPartition,
                                        codec_id, encode_batch, estimate_size, mark_transactional)
+from minibroker.client.security import ClientSecurity
 from minibroker.client.transactions import TransactionManager
 from minibroker.clock import Clock
 from minibroker.partitioning import parent as partition_parent
@@ -146,7 +147,8 @@ class Producer:
                  delivery_timeout_ms: int = 120000, request_timeout_ms: int = 30000,
                  metadata_timeout_ms: int = 60000, clock: Clock | None = None,
                  tombstone_check_interval_ms: int = 1000, transactional_id: str | None = None,
-                 transaction_timeout_ms: int = 60000, ssl_context: Any = None) -> None:
+                 transaction_timeout_ms: int = 60000, ssl_context: Any = None,
+                 security: ClientSecurity | None = None) -> None:
         acks = -1 if acks == "all" else int(acks)
         if acks not in (-1, 0, 1):
             raise ValueError(f"acks must be -1/'all', 0 or 1, not {acks}")
@@ -170,7 +172,7 @@ class Producer:
         self.metadata_timeout = metadata_timeout_ms / 1000
         self.clock = clock or Clock()
         self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms,
-                                   ssl_context=ssl_context)
+                                   ssl_context=ssl_context, security=security)
         self.metadata = ClusterMetadata(self.pool)
         self._parts: dict[TopicPartition, _PartitionState] = {}
         self._undesignated: dict[str, list] = {}        # topic -> [(key, value, headers, ts, fut, created)]

@@ -7,6 +7,7 @@ INVALID_REQUEST with Kafka's message, the others in the request are created all 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from kafka.errors import InvalidRequestError
 
@@ -24,7 +25,8 @@ Deletion = tuple[int, str | None, list[tuple[AclBinding, int, str | None]]]
 def create_acls(image: MetadataImage, bindings: list[AclBinding],
                 ids: IdSource) -> Result[list[Creation]]:
     existing = set(image.acls.values())
-    records, response = [], []
+    records: list[Any] = []
+    response: list[Creation] = []
     for b in bindings:
         problem = b.invalid()
         if problem:
@@ -40,14 +42,15 @@ def create_acls(image: MetadataImage, bindings: list[AclBinding],
 def delete_acls(image: MetadataImage, filters: list[AclBindingFilter]) -> Result[list[Deletion]]:
     """Each filter's matching ACLs are removed (an ACL matched by two filters, once)."""
     removed: set[uuid.UUID] = set()
-    records, response = [], []
+    records: list[Any] = []
+    response: list[Deletion] = []
     ordered = sorted(image.acls.items(), key=lambda kv: kv[1])
     for f in filters:
         problem = f.invalid()
         if problem:
             response.append((InvalidRequestError.errno, problem, []))
             continue
-        matched = []
+        matched: list[tuple[AclBinding, int, str | None]] = []
         for acl_id, b in ordered:
             if f.matches(b):
                 matched.append((b, 0, None))

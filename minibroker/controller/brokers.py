@@ -18,7 +18,8 @@ def register_broker(image: MetadataImage, broker_id: int, host: str, port: int,
     prev = image.brokers.get(broker_id)
     epoch = (prev.broker_epoch + 1) if prev else image.offset + 1
     out = [records.register_broker(broker_id, epoch, host, port, rack, control_port,
-                                   tuple(map(tuple, listeners))),
+                                   # lists from JSON too, made tuples
+                                   tuple(map(tuple, listeners))),  # type: ignore[arg-type]
            records.unfence_broker(broker_id, epoch)]
     # Partitions left without a leader that this broker is in sync for get it back.
     for name in sorted(image.topics):

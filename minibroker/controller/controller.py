@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Coroutine, Sequence, TypeVar
 
 from kafka.errors import PolicyViolationError, RequestTimedOutError
 
@@ -33,10 +33,14 @@ from minibroker.controller.metadata_log import MetadataLog
 from minibroker.controller.partition_removal import removal_loop
 from minibroker.controller.propagator import Propagator
 from minibroker.controller.quorum import LeaderLog, NotLeader
-from minibroker.controller.reassignment_progress import progress
+from minibroker.controller.reassignment_progress import Progress, progress
+from minibroker.controller.records import Listeners
 from minibroker.controller.result import ControllerHalted, ControllerMoved, ItemResult, Result
+from minibroker.controller.topics import TopicSpec
 from minibroker.ids import IdSource
 from minibroker.network.partitions import NetworkPartitions
+from minibroker.security.acl import AclBinding, AclBindingFilter
+from minibroker.security.credentials import Upsertion
 
 log = logging.getLogger("minibroker.controller")
 
@@ -45,6 +49,8 @@ log = logging.getLogger("minibroker.controller")
 # while every broker and client of an in-process cluster shares this loop; each costs ~0.15 ms
 # (encoded into the log, replayed), so 50 is ~8 ms.
 YIELD_EVERY_RECORDS = 50
+
+T = TypeVar("T")
 
 
 class Controller:
@@ -66,7 +72,7 @@ class Controller:
         self.image = MetadataImage()
         self.propagator = Propagator(self.controller_id, controller_epoch, network)
         self._lock = _ActiveLock(self)
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self.running = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -107,16 +113,16 @@ class Controller:
         async with self._lock:
             await self.propagator.full_sync(self.image)
 
-    def spawn(self, coro) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro))
 
     # ------------------------------------------------------------------ commit
-    async def _write(self, result: Result) -> Any:
+    async def _write(self, result: Result[T]) -> T:
         """Commit an operation's records, then give its response. Caller holds the lock."""
         await self.commit(result.records)
         return result.response
 
-    async def write(self, op: Callable[[MetadataImage], Result]) -> Any:
+    async def write(self, op: Callable[[MetadataImage], Result[T]]) -> T:
         """Run an operation on the current image under the lock and commit its records (the
         controller tasks' way in, as Kafka's appendWriteEvent)."""
         async with self._lock:
@@ -129,13 +135,13 @@ class Controller:
         return await log_bounds(self.propagator.connection, self.image.brokers.get(broker_id),
                                 topic, partition)
 
-    async def commit(self, records: list, propagate: bool = True) -> MetadataImage:
+    async def commit(self, records: Sequence[Any], propagate: bool = True) -> MetadataImage:
         """Append, replay, apply, propagate. Caller holds the lock."""
         if not records:
             return self.image
         return await self.commit_steps([records], site=None, propagate=propagate)
 
-    async def commit_steps(self, steps: list[list], site: str | None,
+    async def commit_steps(self, steps: Sequence[Sequence[Any]], site: str | None,
                            propagate: bool = True) -> MetadataImage:
         """Append each step to the log in turn, then propagate once.
 
@@ -177,7 +183,7 @@ class Controller:
     # ------------------------------------------------------------------ brokers
     async def register_broker(self, broker_id: int, host: str, port: int,
                               rack: str | None, control_port: int = -1,
-                              listeners: tuple = ()) -> int:
+                              listeners: Listeners = ()) -> int:
         async with self._lock:
             return await self._write(brokers.register_broker(self.image, broker_id, host, port,
                                                              rack, control_port, listeners))
@@ -192,7 +198,8 @@ class Controller:
         async with self._lock:
             res = partitions.alter_partition(self.image, broker_id, topic, partition,
                                              leader_epoch, partition_epoch, new_isr)
-            moving = bool(res.records) and self.partition(topic, partition).reassigning
+            reg = self.partition(topic, partition)      # there, when the change has records
+            moving = bool(res.records) and reg is not None and reg.reassigning
             await self._write(res)
             if moving:
                 await self._complete_reassignments()
@@ -205,7 +212,8 @@ class Controller:
                                                              preferred))
 
     async def elect_leaders(self, election_type: int,
-                            partitions: list[tuple[str, int]] | None) -> list:
+                            partitions: list[tuple[str, int]] | None
+                            ) -> list[elections.ElectionResult]:
         """ElectLeaders: preferred or unclean elections, one commit (controller/elections.py)."""
         async with self._lock:
             return await self._write(elections.elect_leaders(self.image, election_type,
@@ -232,7 +240,7 @@ class Controller:
     # size, built at once); up to 300, RSS stays as with a commit per topic (71 MB).
     CREATE_CHUNK_PARTITIONS = 300
 
-    async def create_topics(self, specs, validate_only: bool) -> list[ItemResult]:
+    async def create_topics(self, specs: list[TopicSpec], validate_only: bool) -> list[ItemResult]:
         """specs: (name, partitions, replication_factor, assignments|None, configs). Commits at
         topic boundaries, each once it holds CREATE_CHUNK_PARTITIONS partitions; the records
         are built YIELD_EVERY_RECORDS partitions per turn of the loop."""
@@ -240,7 +248,8 @@ class Controller:
             plans, response = topics.plan_topics(self.image, specs, self.ids, self.config)
             if validate_only:
                 return response
-            chunk, pending = [], 0
+            chunk: list[Any] = []
+            pending = 0
             for plan in plans:
                 if pending >= self.CREATE_CHUNK_PARTITIONS:
                     await self.commit(chunk)
@@ -258,7 +267,8 @@ class Controller:
         async with self._lock:
             return await self._write(topics.delete_topics(self.image, names))
 
-    async def create_partitions(self, name: str, count: int, assignments, validate_only: bool):
+    async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None,
+                                validate_only: bool) -> ItemResult:
         async with self._lock:
             res = partition_count.change_partition_count(self.image, name, count, assignments,
                                                          self.ids)
@@ -278,20 +288,21 @@ class Controller:
                                   "completes it from the metadata log")
             return res.response
 
-    async def alter_topic_configs(self, name: str, changes: dict, replace: bool,
+    async def alter_topic_configs(self, name: str, changes: dict[str, str | None], replace: bool,
                                   validate_only: bool) -> ItemResult:
         async with self._lock:
             res = topics.alter_topic_configs(self.image, name, changes, replace)
             return res.response if validate_only else await self._write(res)
 
-    async def alter_broker_configs(self, resource_name: str, changes: dict,
+    async def alter_broker_configs(self, resource_name: str, changes: dict[str, str | None],
                                    validate_only: bool, replace: bool = False) -> ItemResult:
         async with self._lock:
             res = broker_configs.alter_broker_configs(self.image, resource_name, changes,
                                                       replace)
             return res.response if validate_only else await self._write(res)
 
-    async def alter_group_configs(self, group_id: str, changes: dict, validate_only: bool,
+    async def alter_group_configs(self, group_id: str, changes: dict[str, str | None],
+                                  validate_only: bool,
                                   replace: bool = False) -> ItemResult:
         async with self._lock:
             res = group_configs.alter_group_configs(self.image, self.config, group_id, changes,
@@ -303,22 +314,24 @@ class Controller:
         return dict(self.image.group_configs.get(group_id, {}))
 
     # ------------------------------------------------------------------ ACLs (KIP-11)
-    async def create_acls(self, bindings: list) -> list:
+    async def create_acls(self, bindings: list[AclBinding]) -> list[acls.Creation]:
         async with self._lock:
             return await self._write(acls.create_acls(self.image, bindings, self.ids))
 
-    async def delete_acls(self, filters: list) -> list:
+    async def delete_acls(self, filters: list[AclBindingFilter]) -> list[acls.Deletion]:
         async with self._lock:
             return await self._write(acls.delete_acls(self.image, filters))
 
-    async def alter_user_scram_credentials(self, deletions: list, upsertions: list) -> list:
+    async def alter_user_scram_credentials(self, deletions: list[tuple[str, int]],
+                                           upsertions: list[Upsertion]) -> list[scram.UserResult]:
         """KIP-554 (controller/scram.py): [(user, error code, message)]."""
         async with self._lock:
             return await self._write(scram.alter_user_scram_credentials(
                 self.image, deletions, upsertions))
 
     # ------------------------------------------------------------------ reassignment (KIP-179)
-    async def assign_partitions(self, assignments: list[tuple[str, int, list[int]]]):
+    async def assign_partitions(self, assignments: list[tuple[str, int, list[int]]]
+                                ) -> reassignment.Accepted:
         """Start moving partitions to new replica sets; returns reassignment.Accepted."""
         async with self._lock:
             res = reassignment.plan(self.image, assignments, self.clock.now_ms(),
@@ -328,7 +341,9 @@ class Controller:
                 await self._complete_reassignments()
             return res.response
 
-    async def alter_partition_reassignments(self, items: list, allow_rf_change: bool) -> list:
+    async def alter_partition_reassignments(self, items: list[tuple[str, int, list[int] | None]],
+                                            allow_rf_change: bool
+                                            ) -> list[reassignment.AlterResult]:
         """KIP-455 (AlterPartitionReassignments): [(topic, partition, error code, message)]."""
         async with self._lock:
             res = reassignment.plan_alter(
@@ -339,14 +354,16 @@ class Controller:
                 await self._complete_reassignments()
             return res.response
 
-    async def list_partition_reassignments(self, wanted: dict[str, list[int]] | None) -> list:
+    async def list_partition_reassignments(self, wanted: dict[str, list[int]] | None
+                                           ) -> list[tuple[str, int, PartitionRegistration]]:
         """KIP-455 (ListPartitionReassignments): [(topic, partition, registration)] moving now."""
         return reassignment.ongoing(self.image, wanted)
 
     async def _complete_reassignments(self) -> None:
         await self.commit(reassignment.completion_records(self.image))
 
-    async def partition_assignment_status(self, request_id: int):
+    async def partition_assignment_status(self, request_id: int
+                                          ) -> tuple[int, int, list[Progress]]:
         """(error code, request id, [reassignment.Progress]) — -1 asks for the latest request."""
         ra = reassignment.request(self.image, request_id)
         if ra is None:
@@ -379,5 +396,5 @@ class _ActiveLock:
             self._lock.release()
             raise ControllerMoved(self._ctl.controller_id)
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         self._lock.release()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Iterable, TypedDict
 
 from minibroker.security.credentials import ScramCredential
 from minibroker.controller.image import (CONTROL_PLANE_LISTENER, BrokerRegistration,
@@ -15,10 +16,30 @@ from minibroker.controller.image import (CONTROL_PLANE_LISTENER, BrokerRegistrat
                                          TopicImage)
 from minibroker.security.acl import AclBinding
 
+if TYPE_CHECKING:
+    from minibroker.protocol.records import (
+        AccessControlEntryRecord, ConfigRecord, FenceBrokerRecord, PartitionChangeRecord,
+        PartitionReassignmentRecord, PartitionRecord, ProducerIdsRecord, RegisterBrokerRecord,
+        RemoveAccessControlEntryRecord, RemovePartitionRecord, RemoveTopicRecord,
+        RemoveUserScramCredentialRecord, TopicPartitionCountRecord, TopicRecord,
+        UnfenceBrokerRecord, UserScramCredentialRecord)
+
 NO_LEADER_CHANGE = -2
 
 
-def _pairs(entries) -> tuple[tuple[int, int], ...]:
+class TopicFields(TypedDict):
+    """A touched topic's fields while a delta is open: TopicImage's, mutable."""
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionRegistration]
+    initial_partition_count: int
+    undeleted_partition_count: int
+    configs: dict[str, str]
+    pending_after_creation: tuple[tuple[int, int], ...]
+    removed_leader_epochs: tuple[tuple[int, int], ...]
+
+
+def _pairs(entries: Iterable[Any] | None) -> tuple[tuple[int, int], ...]:
     return tuple(sorted((e.partition_index, e.leader_epoch) for e in (entries or ())))
 
 
@@ -27,7 +48,7 @@ class MetadataDelta:
         self.image = image
         self.offset = image.offset
         self.brokers = dict(image.brokers)
-        self.topics: dict[str, dict] = {}           # name → mutable topic fields (touched only)
+        self.topics: dict[str, TopicFields] = {}    # name → mutable topic fields (touched only)
         self.removed_topics: set[str] = set()
         self.topics_by_id = dict(image.topics_by_id)
         self.broker_configs = dict(image.broker_configs)
@@ -41,15 +62,15 @@ class MetadataDelta:
         self.changed_topics: set[str] = set()
         self.changed_brokers: set[int] = set()
         self.broker_configs_changed = False
-        self.acls: dict | None = None               # a copy of image.acls once one changes
+        self.acls: dict[uuid.UUID, AclBinding] | None = None    # image.acls' copy once one changes
 
     # ------------------------------------------------------------------ helpers
-    def _topic(self, topic_id: uuid.UUID) -> dict:
+    def _topic(self, topic_id: uuid.UUID) -> TopicFields:
         name = self.topics_by_id[topic_id]
         t = self.topics.get(name)
         if t is None:
             img = self.image.topics[name]
-            t = self.topics[name] = dict(
+            t = self.topics[name] = TopicFields(
                 name=name, topic_id=img.topic_id, partitions=dict(img.partitions),
                 initial_partition_count=img.initial_partition_count,
                 undeleted_partition_count=img.undeleted_partition_count,
@@ -58,7 +79,7 @@ class MetadataDelta:
         self.changed_topics.add(name)
         return t
 
-    def topic_view(self, name: str) -> dict | None:
+    def topic_view(self, name: str) -> TopicFields | None:
         if name in self.removed_topics:
             return None
         if name in self.topics:
@@ -67,11 +88,11 @@ class MetadataDelta:
         return None if img is None else self._topic(img.topic_id)
 
     # ------------------------------------------------------------------ replay
-    def replay(self, record, offset: int) -> None:
+    def replay(self, record: Any, offset: int) -> None:
         self.offset = offset                # before: a reassignment's id is its record's offset
         getattr(self, "_replay_" + type(record).__name__)(record)
 
-    def _replay_RegisterBrokerRecord(self, r) -> None:
+    def _replay_RegisterBrokerRecord(self, r: RegisterBrokerRecord) -> None:
         ep = r.end_points[0]
         control = [e.port for e in r.end_points[1:] if e.name == CONTROL_PLANE_LISTENER]
         listeners = tuple((e.name, e.host, e.port, e.security_protocol) for e in r.end_points
@@ -83,29 +104,29 @@ class MetadataDelta:
                                                        control[0] if control else -1, listeners)
         self.changed_brokers.add(r.broker_id)
 
-    def _replay_FenceBrokerRecord(self, r) -> None:
+    def _replay_FenceBrokerRecord(self, r: FenceBrokerRecord) -> None:
         self.brokers[r.id] = dataclasses.replace(self.brokers[r.id], fenced=True)
         self.changed_brokers.add(r.id)
 
-    def _replay_UnfenceBrokerRecord(self, r) -> None:
+    def _replay_UnfenceBrokerRecord(self, r: UnfenceBrokerRecord) -> None:
         self.brokers[r.id] = dataclasses.replace(self.brokers[r.id], fenced=False)
         self.changed_brokers.add(r.id)
 
-    def _replay_TopicRecord(self, r) -> None:
+    def _replay_TopicRecord(self, r: TopicRecord) -> None:
         self.removed_topics.discard(r.name)
         self.topics_by_id[r.topic_id] = r.name
-        self.topics[r.name] = dict(name=r.name, topic_id=r.topic_id, partitions={},
+        self.topics[r.name] = TopicFields(name=r.name, topic_id=r.topic_id, partitions={},
                                    initial_partition_count=0, undeleted_partition_count=0,
                                    configs={}, pending_after_creation=(), removed_leader_epochs=())
         self.changed_topics.add(r.name)
 
-    def _replay_TopicPartitionCountRecord(self, r) -> None:
+    def _replay_TopicPartitionCountRecord(self, r: TopicPartitionCountRecord) -> None:
         t = self._topic(r.topic_id)
         t["initial_partition_count"] = r.initial_partition_count
         t["undeleted_partition_count"] = r.undeleted_partition_count
         t["pending_after_creation"] = _pairs(r.pending_leader_epoch_after_creation)
 
-    def _replay_PartitionRecord(self, r) -> None:
+    def _replay_PartitionRecord(self, r: PartitionRecord) -> None:
         t = self._topic(r.topic_id)
         t["partitions"][r.partition_id] = PartitionRegistration(
             replicas=tuple(r.replicas), isr=tuple(r.isr), leader=r.leader,
@@ -119,11 +140,11 @@ class MetadataDelta:
                 and all(p in t["partitions"] for p in range(count))):
             t["pending_after_creation"] = ()
 
-    def _replay_PartitionChangeRecord(self, r) -> None:
+    def _replay_PartitionChangeRecord(self, r: PartitionChangeRecord) -> None:
         t = self._topic(r.topic_id)
         prev: PartitionRegistration = t["partitions"][r.partition_id]
-        changes = {"partition_epoch": r.partition_epoch if r.partition_epoch >= 0
-                   else prev.partition_epoch + 1}
+        changes: dict[str, Any] = {"partition_epoch": r.partition_epoch if r.partition_epoch >= 0
+                                   else prev.partition_epoch + 1}
         if r.isr is not None:
             changes["isr"] = tuple(r.isr)
         if r.replicas is not None:
@@ -151,7 +172,7 @@ class MetadataDelta:
             self._moved(r.topic_id, r.partition_id,
                         "done" if set(new.replicas) == set(target) else "cancelled")
 
-    def _moved(self, topic_id, partition_id: int, how: str) -> None:
+    def _moved(self, topic_id: uuid.UUID, partition_id: int, how: str) -> None:
         """A partition's reassignment ended: completed ("done"), moved back ("cancelled") or its
         partition deleted ("gone")."""
         rid = self.moving.pop((topic_id, partition_id), None)
@@ -160,7 +181,7 @@ class MetadataDelta:
             self.reassignments[rid] = dataclasses.replace(
                 ra, **{how: getattr(ra, how) | {(topic_id, partition_id)}})
 
-    def _replay_PartitionReassignmentRecord(self, r) -> None:
+    def _replay_PartitionReassignmentRecord(self, r: PartitionReassignmentRecord) -> None:
         for rid in r.expired_request_ids:
             self.reassignments.pop(rid, None)
         parts = {(p.topic_id, p.partition_id): (tuple(p.replicas), tuple(p.original_replicas))
@@ -172,7 +193,7 @@ class MetadataDelta:
             if k not in done:
                 self.moving[k] = self.offset
 
-    def _replay_RemovePartitionRecord(self, r) -> None:
+    def _replay_RemovePartitionRecord(self, r: RemovePartitionRecord) -> None:
         t = self._topic(r.topic_id)
         reg = t["partitions"].pop(r.partition_id, None)
         self._moved(r.topic_id, r.partition_id, "gone")
@@ -181,7 +202,7 @@ class MetadataDelta:
             removed[r.partition_id] = max(reg.leader_epoch, removed.get(r.partition_id, -1))
             t["removed_leader_epochs"] = tuple(sorted(removed.items()))
 
-    def _replay_RemoveTopicRecord(self, r) -> None:
+    def _replay_RemoveTopicRecord(self, r: RemoveTopicRecord) -> None:
         for topic_id, pid in [k for k in self.moving if k[0] == r.topic_id]:
             self._moved(topic_id, pid, "gone")
         name = self.topics_by_id.pop(r.topic_id)
@@ -189,7 +210,7 @@ class MetadataDelta:
         self.removed_topics.add(name)
         self.changed_topics.add(name)
 
-    def _replay_ConfigRecord(self, r) -> None:
+    def _replay_ConfigRecord(self, r: ConfigRecord) -> None:
         if r.resource_type == 2:              # TOPIC
             t = self.topic_view(r.resource_name)
             if t is None:
@@ -209,27 +230,27 @@ class MetadataDelta:
         else:
             target[r.name] = r.value
 
-    def _replay_AccessControlEntryRecord(self, r) -> None:
+    def _replay_AccessControlEntryRecord(self, r: AccessControlEntryRecord) -> None:
         if self.acls is None:
             self.acls = dict(self.image.acls)
         self.acls[r.id] = AclBinding(r.resource_type, r.resource_name, r.pattern_type,
                                      r.principal, r.host, r.operation, r.permission_type)
 
-    def _replay_RemoveAccessControlEntryRecord(self, r) -> None:
+    def _replay_RemoveAccessControlEntryRecord(self, r: RemoveAccessControlEntryRecord) -> None:
         if self.acls is None:
             self.acls = dict(self.image.acls)
         self.acls.pop(r.id, None)
 
-    def _replay_UserScramCredentialRecord(self, r) -> None:
+    def _replay_UserScramCredentialRecord(self, r: UserScramCredentialRecord) -> None:
         self.scram_credentials[(r.name, r.mechanism)] = ScramCredential(
             bytes(r.salt), bytes(r.stored_key), bytes(r.server_key), r.iterations)
         self.scram_changed = True
 
-    def _replay_RemoveUserScramCredentialRecord(self, r) -> None:
+    def _replay_RemoveUserScramCredentialRecord(self, r: RemoveUserScramCredentialRecord) -> None:
         self.scram_credentials.pop((r.name, r.mechanism), None)
         self.scram_changed = True
 
-    def _replay_ProducerIdsRecord(self, r) -> None:
+    def _replay_ProducerIdsRecord(self, r: ProducerIdsRecord) -> None:
         self.next_producer_id = r.next_producer_id
 
     # ------------------------------------------------------------------ apply

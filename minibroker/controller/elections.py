@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any, Protocol
 
 from kafka.errors import (ElectionNotNeededError, EligibleLeadersNotAvailableError,
                           PreferredLeaderNotAvailableError, UnknownTopicOrPartitionError)
 
+from minibroker.clock import Clock
 from minibroker.controller import records
 from minibroker.controller.image import MetadataImage
 from minibroker.controller.result import ControllerHalted, ControllerMoved, Result
@@ -44,14 +46,15 @@ def elect_leaders(image: MetadataImage, election_type: int,
                   partitions: list[tuple[str, int]] | None) -> Result[list[ElectionResult]]:
     alive = {b.broker_id for b in image.live_brokers()}
     everything = partitions is None
-    if everything:
+    if partitions is None:
         partitions = [(name, i) for name in sorted(image.topics)
                       for i in sorted(image.topics[name].partitions)]
-    out, results = [], []
+    out: list[Any] = []
+    results: list[ElectionResult] = []
     for topic, index in partitions:
         t = image.topics.get(topic)
         p = t.partitions.get(index) if t else None
-        if p is None:
+        if t is None or p is None:
             results.append((topic, index, UnknownTopicOrPartitionError.errno,
                             f"The partition {topic}-{index} does not exist."))
             continue
@@ -111,7 +114,16 @@ def imbalanced_partitions(image: MetadataImage, per_broker_percentage: int
     return sorted(out)
 
 
-async def rebalance_loop(ctl, interval_s: float, per_broker_percentage: int) -> None:
+class RebalanceHost(Protocol):
+    """What the rebalance task uses of the controller."""
+    running: bool
+    clock: Clock
+
+    async def rebalance_leaders(self, per_broker_percentage: int) -> list[tuple[str, int]]: ...
+
+
+async def rebalance_loop(ctl: RebalanceHost, interval_s: float, per_broker_percentage: int
+                         ) -> None:
     """Kafka's auto leader rebalance, on the controller while it is active."""
     while ctl.running:
         await ctl.clock.sleep(interval_s)

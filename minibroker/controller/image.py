@@ -7,12 +7,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 from minibroker.security.acl import AclBinding
 from minibroker.security.credentials import ScramCredential
 
-EMPTY: Mapping = MappingProxyType({})
+EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 
 CONTROL_PLANE_LISTENER = "CONTROLLER"      # control.plane.listener.name (KIP-291)
@@ -63,9 +63,9 @@ class Reassignment:
     timestamp_ms: int
     # (topic id, partition) → (target replicas, replicas when accepted)
     partitions: Mapping[tuple[uuid.UUID, int], tuple[tuple[int, ...], tuple[int, ...]]]
-    done: frozenset = frozenset()       # (topic id, partition) whose move completed
-    gone: frozenset = frozenset()       # (topic id, partition) deleted before it completed
-    cancelled: frozenset = frozenset()  # (topic id, partition) moved back (KIP-455 cancel)
+    done: frozenset[tuple[uuid.UUID, int]] = frozenset()    # (topic id, partition) whose move completed
+    gone: frozenset[tuple[uuid.UUID, int]] = frozenset()    # ... deleted before it completed
+    cancelled: frozenset[tuple[uuid.UUID, int]] = frozenset()   # ... moved back (KIP-455 cancel)
 
     @property
     def complete(self) -> bool:

@@ -21,6 +21,7 @@ With enable.ordered.delivery=false the epoch steps are skipped and shrinking is 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any, Sequence
 
 from kafka.errors import (InvalidPartitionsError, InvalidReplicationAssignmentError,
                           PolicyViolationError, UnknownTopicOrPartitionError)
@@ -32,6 +33,9 @@ from minibroker.controller.result import ItemResult, Result
 from minibroker.controller.topics import EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_BATCH
 from minibroker.ids import IdSource
 
+if TYPE_CHECKING:
+    from minibroker.protocol import records as R
+
 log = logging.getLogger("minibroker.controller")
 
 
@@ -39,11 +43,13 @@ def ordered_delivery(topic: TopicImage) -> bool:
     return topic.configs.get("enable.ordered.delivery", "true").lower() != "false"
 
 
-def _count_record(t: TopicImage, count: int, pending=()):
+def _count_record(t: TopicImage, count: int, pending: records.Epochs = ()
+                  ) -> R.TopicPartitionCountRecord:
     return records.partition_count(t.topic_id, t.initial_partition_count, count, pending)
 
 
-def change_partition_count(image: MetadataImage, name: str, count: int, assignments,
+def change_partition_count(image: MetadataImage, name: str, count: int,
+                           assignments: Sequence[Sequence[int]] | None,
                            ids: IdSource) -> Result[ItemResult]:
     """CreatePartitions: the two log steps above, or no records and the error."""
     t = image.topics.get(name)
@@ -80,8 +86,8 @@ def _refused(error_code: int, message: str) -> Result[ItemResult]:
     return Result((), ItemResult(error_code, message))
 
 
-def _expansion(image: MetadataImage, t: TopicImage, count: int, assignments,
-               ids: IdSource) -> Result[ItemResult]:
+def _expansion(image: MetadataImage, t: TopicImage, count: int,
+               assignments: Sequence[Sequence[int]] | None, ids: IdSource) -> Result[ItemResult]:
     first = len(t.partitions)
     live = image.live_brokers()
     rf = len(next(iter(t.partitions.values())).replicas)
@@ -108,7 +114,7 @@ def _expansion(image: MetadataImage, t: TopicImage, count: int, assignments,
     return Result.in_steps([step1, step2], ItemResult(0))
 
 
-def _deletion_marks(t: TopicImage, count: int) -> list:
+def _deletion_marks(t: TopicImage, count: int) -> list[R.PartitionChangeRecord]:
     survivors = {p: reg for p, reg in t.partitions.items() if p < count}
     before = tuple(sorted((p, reg.leader_epoch) for p, reg in survivors.items()))
     out = [records.partition_change(t.topic_id, p, before_deletion=before)
@@ -118,9 +124,9 @@ def _deletion_marks(t: TopicImage, count: int) -> list:
     return out
 
 
-def resume_records(image: MetadataImage, ids: IdSource) -> list:
+def resume_records(image: MetadataImage, ids: IdSource) -> list[Any]:
     """Records finishing procedures a previous controller left half-done in the log."""
-    out = []
+    out: list[Any] = []
     live = image.live_brokers()
     alive = {b.broker_id for b in live}
     for name in sorted(image.topics):

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol, TypeVar
 
 from minibroker.controller.image import MetadataImage
 from minibroker.controller.partition_count import marked_partitions, remove_partition
 from minibroker.controller.result import Result
 
 log = logging.getLogger("minibroker.controller")
+
+
+T = TypeVar("T")
 
 
 class RemovalHost(Protocol):
@@ -26,7 +29,7 @@ class RemovalHost(Protocol):
     async def log_bounds(self, broker_id: int, topic: str,
                          partition: int) -> tuple[int | None, int | None]: ...
 
-    async def write(self, op: Callable[[MetadataImage], Result]) -> Any: ...
+    async def write(self, op: Callable[[MetadataImage], Result[T]]) -> T: ...
 
 
 async def removal_loop(ctl: RemovalHost, interval_ms: int) -> None:

@@ -17,7 +17,7 @@ def alter_partition(image: MetadataImage, broker_id: int, topic: str, partition:
     an ISR without the leader, or the same ISR, writes nothing."""
     t = image.topics.get(topic)
     p = t.partitions.get(partition) if t else None
-    if p is None:
+    if t is None or p is None:
         return Result((), UnknownTopicOrPartitionError.errno)
     if p.leader != broker_id:
         return Result((), NotLeaderForPartitionError.errno)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from minibroker.controller.delta import MetadataDelta
 from minibroker.controller.image import BrokerRegistration, MetadataImage, TopicImage
@@ -34,6 +35,10 @@ _UEndpoint = _UBroker.UpdateMetadataEndpoint
 _STopic = StopReplicaRequest.StopReplicaTopicState
 _SPart = _STopic.StopReplicaPartitionState
 
+# The requests' structs are kafka-python data classes (untyped: Any); a stop is (topic,
+# partition, delete).
+Stop = tuple[str, int, bool]
+
 
 def _control_port(b: BrokerRegistration) -> int:
     """The controller talks to a broker on its control-plane listener (KIP-291), which alone
@@ -41,11 +46,11 @@ def _control_port(b: BrokerRegistration) -> int:
     return b.control_port if b.control_port > 0 else b.port
 
 
-def _epochs(cls, pairs):
+def _epochs(cls: Any, pairs: Iterable[tuple[int, int]]) -> list[Any]:
     return [cls(partition_index=k, leader_epoch=v) for k, v in pairs]
 
 
-def _acls(image: MetadataImage) -> list:
+def _acls(image: MetadataImage) -> list[Any]:
     """Every ACL, in a defined order (UpdateMetadata's tagged Acls)."""
     return [_UAcl(resource_type=int(a.resource_type), resource_name=a.resource_name,
                   pattern_type=int(a.pattern_type), principal=a.principal, host=a.host,
@@ -53,7 +58,7 @@ def _acls(image: MetadataImage) -> list:
             for a in sorted(image.acls.values())]
 
 
-def _configs(cls, configs):
+def _configs(cls: Any, configs: Mapping[str, str]) -> list[Any]:
     return [cls(name=k, value=v) for k, v in sorted(configs.items())]
 
 
@@ -65,10 +70,12 @@ def _configs(cls, configs):
 CHUNK_PARTITIONS = 100           # ~0.1 ms each to encode, ~0.2 ms to decode and apply
 
 
-def _chunks(topics: list, piece) -> list[list]:
+def _chunks(topics: list[Any], piece: Callable[[Any, list[Any], bool], Any]) -> list[list[Any]]:
     """`topics` (each with partition_states) cut into requests of at most CHUNK_PARTITIONS
     partitions; piece(topic, states, last) is a topic carrying only `states`."""
-    out, cur, n = [], [], 0
+    out: list[list[Any]] = []
+    cur: list[Any] = []
+    n = 0
     for t in topics:
         parts = t.partition_states
         for i in range(0, max(len(parts), 1), CHUNK_PARTITIONS):
@@ -84,12 +91,12 @@ def _chunks(topics: list, piece) -> list[list]:
     return out
 
 
-def _lai_piece(t, states, last: bool):
+def _lai_piece(t: Any, states: list[Any], last: bool) -> Any:
     return _LTopic(topic_name=t.topic_name, topic_id=t.topic_id, partition_states=states,
                    undeleted_partition_count=t.undeleted_partition_count, configs=t.configs)
 
 
-def _um_piece(t, states, last: bool):
+def _um_piece(t: Any, states: list[Any], last: bool) -> Any:
     return _UTopic(topic_name=t.topic_name, topic_id=t.topic_id, partition_states=states,
                    initial_partition_count=t.initial_partition_count,
                    undeleted_partition_count=t.undeleted_partition_count, configs=t.configs,
@@ -138,7 +145,7 @@ class Propagator:
         live = {b.broker_id for b in new.live_brokers()}
         changed = sorted(delta.changed_topics)
         lai_topics = []
-        stops: dict[int, list[tuple[str, int, bool]]] = {}
+        stops: dict[int, list[Stop]] = {}
         for name in changed:
             o, n = old.topics.get(name), new.topics.get(name)
             if o is not None and (n is None or n.topic_id != o.topic_id):
@@ -164,14 +171,15 @@ class Propagator:
 
     # ------------------------------------------------------------------ sending
     async def _send(self, image: MetadataImage, brokers: set[int], lai_topics: list[str],
-                    um_topics: list[str], stops: dict, removed: MetadataImage | None = None):
-        lai: dict[int, list] = {}
+                    um_topics: list[str], stops: dict[int, list[Stop]],
+                    removed: MetadataImage | None = None) -> None:
+        lai: dict[int, list[Any]] = {}
         pace = _Pace()
         for name in lai_topics:
             t = image.topics.get(name)
             if t is None:
                 continue
-            per_broker: dict[int, list] = {}
+            per_broker: dict[int, list[Any]] = {}
             for pid, p in t.partitions.items():
                 if pace.due():
                     await asyncio.sleep(0)          # building 10,000 states takes ~0.5 s
@@ -209,14 +217,15 @@ class Propagator:
                                for r in sorted(brokers | set(stops))))
 
     async def _um_topic(self, image: MetadataImage, name: str, removed: MetadataImage | None,
-                        pace: _Pace):
+                        pace: _Pace) -> Any:
         """The topic's UpdateMetadata state, built CHUNK_PARTITIONS partitions per turn of the
         loop; a deleted topic's partitions are marked LEADER_DURING_DELETE."""
         t: TopicImage | None = image.topics.get(name)
         old = removed.topics.get(name) if t is None and removed is not None else None
-        if t is None and old is None:
+        src = t if t is not None else old
+        if src is None:
             return None
-        items = sorted((old or t).partitions.items())
+        items = sorted(src.partitions.items())
         live = {b.broker_id for b in image.live_brokers()}
         parts = []
         for i in range(0, len(items), CHUNK_PARTITIONS):
@@ -240,13 +249,14 @@ class Propagator:
                                                      p.leader_epoch_before_deletion))
                 for pid, p in items[i:i + CHUNK_PARTITIONS]]
         if t is None:
-            return _UTopic(topic_name=name, topic_id=old.topic_id, partition_states=parts)
+            return _UTopic(topic_name=name, topic_id=src.topic_id, partition_states=parts)
         return _UTopic(topic_name=name, topic_id=t.topic_id, partition_states=parts,
                        initial_partition_count=t.initial_partition_count,
                        undeleted_partition_count=t.undeleted_partition_count,
                        configs=_configs(_UTopic.TopicConfig, t.configs))
 
-    async def _send_one(self, broker_id: int, lai_topics, um_states, live_brokers, stops,
+    async def _send_one(self, broker_id: int, lai_topics: list[Any] | None, um_states: list[Any],
+                        live_brokers: list[Any], stops: Sequence[Stop] | None,
                         image: MetadataImage) -> None:
         b = image.brokers.get(broker_id)
         if b is None or b.fenced:
@@ -269,9 +279,10 @@ class Propagator:
                     acls=acls, scram_credentials=_scram(image), metadata_offset=image.offset,
                     **common),
                     UPDATE_METADATA_VERSION)
-            for i in range(0, len(stops or ()), CHUNK_PARTITIONS):
-                by_topic: dict[str, list] = {}
-                for name, pid, delete in stops[i:i + CHUNK_PARTITIONS]:
+            stopping = stops or ()
+            for i in range(0, len(stopping), CHUNK_PARTITIONS):
+                by_topic: dict[str, list[Any]] = {}
+                for name, pid, delete in stopping[i:i + CHUNK_PARTITIONS]:
                     by_topic.setdefault(name, []).append(
                         _SPart(partition_index=pid, leader_epoch=-1, delete_partition=delete))
                 await conn.request(StopReplicaRequest(topic_states=[
@@ -296,7 +307,7 @@ class Propagator:
         return c
 
 
-def _scram(image: MetadataImage) -> list:
+def _scram(image: MetadataImage) -> list[Any]:
     """Every SCRAM credential, for UpdateMetadata's ScramCredentials (brokers authenticate with
     the credentials the controller last told them)."""
     cls = UpdateMetadataRequest.ScramCredential

@@ -68,7 +68,7 @@ class MetadataQuorum:
         self.leader_id = -1
         self.epoch = 0
         self.last_leader = -1
-        self._waiters: list[tuple[int, asyncio.Future]] = []
+        self._waiters: list[tuple[int, asyncio.Future[int]]] = []
 
     # ------------------------------------------------------------------ membership
     def voter_started(self, voter: int) -> None:
@@ -169,7 +169,7 @@ class MetadataQuorum:
             if v in self.live:
                 self.copies[v].maybe_snapshot(image, max_bytes, epoch)
 
-    def wait_committed(self, end_offset: int) -> asyncio.Future:
+    def wait_committed(self, end_offset: int) -> asyncio.Future[int]:
         """Resolves (to the log's length) at the first commit that leaves the log `end_offset`
         records long or longer (KRaft's handleCommit listener); registered at the call."""
         fut = asyncio.get_running_loop().create_future()

@@ -33,13 +33,15 @@ A move cancelled there reports NO_REASSIGNMENT_IN_PROGRESS for its new replicas.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+import uuid
+from typing import Any, NamedTuple
 
 import kafka.errors as Errors
 
 from minibroker.controller import records
 from minibroker.controller.delta import NO_LEADER_CHANGE
-from minibroker.controller.image import MetadataImage, PartitionRegistration, Reassignment
+from minibroker.controller.image import (MetadataImage, PartitionRegistration, Reassignment,
+                                         TopicImage)
 from minibroker.controller.result import Result
 
 INVALID_TOPIC = Errors.InvalidTopicError.errno                        # 17
@@ -73,7 +75,8 @@ def plan(image: MetadataImage, assignments: list[tuple[str, int, list[int]]], no
     named: dict[tuple[str, int], int] = {}
     for t, p, _ in assignments:
         named[(t, p)] = named.get((t, p), 0) + 1
-    results, accepted = [], []
+    results: list[tuple[str, int, int, int]] = []
+    accepted: list[_Move] = []
     for t, p, brokers in assignments:
         codes = _check(image, t, p, brokers, named[(t, p)] > 1)
         results += [(t, p, b, c) for b, c in codes]
@@ -84,12 +87,19 @@ def plan(image: MetadataImage, assignments: list[tuple[str, int, list[int]]], no
     return Result(tuple(out), Accepted(0, None, image.offset + 1 if out else -1, results))
 
 
-def _records(image: MetadataImage, accepted: list, now_ms: int, retention_ms: int) -> list:
+# A partition to move: its topic, index and target replicas.
+_Move = tuple[TopicImage, int, tuple[int, ...]]
+# KIP-455's answer per partition: (topic, partition, error code, message)
+AlterResult = tuple[str, int, int, "str | None"]
+
+
+def _records(image: MetadataImage, accepted: list[_Move], now_ms: int, retention_ms: int
+             ) -> list[Any]:
     if not accepted:
         return []
     expired = sorted(rid for rid, ra in image.reassignments.items()
                      if ra.complete and ra.timestamp_ms < now_ms - retention_ms)
-    out = [records.partition_reassignment(
+    out: list[Any] = [records.partition_reassignment(
         now_ms, expired, [(t.topic_id, p, target, t.partitions[p].replicas)
                           for t, p, target in accepted])]
     out += [_start(t.topic_id, p, t.partitions[p], target) for t, p, target in accepted]
@@ -97,18 +107,20 @@ def _records(image: MetadataImage, accepted: list, now_ms: int, retention_ms: in
 
 
 def plan_alter(image: MetadataImage, items: list[tuple[str, int, list[int] | None]], now_ms: int,
-               retention_ms: int, allow_rf_change: bool) -> Result[list]:
+               retention_ms: int, allow_rf_change: bool) -> Result[list[AlterResult]]:
     """KIP-455's AlterPartitionReassignments on the same machinery: the partitions given replicas
     form one request (with an id, so PartitionAssignmentStatus can follow it); null replicas
     cancel that partition's running move (back to its replicas before the move). Returns the
     records and [(topic, partition, error code, message)]. One request at a time, as above."""
-    out, accepted, results = [], [], []
+    out: list[Any] = []
+    accepted: list[_Move] = []
+    results: list[AlterResult] = []
     alive = {b.broker_id for b in image.live_brokers()}
     for topic, pid, replicas in items:
         t = image.topics.get(topic)
         reg = t.partitions.get(pid) if t is not None else None
         code, msg = 0, None
-        if reg is None:
+        if t is None or reg is None:
             code = UNKNOWN_TOPIC_OR_PARTITION
         elif replicas is None:
             if (t.topic_id, pid) not in image.moving:
@@ -134,7 +146,8 @@ def plan_alter(image: MetadataImage, items: list[tuple[str, int, list[int] | Non
     return Result(tuple(out + _records(image, accepted, now_ms, retention_ms)), results)
 
 
-def _cancel(topic_id, pid: int, reg: PartitionRegistration, alive: set[int]):
+def _cancel(topic_id: uuid.UUID, pid: int, reg: PartitionRegistration, alive: set[int]
+            ) -> Any:
     original = [r for r in reg.replicas if r not in reg.adding_replicas]
     isr = [r for r in reg.isr if r in original]
     leader = reg.leader if reg.leader in original else \
@@ -146,11 +159,13 @@ def _cancel(topic_id, pid: int, reg: PartitionRegistration, alive: set[int]):
         leader=leader if leader != reg.leader else NO_LEADER_CHANGE)
 
 
-def ongoing(image: MetadataImage, wanted: dict[str, list[int]] | None) -> list:
+def ongoing(image: MetadataImage, wanted: dict[str, list[int]] | None
+            ) -> list[tuple[str, int, PartitionRegistration]]:
     """KIP-455's ListPartitionReassignments: [(topic, partition, registration)] moving now."""
     out = []
     for topic_id, pid in image.moving:
         t = image.topic_by_id(topic_id)
+        assert t is not None, "removing a topic ends its partitions' moves"
         if wanted is None or pid in wanted.get(t.name, ()):
             out.append((t.name, pid, t.partitions[pid]))
     return sorted(out, key=lambda x: x[:2])
@@ -175,7 +190,8 @@ def _check(image: MetadataImage, topic: str, partition: int, brokers: list[int],
     return [(b, 0) for b in brokers]
 
 
-def _start(topic_id, partition: int, reg: PartitionRegistration, target: tuple[int, ...]):
+def _start(topic_id: uuid.UUID, partition: int, reg: PartitionRegistration,
+           target: tuple[int, ...]) -> Any:
     current = reg.replicas
     if set(target) == set(current):                  # a new order only: nothing to copy
         return records.partition_change(topic_id, partition, replicas=target)
@@ -185,18 +201,20 @@ def _start(topic_id, partition: int, reg: PartitionRegistration, target: tuple[i
         removing=[r for r in current if r not in target])
 
 
-def completion_records(image: MetadataImage) -> list:
+def completion_records(image: MetadataImage) -> list[Any]:
     """For each moving partition whose target replicas are all in the ISR (and one of them can
     lead): the change that ends its reassignment."""
     alive = {b.broker_id for b in image.live_brokers()}
     out = []
     for topic_id, pid in sorted(image.moving, key=lambda k: (image.topics_by_id[k[0]], k[1])):
-        reg = image.topic_by_id(topic_id).partitions[pid]
+        t = image.topic_by_id(topic_id)
+        assert t is not None, "removing a topic ends its partitions' moves"
+        reg = t.partitions[pid]
         target = [r for r in reg.replicas if r not in reg.removing_replicas]
         isr = [r for r in reg.isr if r in target]
         if not set(reg.adding_replicas) <= set(reg.isr) or not isr:
             continue
-        leader = reg.leader
+        leader: int | None = reg.leader
         if leader not in target:
             leader = next((r for r in target if r in isr and r in alive), None)
             if leader is None:

@@ -44,14 +44,15 @@ async def progress(image: MetadataImage, ra: Reassignment,
             continue
         start, end = (await log_bounds(reg.leader, name, pid)) if reg.leader >= 0 \
             else (None, None)
-        size = None if start is None else end - start + 1
+        size = None if start is None or end is None else end - start + 1
         moved = (topic_id, pid) in ra.done
         for b in target:
             if moved or b in original:
                 out.append(Progress(name, pid, b, 0, size or 1, size or 1))
                 continue
             _, leo = await log_bounds(b, name, pid)
-            held = 0 if leo is None or start is None else min(max(leo - start, 0), end - start)
+            held = 0 if leo is None or start is None or end is None else \
+                min(max(leo - start, 0), end - start)
             joined = 1 if b in reg.isr else 0
             out.append(Progress(name, pid, b, IN_PROGRESS, held + joined,
                                 -1 if size is None else size))

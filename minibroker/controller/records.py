@@ -6,12 +6,15 @@ schema is filled in one place and tests can build the exact records an operation
 from __future__ import annotations
 
 import uuid
-from typing import Iterable
+from typing import TYPE_CHECKING, AbstractSet, Iterable
 
 from minibroker.controller.delta import NO_LEADER_CHANGE
 from minibroker.controller.image import CONTROL_PLANE_LISTENER
 from minibroker.protocol import records as R
 from minibroker.security.acl import AclBinding
+
+if TYPE_CHECKING:
+    from minibroker.security.credentials import ScramCredential
 
 TOPIC = 2                                   # ConfigRecord.resource_type (Kafka's ConfigResource)
 BROKER = 4
@@ -38,7 +41,8 @@ def register_broker(broker_id: int, broker_epoch: int, host: str, port: int,
                                   fenced=True, end_points=end_points)
 
 
-def user_scram_credential(name: str, mechanism: int, c) -> R.UserScramCredentialRecord:
+def user_scram_credential(name: str, mechanism: int, c: ScramCredential
+                          ) -> R.UserScramCredentialRecord:
     return R.UserScramCredentialRecord(name=name, mechanism=mechanism, salt=c.salt,
                                        stored_key=c.stored_key, server_key=c.server_key,
                                        iterations=c.iterations)
@@ -110,15 +114,16 @@ def partition_count(topic_id: uuid.UUID, initial: int, undeleted: int,
 
 
 # ---------------------------------------------------------------------- partitions
-def partitions(topic_id: uuid.UUID, parts: dict[int, tuple[int, ...]], alive: set[int],
-               after_creation: Epochs = (), removed_leader_epochs: Epochs = ()) -> list:
+def partitions(topic_id: uuid.UUID, parts: dict[int, tuple[int, ...]], alive: AbstractSet[int],
+               after_creation: Epochs = (), removed_leader_epochs: Epochs = ()
+               ) -> list[R.PartitionRecord]:
     """PartitionRecords for new partitions: the first live replica leads, live replicas form
     the ISR. An index removed before (KIP-253) starts one leader epoch above its last
     incarnation's."""
     first_epoch = {p: e + 1 for p, e in removed_leader_epochs}
     entry = R.PartitionRecord.PartitionLeaderEpochAfterCreation
     after = [(k, v) for k, v in after_creation]
-    out = []
+    out: list[R.PartitionRecord] = []
     for p, reps in sorted(parts.items()):
         isr = [r for r in reps if r in alive] or list(reps)
         leader = next((r for r in reps if r in alive), -1)
@@ -132,8 +137,10 @@ def partitions(topic_id: uuid.UUID, parts: dict[int, tuple[int, ...]], alive: se
 
 
 def partition_change(topic_id: uuid.UUID, partition_id: int, leader: int = NO_LEADER_CHANGE,
-                     isr=None, replicas=None, leader_epoch: int = -1, before_deletion=None,
-                     adding=None, removing=None) -> R.PartitionChangeRecord:
+                     isr: Iterable[int] | None = None, replicas: Iterable[int] | None = None,
+                     leader_epoch: int = -1, before_deletion: Epochs | None = None,
+                     adding: Iterable[int] | None = None, removing: Iterable[int] | None = None
+                     ) -> R.PartitionChangeRecord:
     """A PartitionChangeRecord; None leaves a field as it is. leader_epoch >= 0 sets it
     explicitly (KIP-253 bumps); otherwise a leader change bumps it on replay."""
     entry = R.PartitionChangeRecord.PartitionLeaderEpochBeforeDeletion

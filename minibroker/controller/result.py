@@ -8,25 +8,25 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, Iterable, TypeVar
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
 class Result(Generic[T]):
-    records: tuple            # in log order
+    records: tuple[Any, ...]  # in log order (kafka-python ApiData records: untyped)
     response: T
     # The same records cut into log steps, for a procedure whose half-done state must be
     # resumable from the log (KIP-253's two steps); empty: one step.
-    steps: tuple[tuple, ...] = ()
+    steps: tuple[tuple[Any, ...], ...] = ()
 
     @classmethod
-    def in_steps(cls, steps, response: T) -> "Result[T]":
-        steps = tuple(tuple(s) for s in steps)
-        return cls(tuple(r for s in steps for r in s), response, steps)
+    def in_steps(cls, steps: Iterable[Iterable[Any]], response: T) -> "Result[T]":
+        cut = tuple(tuple(s) for s in steps)
+        return cls(tuple(r for s in cut for r in s), response, cut)
 
-    def log_steps(self) -> tuple[tuple, ...]:
+    def log_steps(self) -> tuple[tuple[Any, ...], ...]:
         return self.steps or (self.records,)
 
 

@@ -17,6 +17,9 @@ from minibroker.security.credentials import (
     MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_MECHANISM_NAMES as MECHANISM_NAMES, Upsertion)
 
 
+UserResult = tuple[str, int, "str | None"]     # (user, error code, message)
+
+
 def _check_upsertion(u: Upsertion) -> tuple[int, str] | None:
     if not u.name:
         return UnacceptableCredentialError.errno, "Username must not be empty"
@@ -31,7 +34,7 @@ def _check_upsertion(u: Upsertion) -> tuple[int, str] | None:
 
 
 def alter_user_scram_credentials(image: MetadataImage, deletions: list[tuple[str, int]],
-                                 upsertions: list[Upsertion]) -> Result[list]:
+                                 upsertions: list[Upsertion]) -> Result[list[UserResult]]:
     """Response: [(user, error code, message or None)] in the order users first appear."""
     users: list[str] = []
     errors: dict[str, tuple[int, str]] = {}
@@ -65,5 +68,5 @@ def alter_user_scram_credentials(image: MetadataImage, deletions: list[tuple[str
     for u in upsertions:
         if u.name not in errors:
             out.append(records.user_scram_credential(u.name, u.mechanism, u.credential))
-    response = [(name, *errors.get(name, (0, None))) for name in users]
+    response: list[UserResult] = [(name, *errors.get(name, (0, None))) for name in users]
     return Result(tuple(out), response)

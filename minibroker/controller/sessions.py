@@ -25,7 +25,7 @@ class BrokerSessions:
     def __init__(self, cluster: Any) -> None:
         """cluster: the minibroker.cluster.Cluster (not imported: it imports this module)."""
         self.cluster = cluster
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._last_heartbeat_ms: dict[int, int] = {}
         self.fenced: set[int] = set()       # fenced for a lost session, or never registered
         self._controller: Any = None
@@ -54,7 +54,8 @@ class BrokerSessions:
         self.fenced.discard(broker_id)
 
     def _now(self) -> int:
-        return self.cluster.clock.now_ms()
+        now: int = self.cluster.clock.now_ms()
+        return now
 
     async def _run(self) -> None:
         c = self.cluster

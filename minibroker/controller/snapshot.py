@@ -66,4 +66,5 @@ def to_text(image: MetadataImage) -> str:
 
 
 def from_text(text: str) -> MetadataImage:
-    return _decode(json.loads(text))
+    image: MetadataImage = _decode(json.loads(text))
+    return image

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from kafka.errors import (InvalidConfigurationError, InvalidPartitionsError,
                           InvalidReplicationAssignmentError, InvalidReplicationFactorError,
                           InvalidTopicError, PolicyViolationError, TopicAlreadyExistsError,
                           UnknownTopicOrPartitionError)
 
+from minibroker.config import ClusterConfig
 from minibroker.protocol.topic_names import invalid_reason
 from minibroker.controller import records
 from minibroker.controller.image import MetadataImage
@@ -45,7 +47,7 @@ def total_new_partitions(specs: list[TopicSpec], default_partitions: int) -> int
 
 
 def create_topics(image: MetadataImage, specs: list[TopicSpec], ids: IdSource,
-                  defaults) -> Result[list[ItemResult]]:
+                  defaults: ClusterConfig) -> Result[list[ItemResult]]:
     """defaults: num_partitions and default_replication_factor (the cluster config)."""
     plans, results = plan_topics(image, specs, ids, defaults)
     return Result(tuple(r for plan in plans for r in plan.records()), results)
@@ -61,26 +63,28 @@ class TopicPlan:
     configs: dict[str, str]
     alive: frozenset[int]
 
-    def head(self) -> list:
+    def head(self) -> list[Any]:
         """The records before the partitions': the topic, its count and configs."""
         n = len(self.parts)
         return ([records.topic(self.name, self.topic_id),
                  records.partition_count(self.topic_id, n, n)]
                 + [records.topic_config(self.name, k, v) for k, v in sorted(self.configs.items())])
 
-    def partition_records(self, start: int, end: int) -> list:
+    def partition_records(self, start: int, end: int) -> list[Any]:
         return records.partitions(self.topic_id, dict(self.parts[start:end]), self.alive)
 
-    def records(self) -> list:
+    def records(self) -> list[Any]:
         return self.head() + self.partition_records(0, len(self.parts))
 
 
 def plan_topics(image: MetadataImage, specs: list[TopicSpec], ids: IdSource,
-                defaults) -> tuple[list[TopicPlan], list[ItemResult]]:
+                defaults: ClusterConfig) -> tuple[list[TopicPlan], list[ItemResult]]:
     """Validate and place every topic of a CreateTopics: (the topics to create, the answers)."""
     if total_new_partitions(specs, defaults.num_partitions) > MAX_PARTITIONS_PER_BATCH:
         return [], [ItemResult(PolicyViolationError.errno, EXCESSIVE_PARTITIONS) for _ in specs]
-    plans, results, names = [], [], set()
+    plans: list[TopicPlan] = []
+    results: list[ItemResult] = []
+    names: set[str] = set()
     limit = getattr(defaults, "max_partitions", MAX_PARTITIONS_DEFAULT)
     total = total_partitions(image) if limit < MAX_PARTITIONS_DEFAULT else 0
     for name, partitions, rf, assignments, configs in specs:
@@ -91,8 +95,9 @@ def plan_topics(image: MetadataImage, specs: list[TopicSpec], ids: IdSource,
         plan, res = _create_topic(image, ids, name, partitions, rf, assignments, configs,
                                   defaults)
         if plan is not None and total + len(plan.parts) > limit:
-            plan, res = None, ItemResult(PolicyViolationError.errno, partition_limit_reason(
+            res = ItemResult(PolicyViolationError.errno, partition_limit_reason(
                 len(plan.parts), total, limit))
+            plan = None
         results.append(res)
         if plan is not None:
             plans.append(plan)
@@ -117,7 +122,8 @@ def partition_limit_reason(adding: int, total: int, limit: int) -> str:
 
 def _create_topic(image: MetadataImage, ids: IdSource, name: str, partitions: int,
                   replication_factor: int, assignments: dict[int, list[int]] | None,
-                  configs: dict[str, str], defaults) -> tuple[TopicPlan | None, ItemResult]:
+                  configs: dict[str, str], defaults: ClusterConfig
+                  ) -> tuple[TopicPlan | None, ItemResult]:
     reason = invalid_reason(name)
     if reason:
         return None, ItemResult(InvalidTopicError.errno, reason)
@@ -164,7 +170,9 @@ def _create_topic(image: MetadataImage, ids: IdSource, name: str, partitions: in
 
 
 def delete_topics(image: MetadataImage, names: list[str]) -> Result[list[ItemResult]]:
-    out, results, gone = [], [], set()
+    out: list[Any] = []
+    results: list[ItemResult] = []
+    gone: set[str] = set()
     for name in names:
         t = image.topics.get(name) if name not in gone else None     # named twice: gone now
         gone.add(name)
@@ -193,7 +201,7 @@ def alter_topic_configs(image: MetadataImage, name: str, changes: dict[str, str 
                 log_config.validate(k, v)
             except ValueError as e:
                 return Result((), ItemResult(InvalidConfigurationError.errno, str(e)))
-    after = {} if replace else dict(t.configs)
+    after: dict[str, str | None] = {} if replace else dict(t.configs)
     after.update(changes)
     try:
         log_config.validate_all({k: v for k, v in after.items() if v is not None})

@@ -16,6 +16,7 @@ topic's append stays a header-only, zero-copy one:
 from __future__ import annotations
 
 import struct
+from typing import Any, Iterable, NoReturn
 
 from kafka.errors import InvalidRecordError, InvalidTimestampError
 from kafka.record.default_records import DefaultRecordBatch
@@ -38,15 +39,17 @@ class RecordErrors:
     record_errors: list[tuple[int, str]]
 
 
-class InvalidRecordsError(InvalidRecordError, RecordErrors):
+# kafka-python's errors are Any to mypy (untyped), which --strict will not let a class extend.
+class InvalidRecordsError(InvalidRecordError, RecordErrors):  # type: ignore[misc]
     pass
 
 
-class InvalidTimestampsError(InvalidTimestampError, RecordErrors):
+class InvalidTimestampsError(InvalidTimestampError, RecordErrors):  # type: ignore[misc]
     pass
 
 
-def _raise(cls, errors: list[tuple[int, str]]) -> None:
+def _raise(cls: type[InvalidRecordsError] | type[InvalidTimestampsError],
+           errors: list[tuple[int, str]]) -> NoReturn:
     shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:_MAX_SHOWN])
     e = cls(f"One or more records have been rejected due to {len(errors)} record errors in "
             f"total, and only showing the first three errors at most: [{shown}]")
@@ -98,5 +101,6 @@ def recompress(view: memoryview, h: BatchHeader, config: LogConfig
     return out, header
 
 
-def _records(view: memoryview, h: BatchHeader):
-    return DefaultRecordBatch(bytes(view[h.offset_in_buf:h.offset_in_buf + h.size]))
+def _records(view: memoryview, h: BatchHeader) -> Iterable[Any]:
+    batch: Iterable[Any] = DefaultRecordBatch(bytes(view[h.offset_in_buf:h.offset_in_buf + h.size]))
+    return batch

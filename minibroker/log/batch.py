@@ -29,12 +29,14 @@ from kafka.record.default_records import DefaultRecordBatch
 from minibroker.protocol.varint import write_varint as _varint
 
 try:  # the C implementation (pure Python costs ~130 ms per MiB), called directly: no wrapper call
-    from crc32c import crc32c
+    from crc32c import crc32c as crc32c     # re-exported: append_checks, cleaner, metadata_store
 except ImportError:  # pragma: no cover - fallback only
     import google_crc32c
 
-    def crc32c(data: bytes | bytearray | memoryview) -> int:
-        return google_crc32c.value(bytes(data))
+    # Takes only the data: none of our calls passes crc32c's `value` or `gil_release_mode`.
+    def crc32c(data: bytes | bytearray | memoryview) -> int:  # type: ignore[misc]
+        crc: int = google_crc32c.value(bytes(data))
+        return crc
 
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -114,7 +116,8 @@ class BatchHeader(NamedTuple):
 
 def next_offset(batch: bytes | bytearray | memoryview) -> int:
     """The offset after this stored batch (base offset + last offset delta + 1), header only."""
-    return _INT64.unpack_from(batch, 0)[0] + _INT32.unpack_from(batch, 23)[0] + 1
+    end: int = _INT64.unpack_from(batch, 0)[0] + _INT32.unpack_from(batch, 23)[0] + 1
+    return end
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -158,7 +161,8 @@ def parse_batches(buf: bytes | bytearray | memoryview, *, verify_crc: bool = Tru
                 raise InvalidRecordError(
                     f"Produce requests are only allowed to contain record batches with magic version 2 (got {magic})")
             raise CorruptRecordError(f"batch at position {pos} has unknown magic {magic}")
-        fields = unpack(view, pos)
+        fields: tuple[int, int, int, int, int, int, int, int, int, int, int, int, int] = \
+            unpack(view, pos)
         if verify_crc:
             _check_crc(view, pos, size, fields[4])
         if fields[6] < 0:
@@ -224,7 +228,9 @@ def _nullable_bytes(data: bytes | None, out: bytearray) -> None:
         out += data
 
 
-Record = tuple  # (key, value, headers) or (key, value, headers, timestamp_ms)
+# (key, value, headers) or (key, value, headers, timestamp_ms)
+Headers = Sequence[tuple[str, "bytes | None"]]
+Record = tuple[bytes | None, bytes | None, Headers] | tuple[bytes | None, bytes | None, Headers, int]
 
 
 def build_batch(records: Sequence[Record], base_offset: int = 0, *, timestamp: int = 0,

@@ -26,6 +26,7 @@ from minibroker.log.batch import (
     TRANSACTIONAL_MASK, crc32c,
 )
 from minibroker.log.codecs import compress, decompress
+from minibroker.log.config import LogConfig
 from minibroker.log.partition_log import PartitionLog, StoredBatch
 from minibroker.log.records_check import _varint
 
@@ -41,9 +42,12 @@ class CleanResult(NamedTuple):
     records_removed: int
 
 
-def _records(body) -> list[tuple[int, int, int, bytes | None, bool]]:
+_Record = tuple[int, int, int, "bytes | None", bool]
+
+
+def _records(body: bytes) -> list[_Record]:
     """(start, end, offset delta, key, is tombstone) of each record of an uncompressed body."""
-    out = []
+    out: list[_Record] = []
     pos, end = 0, len(body)
     while pos < end:
         rec_start = pos                                # the record's bytes include its length
@@ -108,7 +112,7 @@ def clean(log: PartitionLog, now_ms: int, high_watermark: int) -> CleanResult:
     """Compact [log start, cleanable_end) of `log` (see the module doc)."""
     end = cleanable_end(log, now_ms, high_watermark)
     batches = [b for b in log.batches_from(log.log_start_offset) if b.base_offset < end]
-    decoded: list[tuple[bytes, list] | None] = []
+    decoded: list[tuple[bytes, list[_Record]] | None] = []
     latest: dict[bytes, int] = {}
     for batch in batches:
         if not _cleanable(batch):
@@ -163,7 +167,7 @@ def clean(log: PartitionLog, now_ms: int, high_watermark: int) -> CleanResult:
     return CleanResult(rewritten, dropped, removed)
 
 
-def _rewrite(batch: StoredBatch, body: bytes, keep: list, config) -> StoredBatch:
+def _rewrite(batch: StoredBatch, body: bytes, keep: list[_Record], config: LogConfig) -> StoredBatch:
     records = b"".join(body[start:end] for start, end, _, _, _ in keep)
     codec = batch.attributes & 0x07
     level = {1: config.compression_gzip_level, 3: config.compression_lz4_level,

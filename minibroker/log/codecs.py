@@ -16,7 +16,7 @@ from minibroker.log.records_check import _decompress
 CODEC_IDS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
 
 
-def decompress(body, codec: int) -> bytes:
+def decompress(body: bytes | bytearray | memoryview, codec: int) -> bytes:
     """The records of a batch body; CorruptRecordError if it does not decode, ImportError when the
     codec's library is missing."""
     if codec == NONE:
@@ -35,11 +35,13 @@ def compress(records: bytes, codec: int, level: int | None = None) -> bytes:
         c = zlib.compressobj(level if level and level > 0 else 6, zlib.DEFLATED, 31)
         return c.compress(records) + c.flush()
     if codec == SNAPPY:
-        return snappy_encode(records)
+        snappy: bytes = snappy_encode(records)
+        return snappy
     if codec == LZ4:
         import lz4.frame
-        return lz4.frame.compress(records, compression_level=level or 9,
-                                  block_linked=False, content_checksum=False)
+        lz4_frame: bytes = lz4.frame.compress(records, compression_level=level or 9,
+                                              block_linked=False, content_checksum=False)
+        return lz4_frame
     if codec == ZSTD:
         import zstandard
         return zstandard.ZstdCompressor(level=3 if level is None else level).compress(records)

@@ -202,7 +202,7 @@ class TopicConfigDef(NamedTuple):
     doc: str
 
 
-def _d(type_: str, default: Any, check: Callable, synonyms: tuple[str, ...] | str = (),
+def _d(type_: str, default: Any, check: Callable[[str, str], Any], synonyms: tuple[str, ...] | str = (),
        doc: str = "") -> TopicConfigDef:
     syn = (synonyms,) if isinstance(synonyms, str) else synonyms
     return TopicConfigDef(type_, _string(default), check, syn, doc)

@@ -33,6 +33,7 @@ import ctypes
 import os
 import queue
 import threading
+from typing import Callable
 
 _M_TOP_PAD = -2                  # glibc's mallopt parameter: extra bytes per heap extension
 _TOP_PAD = 64 * 1024 * 1024
@@ -50,8 +51,10 @@ class HugePageHeap:
         self.on = False
         self.unchecked = 0          # bytes stored since the break was last looked at
         self.advised_end = 0        # the heap below this is advised
-        self._sbrk = self._madvise = None
-        self._prefault: queue.SimpleQueue | None = None     # ranges for the prefaulting thread
+        self._sbrk: Callable[[int], int] | None = None
+        self._madvise: Callable[[int, int, int], int] | None = None
+        # ranges for the prefaulting thread
+        self._prefault: queue.SimpleQueue[tuple[int, int]] | None = None
         self.prefaulting = True     # until the kernel turns MADV_POPULATE_WRITE down
 
     def enable(self) -> bool:
@@ -83,7 +86,8 @@ class HugePageHeap:
     def advise_growth(self) -> int:
         """Advise whatever the heap grew by since the last call; returns those bytes."""
         self.unchecked = 0
-        end = self._sbrk(0) // _PAGE * _PAGE
+        assert self._sbrk is not None and self._madvise is not None, "enable() found them"
+        end: int = self._sbrk(0) // _PAGE * _PAGE
         grown = end - self.advised_end
         if grown <= 0:
             return 0
@@ -103,9 +107,10 @@ class HugePageHeap:
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))     # 0: this thread
         except (OSError, AttributeError):
             pass                    # then at normal priority; the faults still leave the loop
-        madvise = self._madvise
+        madvise, ranges = self._madvise, self._prefault
+        assert madvise is not None and ranges is not None, "started by advise_growth"
         while True:
-            start, end = self._prefault.get()
+            start, end = ranges.get()
             for addr in range(start, end, _PREFAULT_STEP):
                 if madvise(addr, min(_PREFAULT_STEP, end - addr), _MADV_POPULATE_WRITE):
                     if ctypes.get_errno() == _EINVAL:

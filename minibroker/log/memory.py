@@ -39,7 +39,7 @@ class EvictableLog(Protocol):
     """What LogMemory needs of a log (PartitionLog is one; it imports this module, not we it)."""
     topic: str
     partition: int
-    size_bytes: int
+    held_bytes: int         # what its batches really hold: the rounds share the cap by this
 
     def evict_to(self, share: int) -> int:
         """Delete the oldest batches below the high watermark down to `share` bytes; how many."""
@@ -107,7 +107,7 @@ class LogMemory:
         # short of it, a sixteenth of the cap further (not a futile round on every append).
         self._threshold = max_bytes
         self._logs: dict[int, EvictableLog] = {}      # every log sharing this memory, by id
-        self._room_waiters: list[asyncio.Future] = []   # producers held back (`room`)
+        self._room_waiters: list[asyncio.Future[None]] = []     # producers held back (`room`)
         self._round_due = False
 
     def register(self, log: EvictableLog) -> None:
@@ -198,6 +198,6 @@ class LogMemory:
             self.spill.close()
 
 
-def _done(fut: asyncio.Future) -> None:
+def _done(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)

@@ -26,7 +26,7 @@ Decisions (Kafka behaviour unless said):
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple, Protocol, Sequence, TypeVar
 
 from kafka.errors import (InvalidRecordError, KafkaError, MessageSizeTooLargeError,
                           OffsetOutOfRangeError)
@@ -59,7 +59,7 @@ class AppendResult(NamedTuple):
 
 
 class ReadResult(NamedTuple):
-    records: list               # whole stored batches: read-only views, or a small one's bytes
+    records: list[bytes | memoryview]   # whole stored batches: read-only views, or a small one's bytes
     size: int
     first_offset: int           # base offset of the first batch, or the fetch offset when empty
 
@@ -74,6 +74,21 @@ class UnexpectedAppendOffsetError(Exception):
 SMALL_BATCH_BYTES = 4096
 
 
+class BatchFields(Protocol):
+    """What a StoredBatch takes from its batch's header (a BatchHeader, or log/cleaner.py's)."""
+
+    @property
+    def last_offset_delta(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def base_sequence(self) -> int: ...
+
+
 class StoredBatch:
     # Untracked by the cycle collector once made (log/untracked.py): it refers to bytes, views and
     # ints only.
@@ -81,7 +96,7 @@ class StoredBatch:
                  "attributes", "producer_id", "producer_epoch", "base_sequence", "held",
                  "delete_horizon")
 
-    def __init__(self, data: bytes | bytearray | memoryview, header: BatchHeader, base_offset: int,
+    def __init__(self, data: bytes | bytearray | memoryview, header: BatchFields, base_offset: int,
                  leader_epoch: int, max_timestamp: int, attributes: int, frame_share: int = 0,
                  view: bytes | memoryview | None = None) -> None:
         if view is None:
@@ -122,7 +137,8 @@ class StoredBatch:
                 f"size={self.size}, max_ts={self.max_timestamp})")
 
 
-def _leader_batches(views: list[memoryview], leader_log: "PartitionLog | None") -> tuple[list, list] | None:
+def _leader_batches(views: list[memoryview], leader_log: "PartitionLog | None"
+                    ) -> tuple[list[BatchHeader], list[StoredBatch]] | None:
     """(headers, the leader's StoredBatches) for views a memory pipe handed over, when each is the
     view of the leader's batch at its base offset (the same object: no compare, no CRC), else
     None. Control batches (transaction markers) go the byte path: their producer state reads the
@@ -154,7 +170,8 @@ def _frame_shares(view: memoryview, headers: list[BatchHeader], frame_records: i
     owner = view.obj
     mine = sum(h.size for h in headers)
     kept = max(frame_records, mine)
-    extra = max(0, (len(owner) if owner is not None else 0) - kept) * mine // kept
+    # `owner` is the frame's bytearray (typeshed types it Buffer, which is not Sized).
+    extra = max(0, (len(owner) if owner is not None else 0) - kept) * mine // kept  # type: ignore[arg-type]
     share, rest = divmod(extra, len(headers))
     return [share + rest] + [share] * (len(headers) - 1)
 
@@ -164,11 +181,14 @@ def _as_view(records: bytes | bytearray | memoryview) -> memoryview:
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 
 
-def _iter_from(items: list, start: int) -> Iterator:
+_T = TypeVar("_T")
+
+
+def _iter_from(items: list[_T], start: int) -> Iterator[_T]:
     """The items of a list from index `start` on, reached in O(1): islice would step through the
     `start` items before it, and a fetch at the tail of a long log would walk all of them."""
     it = iter(items)
-    it.__setstate__(start)
+    it.__setstate__(start)  # type: ignore[attr-defined]  # a list iterator's; typeshed has no such type
     return it
 
 
@@ -191,8 +211,10 @@ class PartitionLog:
         # appends at the end, so a store is two list appends (a sorted map cost a fifth of a
         # single-record produce).
         # Untracked (log/untracked.py): they hold ints, StoredBatches and None only.
+        # Slots before `_head` hold None (dropped, see _drop_front) and are never read: typed by
+        # the slots that are.
         self._bases: list[int] = untracked([])
-        self._stored: list[StoredBatch | None] = untracked([])
+        self._stored: list[StoredBatch] = untracked([])
         self._head = 0
         self.log_start_offset = 0
         self.log_end_offset = 0
@@ -291,8 +313,8 @@ class PartitionLog:
             if origin == CLIENT:
                 start = h.offset_in_buf + HEADER_SIZE
                 check_records(view[start:h.offset_in_buf + h.size], h.records_count, h.compression)
-                if check_times:
-                    append_checks.check_timestamps(view, h, config, now)
+                if check_times:     # with `now` set
+                    append_checks.check_timestamps(view, h, config, now)  # type: ignore[arg-type]
                 if check_keys and not h.is_control:
                     append_checks.check_keys(view, h, f"{self.topic}-{self.partition}")
             bases.append(next_offset)
@@ -311,6 +333,7 @@ class PartitionLog:
                                     dup.timestamp if append_time != NO_TIMESTAMP else NO_TIMESTAMP,
                                     self.log_start_offset, True)
         shares = _frame_shares(view, headers, int(adopt)) if adopt else None
+        data: bytearray | memoryview
         for i, (h, base) in enumerate(zip(headers, bases)):
             rewritten = append_checks.recompress(view, h, config) if recompress else None
             if rewritten is not None:
@@ -333,7 +356,7 @@ class PartitionLog:
             self._commit_producers(pending)
         return AppendResult(bases[0], next_offset - 1, append_time, self.log_start_offset, False)
 
-    def append_as_follower(self, records: bytes | bytearray | memoryview | list, *,
+    def append_as_follower(self, records: bytes | bytearray | memoryview | list[memoryview], *,
                            adopt: bool | int = False,
                            leader_log: "PartitionLog | None" = None) -> AppendResult:
         """Append batches fetched from the leader, keeping their offsets and leader epochs.
@@ -347,13 +370,14 @@ class PartitionLog:
         `leader_log`: the leader's log, in this process; a batch it holds byte for byte is stored
         as the leader's bytes (log/twins.py). `records` may also be a list of the leader's stored
         batches' views, handed over by a memory pipe (protocol/gathered.py): stored as they are."""
+        same: Sequence[StoredBatch | None]
         if type(records) is list:       # the leader's stored batches, handed over (a memory pipe)
             view, shared = None, _leader_batches(records, leader_log)
             if shared is None:          # not (or no longer) the leader's: as received bytes
                 return self.append_as_follower(bytearray().join(records), leader_log=leader_log)
             headers, same = shared
         else:
-            view = _as_view(records)
+            view = _as_view(records)  # type: ignore[arg-type]  # not a list: the branch above
             headers, same = self._parse_fetched(view, leader_log)
         if not headers:
             return AppendResult(self.log_end_offset, self.log_end_offset - 1, NO_TIMESTAMP, self.log_start_offset)
@@ -372,15 +396,16 @@ class PartitionLog:
             expected = h.last_offset + 1
         pending = self.producers.prepare(headers, [h.base_offset for h in headers], origin=REPLICATION,
                                          buf=view)
-        shares = _frame_shares(view, headers, int(adopt)) if adopt else None
+        # A list of the leader's views is never adopted (log/adoption.py): `view` is set.
+        shares = _frame_shares(view, headers, int(adopt)) if adopt else None  # type: ignore[arg-type]
         for i, h in enumerate(headers):
             leaders = same[i]
             if leaders is not None:     # and the leader's share of the frame holding them
                 data, share = leaders.data, leaders.held - leaders.size - BATCH_OVERHEAD
                 if share < 0:           # a spilled leader batch: its bytes are in a file
                     share = 0
-            else:
-                data = view[h.offset_in_buf:h.offset_in_buf + h.size]
+            else:               # a received view (a list's batches are all the leader's)
+                data = view[h.offset_in_buf:h.offset_in_buf + h.size]  # type: ignore[index]
                 share = shares[i] if shares else 0
                 if not adopt:       # a small batch straight to bytes, as StoredBatch keeps it
                     data = bytes(data) if h.size <= SMALL_BATCH_BYTES else bytearray(data)
@@ -391,14 +416,15 @@ class PartitionLog:
         self._commit_producers(pending)
         return AppendResult(first.base_offset, expected - 1, NO_TIMESTAMP, self.log_start_offset)
 
-    def _parse_fetched(self, view: memoryview, leader_log: "PartitionLog | None") -> tuple[list, list]:
+    def _parse_fetched(self, view: memoryview, leader_log: "PartitionLog | None"
+                       ) -> tuple[list[BatchHeader], list[StoredBatch | None]]:
         """The headers of fetched batches, checked, and for each the leader's StoredBatch holding
         the same bytes, or None. A batch equal byte for byte to one the leader stored passed the
         leader's CRC check when it was produced: only the others are checked (2 of RF 3's 3 checks
         per byte go)."""
         verify = self.verify_follower_crc
         headers = parse_batches(view, verify_crc=verify and leader_log is None, allow_partial_tail=True)
-        same = [None] * len(headers)
+        same: list[StoredBatch | None] = [None] * len(headers)
         if leader_log is not None:
             for i, h in enumerate(headers):
                 same[i] = twin(leader_log, h.base_offset, view[h.offset_in_buf:h.offset_in_buf + h.size])
@@ -457,7 +483,7 @@ class PartitionLog:
         """Compaction: swap the batches at these base offsets for rewritten ones (None: drop),
         offsets kept. Readers holding the old batches' views keep reading the old bytes."""
         stored, bases = self._stored, self._bases
-        kept_batches: list[StoredBatch | None] = []
+        kept_batches: list[StoredBatch] = []
         kept_bases: list[int] = []
         freed = added = 0
         for i in range(self._head, len(stored)):
@@ -493,7 +519,7 @@ class PartitionLog:
                 f"[{self.log_start_offset}, {self.log_end_offset}]")
         if max_offset is None:
             max_offset = self.log_end_offset
-        out: list[memoryview] = []
+        out: list[bytes | memoryview] = []
         size = 0
         first_offset = fetch_offset
         head = self._head
@@ -705,7 +731,7 @@ class PartitionLog:
             batch = stored[head]
             if not should_drop(batch):
                 break
-            stored[head] = None         # its memory goes back now, not at the next compaction
+            stored[head] = None  # type: ignore[call-overload]  # its memory goes back now, not at the next compaction
             self.size_bytes -= batch.size
             self.held_bytes -= batch.held
             freed += batch.held

@@ -133,7 +133,7 @@ class ProducerStateManager:
 
     def prepare(self, headers: Sequence[BatchHeader], base_offsets: Sequence[int], *,
                 origin: str = CLIENT, log_append_time: int = -1,
-                buf=None) -> PendingProducerAppend:
+                buf: bytes | bytearray | memoryview | None = None) -> PendingProducerAppend:
         """Validate the producer batches of one append (offsets as they would be assigned;
         `log_append_time` >= 0 replaces the batches' max timestamps, as the log will).
 

@@ -41,18 +41,20 @@ MIN_RECORD_SIZE = 7                       # length, attributes, ts delta, offset
 MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _I32 = struct.Struct(">i")
+BytesLike = bytes | bytearray | memoryview
 
 
-def check_records(body, count: int, compression: int, *,
+def check_records(body: BytesLike, count: int, compression: int, *,
                   max_decompressed: int = MAX_DECOMPRESSED_BYTES) -> None:
     """Raise unless `body` (the bytes after a v2 batch header) holds exactly `count` well-formed
     records with offset deltas 0..count-1, after decompressing with `compression`."""
     if compression != NONE:
         if compression > ZSTD:
             raise CorruptRecordError(f"Unknown compression type id: {compression}")
-        body = _decompress(body, compression, max_decompressed)
-        if body is None:                  # codec library not installed: contents unchecked
+        records = _decompress(body, compression, max_decompressed)
+        if records is None:               # codec library not installed: contents unchecked
             return
+        body = records
     if count * MIN_RECORD_SIZE > len(body):
         raise InvalidRecordError(
             f"Incorrect declared batch size: {count} records cannot fit in {len(body)} bytes")
@@ -62,7 +64,7 @@ def check_records(body, count: int, compression: int, *,
         _walk_lengths(body, count)
 
 
-def _walk_lengths(buf, count: int) -> None:
+def _walk_lengths(buf: BytesLike, count: int) -> None:
     """The records' length prefixes tile `buf` exactly, `count` of them, each a possible record.
     One- and two-byte lengths (records under 8 KiB) are read inline; the zigzag sign is the first
     byte's low bit, so a negative length is refused before it is decoded. Where a record is as
@@ -72,7 +74,7 @@ def _walk_lengths(buf, count: int) -> None:
     so records of few alternating sizes cost little more than the plain walk."""
     end = len(buf)
     pos = n = last = retry = 0
-    data = None
+    data: bytes | bytearray | None = None
     while pos < end:
         b = buf[pos]
         if b < 0x80:
@@ -109,7 +111,7 @@ def _walk_lengths(buf, count: int) -> None:
             f"Incorrect declared batch size: {n} records present, {count} declared")
 
 
-def _strided(buf) -> tuple:
+def _strided(buf: BytesLike) -> tuple[bytes | bytearray, int]:
     """`buf` as (an object whose strided slices are built by a tight C loop, where `buf` starts in
     it). bytes and bytearray slice at ~1 ns a byte; a memoryview slices item by item (~6 ns), so a
     writable view (a large frame's buffer) is sliced through the bytearray under it, at its
@@ -125,7 +127,7 @@ def _strided(buf) -> tuple:
     return buf, 0
 
 
-def _address(writable) -> int:
+def _address(writable: bytearray | memoryview) -> int:
     c = ctypes.c_char.from_buffer(writable)
     try:
         return ctypes.addressof(c)
@@ -133,7 +135,8 @@ def _address(writable) -> int:
         del c                               # it holds an export of the buffer
 
 
-def _same_prefix(data, base: int, buf, pos: int, step: int, end: int) -> int:
+def _same_prefix(data: bytes | bytearray, base: int, buf: BytesLike, pos: int, step: int, end: int
+                 ) -> int:
     """How many whole records of `step` bytes from `pos` on start with the length prefix (a varint,
     already checked) of the one at `pos`: equal varint bytes are equal lengths. (`data`, `base`)
     is `buf` as `_strided` gives it. Each prefix byte is compared down a strided slice, against
@@ -172,7 +175,7 @@ def _bad(why: str) -> InvalidRecordError:
 _varint = varint_reader(_bad)
 
 
-def _walk(buf, count: int) -> None:
+def _walk(buf: BytesLike, count: int) -> None:
     end = len(buf)
     pos = 0
     varint = _varint
@@ -230,7 +233,7 @@ def _too_big(limit: int) -> CorruptRecordError:
     return CorruptRecordError(f"The decompressed records exceed {limit} bytes")
 
 
-def _decompress(data, compression: int, limit: int):
+def _decompress(data: BytesLike, compression: int, limit: int) -> bytes | None:
     try:
         if compression == GZIP:
             return _gunzip(data, limit)
@@ -247,7 +250,7 @@ def _decompress(data, compression: int, limit: int):
         raise CorruptRecordError(f"Received exception when decompressing the records: {e!r}") from None
 
 
-def _gunzip(data, limit: int) -> bytes:
+def _gunzip(data: BytesLike, limit: int) -> bytes:
     d = zlib.decompressobj(wbits=47)           # gzip or zlib header, as GZIPInputStream accepts gzip
     out = d.decompress(data, limit + 1)
     if len(out) > limit:
@@ -257,19 +260,19 @@ def _gunzip(data, limit: int) -> bytes:
     return out
 
 
-def _unzstd(data, limit: int) -> bytes:
+def _unzstd(data: BytesLike, limit: int) -> bytes:
     import zstandard
     with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True) as r:
-        out = r.read(limit + 1)
+        out: bytes = r.read(limit + 1)
     if len(out) > limit:
         raise _too_big(limit)
     return out
 
 
-def _unlz4(data, limit: int) -> bytes:
+def _unlz4(data: BytesLike, limit: int) -> bytes:
     import lz4.frame
     d = lz4.frame.LZ4FrameDecompressor()
-    out = d.decompress(bytes(data), max_length=limit + 1)
+    out: bytes = d.decompress(bytes(data), max_length=limit + 1)
     if len(out) > limit:
         raise _too_big(limit)
     if not d.eof:
@@ -277,11 +280,11 @@ def _unlz4(data, limit: int) -> bytes:
     return out
 
 
-def _unsnappy(data, limit: int) -> bytes:
+def _unsnappy(data: BytesLike, limit: int) -> bytes:
     """Kafka's snappy is xerial-framed (SnappyOutputStream) blocks of raw snappy; plain raw also read."""
     import cramjam
     data = bytes(data)
-    blocks = []
+    blocks: list[bytes] = []
     if data[:8] == _XERIAL_MAGIC:
         pos = 16
         while pos < len(data):

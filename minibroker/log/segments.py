@@ -106,7 +106,8 @@ class LogSegment:
     def fd(self) -> int:
         return self._fds[0]
 
-    def append(self, data, base_offset: int, last_offset: int, max_timestamp: int) -> None:
+    def append(self, data: bytes | bytearray | memoryview, base_offset: int, last_offset: int,
+               max_timestamp: int) -> None:
         written = os.write(self._fds[0], data)
         while written < len(data):          # a short write (rare on a file): the rest
             written += os.write(self._fds[0], memoryview(data)[written:])

@@ -44,7 +44,7 @@ class SpillDir:
         # The least a spill file holds (unless its log has less): each file is a mapping, and
         # a process has a bounded number of them (vm.max_map_count, 65530 by default).
         self.min_bytes = MIN_FILE_BYTES
-        self._finalizer: weakref.finalize | None = None
+        self._finalizer: weakref.finalize[..., Any] | None = None
 
     def _directory(self) -> str:
         if self.path is None:

@@ -38,7 +38,7 @@ class CompletedTxn(NamedTuple):
     committed: bool
 
 
-def control_type(batch, pos: int = 0) -> int:
+def control_type(batch: bytes | bytearray | memoryview, pos: int = 0) -> int:
     """The marker type (ABORT 0 / COMMIT 1) of the control batch at `pos` of `batch`: the key of
     its first record is (version int16, type int16). Control batches are never compressed.
     Anything that does not decode reads as ABORT (the safe side for read_committed)."""

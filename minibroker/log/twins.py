@@ -13,8 +13,9 @@ the frame holding it), as it may be the last to let it go.
 from __future__ import annotations
 
 import ctypes
-from typing import Any
+from typing import Any, Callable
 
+_memcmp: Callable[[int | None, int | None, int], int] | None     # c_void_p takes None (NULL)
 try:
     _memcmp = ctypes.CDLL(None).memcmp
     _memcmp.restype = ctypes.c_int

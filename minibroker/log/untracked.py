@@ -18,7 +18,7 @@ CPython), everything stays tracked.
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 RUN = 256
 
@@ -33,10 +33,11 @@ def _untracker() -> Callable[[Any], None]:
 
 
 untrack = _untracker()
-_pending: list = []
+_pending: list[Any] = []
+_L = TypeVar("_L", bound="list[Any]")
 
 
-def untracked(items: list) -> list:
+def untracked(items: _L) -> _L:
     """`items`, untracked: only for lists that never hold what could refer back to them."""
     untrack(items)
     return items

@@ -62,7 +62,7 @@ class MetadataCache:
         self.max_partition_epoch = -1
         self.metadata_offset = -1       # the controller's image offset (ApiVersions' features epoch)
         # topic → {Metadata version: its encoded topic entry}; dropped when the topic changes.
-        self.encoded: dict[str, dict[int, bytes]] = {}
+        self.encoded: dict[str, dict[int | tuple[int, frozenset[int]], bytes]] = {}
         # Bumped on every broker/topic change; whole encoded Metadata responses are kept per generation.
         self.generation = 0
         self.responses: dict[tuple[object, ...], bytes] = {}

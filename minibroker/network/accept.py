@@ -22,7 +22,7 @@ import ipaddress
 import logging
 import socket
 import ssl as ssl_module
-from typing import Any, Callable
+from typing import Any, Callable, Collection, Protocol
 
 log = logging.getLogger("minibroker.network")
 
@@ -40,21 +40,31 @@ def _family(host: str) -> int:
         return socket.AF_INET   # a name ("localhost"): bound as IPv4, as the README serves
 
 
+class Connection(Protocol):
+    """What a listener reads of the connections it counts (tcp.KafkaServerConnection)."""
+
+    @property
+    def peer(self) -> Any: ...          # get_extra_info("peername"): (host, port, ...) or None
+    @property
+    def closed(self) -> bool: ...
+
+
 class Listener:
     """What broker.py uses of an asyncio.Server: `sockets`, `close()`, `wait_closed()`."""
 
-    def __init__(self, sock: socket.socket, factory: Callable[[], Any], connections: dict,
+    def __init__(self, sock: socket.socket, factory: Callable[[], Any],
+                 connections: Collection[Connection],
                  name: str, max_connections: int, max_connections_per_ip: int,
                  ssl: Any = None) -> None:
         self.sockets = [sock]
         self.factory = factory
         self.connections = connections      # the broker's, all listeners' (per-IP counts)
-        self.accepted: set = set()          # this listener's open connections (max.connections)
+        self.accepted: set[Connection] = set()  # this listener's open connections (max.connections)
         self.name = name
         self.max_connections = max_connections
         self.max_connections_per_ip = max_connections_per_ip
         self.ssl = ssl                  # TLS listeners: each handshake runs in a task of its own
-        self._handshakes: set[asyncio.Task] = set()
+        self._handshakes: set[asyncio.Task[None]] = set()
         self.failed_accepts = 0         # accepts that failed (out of descriptors), in all
         self.refused_per_ip = 0
         self._unreported = 0
@@ -88,7 +98,7 @@ class Listener:
             else:
                 await self._connect(loop, conn)
 
-    async def _connect(self, loop, conn: socket.socket) -> None:
+    async def _connect(self, loop: asyncio.AbstractEventLoop, conn: socket.socket) -> None:
         try:
             _, protocol = await loop.connect_accepted_socket(
                 self.factory, conn, **({"ssl": self.ssl, "ssl_handshake_timeout": 10.0}
@@ -114,7 +124,7 @@ class Listener:
                     self.name, ip, n, self.max_connections_per_ip)
         return True
 
-    def _accept_failed(self, loop, e: OSError) -> None:
+    def _accept_failed(self, loop: asyncio.AbstractEventLoop, e: OSError) -> None:
         self.failed_accepts += 1
         now = loop.time()
         if now - self._last_report < REPORT_EVERY_S:
@@ -134,7 +144,8 @@ class Listener:
         await asyncio.gather(self._task, return_exceptions=True)
 
 
-async def listen(factory: Callable[[], Any], host: str, port: int, *, connections: dict,
+async def listen(factory: Callable[[], Any], host: str, port: int, *,
+                 connections: Collection[Connection],
                  name: str, max_connections: int = INT32_MAX,
                  max_connections_per_ip: int = INT32_MAX, backlog: int = 1024,
                  ssl: Any = None) -> Listener:

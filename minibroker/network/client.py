@@ -9,7 +9,7 @@ import asyncio
 import collections
 import struct
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from kafka.protocol.api_header import ResponseClassRegistry
 
@@ -38,7 +38,7 @@ def response_class_for(req: Any) -> Any:
     return cls[None] if getattr(cls, "_class_version", None) is not None else cls
 
 
-def encode_request(req: Any, version: int, correlation_id: int, client_id: str) -> list:
+def encode_request(req: Any, version: int, correlation_id: int, client_id: str) -> list[bytes]:
     cls = type(req)
     flexible = cls.flexible_version_q(version) or (cls.API_KEY == 18 and version >= 3)
     cid = client_id.encode()
@@ -54,13 +54,13 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         self.client_id = client_id
         self.reader = FrameReader(max_frame_bytes)
         self.transport: asyncio.Transport | None = None
-        # (correlation id, response class, version, future, raw)
-        self.inflight: collections.deque[tuple[int, Any, int, asyncio.Future, bool]] = \
+        # (correlation id, response class, version, future, raw: bool or _RAW_GATHERED)
+        self.inflight: collections.deque[tuple[int, Any, int, asyncio.Future[Any], int]] = \
             collections.deque()
         self._corr = 0
         self.closed = False
         self.close_reason: str | None = None
-        self._drain_waiter: asyncio.Future | None = None
+        self._drain_waiter: asyncio.Future[None] | None = None
         self._write_paused = False
         self.tuning: SocketTuning | None = None
 
@@ -74,11 +74,11 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
             loop.create_connection(lambda: cls(client_id), host, port, **tls), timeout)
         return proto
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: Any) -> None:
         self.transport = transport
         self.tuning = SocketTuning(transport)
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: BaseException | None) -> None:
         self._fail(ConnectionClosed(self.close_reason or f"connection lost: {exc!r}"))
 
     def _fail(self, exc: Exception) -> None:
@@ -112,7 +112,7 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
             await self._drain_waiter
 
     def send(self, req: Any, version: int, response_class: Any = None,
-             raw: bool = False) -> asyncio.Future:
+             raw: bool = False) -> asyncio.Future[Any]:
         """Queue a request; the future resolves to the decoded response (None for acks=0).
 
         raw=True: it resolves to the response body instead (a read-only memoryview of the frame
@@ -122,6 +122,7 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         fut, corr = self._new_request()
         if corr < 0:
             return fut
+        assert self.transport is not None, "requests are sent once connected"
         self.transport.writelines(encode_request(req, version, corr, self.client_id))
         if not req.expect_response():
             fut.set_result(None)
@@ -130,7 +131,7 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         self.inflight.append((corr, rcls, version, fut, raw))
         return fut
 
-    def _new_request(self) -> tuple[asyncio.Future, int]:
+    def _new_request(self) -> tuple[asyncio.Future[Any], int]:
         """A request's future and correlation id; -1 when the connection is closed (the future
         holds ConnectionClosed)."""
         fut = asyncio.get_running_loop().create_future()
@@ -141,7 +142,7 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         return fut, self._corr
 
     def send_encoded(self, api_key: int, version: int, body: bytes, flexible: bool,
-                     gathered: bool = False) -> asyncio.Future:
+                     gathered: bool = False) -> asyncio.Future[Any]:
         """send(..., raw=True) of a body its caller encoded (the replica fetcher's FetchRequest:
         protocol/fetch_request.py): the future resolves to the raw response body; with
         `gathered`, to a protocol.gathered.Gathered body when one arrives so (memory pipes)."""
@@ -150,6 +151,7 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
             return fut
         cid = self.client_id.encode()
         hdr = _REQ_HDR.pack(api_key, version, corr, len(cid)) + cid + (b"\x00" if flexible else b"")
+        assert self.transport is not None, "requests are sent once connected"
         self.transport.writelines((_I32.pack(len(hdr) + len(body)), hdr, body))
         # In place of a response class, whether the response header is flexible (bool).
         self.inflight.append((corr, flexible and api_key != 18, version, fut,
@@ -172,6 +174,8 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
 
     def peer(self) -> str:
         """"host:port" of the other end, for messages ("broker" when unknown: memory pipes)."""
+        if self.transport is None:
+            return "broker"
         try:
             host, port = self.transport.get_extra_info("peername")[:2]
             return f"{host}:{port}"
@@ -185,6 +189,7 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self._read(self.reader.buffer_updated, nbytes) and self.reader.large_frames \
                 and not self.closed:
+            assert self.tuning is not None, "set with the transport"
             self.tuning.quick_ack()
 
     def data_received(self, data: bytes) -> None:
@@ -197,7 +202,7 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         """network/memory.py's delivery: whole frames in a buffer handed over, or one Gathered."""
         self._read(self.reader.take, buf)
 
-    def _read(self, frames_of: Callable[[Any], list], arg: Any) -> bool:
+    def _read(self, frames_of: Callable[[Any], Iterable[Any]], arg: Any) -> bool:
         """Handle the frames `frames_of(arg)` completes; False when the stream broke the protocol
         (the connection is closed)."""
         try:
@@ -208,7 +213,7 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         self._handle_frames(frames)
         return True
 
-    def _handle_frames(self, frames: list) -> None:
+    def _handle_frames(self, frames: Iterable[memoryview | Gathered]) -> None:
         for frame in frames:
             if not self.inflight:
                 self.close("unexpected response")
@@ -227,8 +232,9 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
             if fut.done():
                 continue
             try:
+                # Not raw: a Gathered frame was joined above.
                 fut.set_result(response_body(rcls, frame, version) if raw
-                               else decode_response(rcls, frame, version))
+                               else decode_response(rcls, frame, version))  # type: ignore[arg-type]
             except Exception as e:  # noqa: BLE001
                 fut.set_exception(e)
 
@@ -252,14 +258,15 @@ def decode_response(rcls: Any, frame: memoryview, version: int) -> Any:
     return obj
 
 
-def response_body(rcls: Any, frame: memoryview, version: int) -> memoryview:
+def response_body(rcls: Any, frame: memoryview | Gathered, version: int) -> memoryview | Gathered:
     """The body of a response frame, after its header: correlation id, then (header v1, flexible
     versions except ApiVersions) a tagged-field section, skipped. `rcls` may be that flexibility
     itself (a bool: send_encoded)."""
     pos = 4
-    gathered = frame if type(frame) is Gathered else None
-    if gathered is not None:
-        frame = gathered.frame
+    gathered: Gathered | None = None
+    if type(frame) is Gathered:
+        gathered = frame
+        frame = frame.frame
     if rcls if isinstance(rcls, bool) else (rcls.API_KEY != 18 and rcls.flexible_version_q(version)):
         _, pos = _skip_tags(frame, pos, len(frame))
     return frame[pos:] if gathered is None else gathered.body(pos)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any
+from typing import Any, Iterable, Protocol
 
 from minibroker.network.client import KafkaClientConnection
 from minibroker.network.tcp import Handle, KafkaServerConnection
@@ -26,11 +26,18 @@ from minibroker.protocol.gathered import Gathered, gather
 _peer_ids = itertools.count(1)
 
 
+class Buffer(Protocol):
+    """What a transport writes: anything with the buffer protocol (collections.abc.Buffer from
+    Python 3.12 on)."""
+
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+
 class _PipeEnd(asyncio.Transport):
     """One end of the pipe: what its protocol writes is delivered to the other end's protocol."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, protocol: Any, peername: tuple,
-                 sockname: tuple | None = None) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, protocol: Any, peername: tuple[str, int],
+                 sockname: tuple[str, int] | None = None) -> None:
         super().__init__()
         self._loop = loop
         self._protocol = protocol
@@ -39,7 +46,7 @@ class _PipeEnd(asyncio.Transport):
         self.peer: _PipeEnd | None = None
         self._closing = False
         self._paused = False
-        self._held: list = []               # arrived while our protocol paused reading
+        self._held: list[bytearray | Gathered] = []     # arrived while our protocol paused reading
         # Whether our protocol takes Gathered frames (protocol/gathered.py): a client's does.
         self._gathers = getattr(protocol, "takes_gathered", False)
 
@@ -51,12 +58,13 @@ class _PipeEnd(asyncio.Transport):
     def is_closing(self) -> bool:
         return self._closing
 
-    def write(self, data) -> None:
+    def write(self, data: Buffer) -> None:
         self.writelines([data])
 
-    def writelines(self, parts) -> None:
+    def writelines(self, parts: Iterable[Buffer]) -> None:
         if self._closing:
             return
+        assert self.peer is not None, "connect() joins both ends before either writes"
         if self.peer._gathers and type(parts) is list:
             frame = gather(parts)       # a Fetch response's stored batches, passed by reference
             if frame is not None:
@@ -93,6 +101,7 @@ class _PipeEnd(asyncio.Transport):
         self._closing = True
         self._held = []
         self._loop.call_soon(self._protocol.connection_lost, None)
+        assert self.peer is not None, "connect() joins both ends before either closes"
         self.peer.close()
 
     def abort(self) -> None:
@@ -100,7 +109,8 @@ class _PipeEnd(asyncio.Transport):
 
 
 def connect(handle: Handle, *, max_request_bytes: int = 100 * 1024 * 1024,
-            connections: dict | None = None, name: str = "memory server",
+            connections: dict[KafkaServerConnection, None] | None = None,
+            name: str = "memory server",
             client_id: str = "minibroker") -> KafkaClientConnection:
     """A client connection whose requests are answered by `handle` (e.g. a Broker's .handle).
     `connections` receives the server end while it is open (a Broker's own set: stop closes it)."""
@@ -119,4 +129,7 @@ def connect(handle: Handle, *, max_request_bytes: int = 100 * 1024 * 1024,
 
 def server_of(client: KafkaClientConnection) -> KafkaServerConnection:
     """The server end of a pipe `connect` returned (to give it a principal)."""
-    return client.transport.peer._protocol
+    pipe = client.transport
+    assert isinstance(pipe, _PipeEnd) and pipe.peer is not None, "not a connect() pipe"
+    server: KafkaServerConnection = pipe.peer._protocol
+    return server

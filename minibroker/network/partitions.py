@@ -20,6 +20,7 @@ from minibroker.network.sasl_client import scram_authenticate
 from minibroker.network import memory
 from minibroker.security.principal import INTER_BROKER
 from minibroker.network.client import KafkaClientConnection
+from minibroker.network.tcp import Handle, KafkaServerConnection
 
 log = logging.getLogger("minibroker.network")
 
@@ -34,10 +35,11 @@ class NetworkPartitions:
         self.isolated: set[int] = set()                # brokers no client can reach
         # Open inter-broker connections: connection -> (src, dst); by (local, remote) address.
         self._links: dict[KafkaClientConnection, tuple[int, int]] = {}
-        self._addrs: dict[tuple, KafkaClientConnection] = {}
+        self._addrs: dict[tuple[Any, ...], KafkaClientConnection] = {}
         self.generation = 0                             # bumped on every change
         # Listeners of brokers in this process: (host, port) -> memory.connect's arguments.
-        self.listeners: dict[tuple[str, int], tuple] = {}
+        self.listeners: dict[tuple[str, int], tuple[Handle, int, dict[KafkaServerConnection, None],
+                                                    str]] = {}
         # Brokers of this process linked by pipes: id -> (topic, partition) -> its log or None, for
         # followers to share the bytes of batches their leader holds (log/twins.py).
         self.local_logs: dict[int, Callable[[str, int], Any]] = {}
@@ -88,7 +90,7 @@ class NetworkPartitions:
             self.isolated.discard(int(broker_id))
         self.generation += 1
 
-    def is_inter_broker(self, peer, local) -> bool:
+    def is_inter_broker(self, peer: Iterable[Any] | None, local: Iterable[Any] | None) -> bool:
         """Whether a server-side connection (its peer's and its own address) is the other end of
         one of our inter-broker ones."""
         if not peer or not local:
@@ -129,8 +131,8 @@ class NetworkPartitions:
             self._addrs[(tuple(local), tuple(remote))] = conn
         return conn
 
-    def add_listener(self, host: str, port: int, handle, max_request_bytes: int,
-                     connections: dict, name: str) -> None:
+    def add_listener(self, host: str, port: int, handle: Handle, max_request_bytes: int,
+                     connections: dict[KafkaServerConnection, None], name: str) -> None:
         self.listeners[(host, port)] = (handle, max_request_bytes, connections, name)
 
     def remove_listener(self, host: str, port: int) -> None:

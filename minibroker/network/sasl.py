@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from kafka.errors import SaslAuthenticationFailedError, UnsupportedSaslMechanismError
 from kafka.protocol.api_key import ApiKey
@@ -73,7 +73,10 @@ def _decode(cls: Any, frame: memoryview, version: int, flexible: bool) -> tuple[
         raise ProtocolViolation(f"cannot decode {cls.__name__} v{version}: {e!r}") from None
 
 
-def _encode(resp: Any, version: int, corr: int) -> list:
+Parts = list[bytes | bytearray | memoryview]
+
+
+def _encode(resp: Any, version: int, corr: int) -> Parts:
     flexible = resp.flexible_version_q(version)
     return frame_parts([response_header(corr, flexible), resp.encode(version=version)])
 
@@ -82,11 +85,12 @@ class SaslGate:
     """A SASL listener's `handle(conn, frame)`: authentication here, everything after it to
     `inner` (dispatch)."""
 
-    def __init__(self, inner: Callable, settings: SaslSettings) -> None:
+    def __init__(self, inner: Callable[[Any, memoryview], Awaitable[list[Any] | None]],
+                 settings: SaslSettings) -> None:
         self.inner = inner
         self.settings = settings
 
-    async def __call__(self, conn: Any, frame: memoryview) -> list | None:
+    async def __call__(self, conn: Any, frame: memoryview) -> list[Any] | None:
         session = getattr(conn, "sasl", None)
         if session is None:
             session = conn.sasl = SaslSession()
@@ -119,7 +123,7 @@ class SaslGate:
         raise ProtocolViolation(f"Unexpected Kafka request of type {_name(api_key)} during {during}")
 
     # ------------------------------------------------------------------ handshake
-    def _handshake(self, conn, session: SaslSession, frame, version: int) -> list:
+    def _handshake(self, conn: Any, session: SaslSession, frame: memoryview, version: int) -> Parts:
         if not HANDSHAKE_VERSIONS[0] <= version <= HANDSHAKE_VERSIONS[1]:
             raise ProtocolViolation(f"unsupported version {version} of SaslHandshake")
         req, corr = _decode(SaslHandshakeRequest, frame, version, False)
@@ -143,7 +147,8 @@ class SaslGate:
         return _encode(SaslHandshakeResponse(error_code=0, mechanisms=enabled), version, corr)
 
     # ------------------------------------------------------------------ tokens
-    def _authenticate(self, conn, session: SaslSession, frame, version: int) -> list:
+    def _authenticate(self, conn: Any, session: SaslSession, frame: memoryview, version: int
+                      ) -> Parts:
         lo, hi = AUTHENTICATE_VERSIONS
         if not lo <= version <= hi:
             raise ProtocolViolation(f"unsupported version {version} of SaslAuthenticate")
@@ -157,24 +162,27 @@ class SaslGate:
             return _encode(SaslAuthenticateResponse(
                 error_code=SaslAuthenticationFailedError.errno, error_message=str(e),
                 auth_bytes=b"", session_lifetime_ms=0), version, corr)
+        assert session.server is not None, "the exchange succeeded: the server is still there"
         lifetime = self._complete(conn, session) if session.server.complete else 0
         return _encode(SaslAuthenticateResponse(error_code=0, error_message=None,
                                                 auth_bytes=challenge,
                                                 session_lifetime_ms=lifetime), version, corr)
 
-    def _raw_token(self, conn, session: SaslSession, token: bytes) -> list | None:
+    def _raw_token(self, conn: Any, session: SaslSession, token: bytes) -> Parts | None:
         """KIP-43 v0: a bare token in, a bare challenge out; a failure just closes."""
         try:
             challenge = self._evaluate(conn, session, token)
         except SaslAuthenticationFailed as e:
             self._fail(conn, session, session.mechanism, str(e))
             return None
+        assert session.server is not None, "the exchange succeeded: the server is still there"
         if session.server.complete:
             self._complete(conn, session)
         return frame_parts([challenge])     # an empty one too, as Kafka's server sends it
 
-    def _evaluate(self, conn, session: SaslSession, token: bytes) -> bytes:
+    def _evaluate(self, conn: Any, session: SaslSession, token: bytes) -> bytes:
         server = session.server
+        assert server is not None, "state AUTHENTICATE: the handshake made the server"
         challenge = server.evaluate(token)
         if server.complete and session.reauth_from is not None:
             before = session.reauth_from[1]
@@ -185,9 +193,10 @@ class SaslGate:
                     f"{before.principal_type}.{before.name}: {after.principal_type}.{after.name}")
         return challenge
 
-    def _complete(self, conn, session: SaslSession) -> int:
+    def _complete(self, conn: Any, session: SaslSession) -> int:
         """The exchange succeeded: set the principal; returns the session lifetime (ms, 0: none)."""
         server = session.server
+        assert server is not None, "state AUTHENTICATE: the handshake made the server"
         principal = KafkaPrincipal("User", server.principal_name or "")
         now = self.settings.now_ms()
         limits = [self.settings.max_reauth_ms] if self.settings.max_reauth_ms > 0 else []
@@ -204,7 +213,7 @@ class SaslGate:
         session.reauth_from = None
         return lifetime
 
-    def _fail(self, conn, session: SaslSession, mechanism: str | None, message: str) -> None:
+    def _fail(self, conn: Any, session: SaslSession, mechanism: str | None, message: str) -> None:
         """Log (the user, never a password), then close once the error response is out."""
         server = session.server
         who = f"User:{server.principal_name}" if server and server.principal_name else "unknown user"

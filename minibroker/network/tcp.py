@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from typing import Any, Callable, Coroutine
+from typing import Any, Callable, Coroutine, Generator, Iterable
 
 from minibroker.network.accept import INT32_MAX, Listener, listen
 from minibroker.network.request_pool import RequestMemoryPool
@@ -22,7 +22,7 @@ from minibroker.protocol.framing import FrameReader, ProtocolViolation
 from minibroker.security.principal import ANONYMOUS
 
 # handle(conn, frame) -> a coroutine answering one request frame (see the module docstring).
-Handle = Callable[[Any, memoryview], Coroutine[Any, Any, "list | None"]]
+Handle = Callable[[Any, memoryview], Coroutine[Any, Any, "list[Any] | None"]]
 
 log = logging.getLogger("minibroker.network")
 
@@ -57,11 +57,11 @@ class _Resume:
     under a Task: the Task waits on each yielded future and resumes the coroutine through here."""
     __slots__ = ("coro", "first")
 
-    def __init__(self, coro, first) -> None:
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
         self.coro = coro
         self.first = first
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, Any, Any]:
         coro, value = self.coro, self.first
         self.first = None
         while True:
@@ -82,7 +82,7 @@ class _Resume:
                     return stop.value
 
 
-async def _resume(coro, first):
+async def _resume(coro: Coroutine[Any, Any, Any], first: Any) -> Any:
     return await _Resume(coro, first)
 
 
@@ -93,7 +93,8 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
     complete in order are collected and written with one writelines() per batch of received
     frames or per completed Task."""
 
-    def __init__(self, handle: Handle, max_request_bytes: int, connections: dict,
+    def __init__(self, handle: Handle, max_request_bytes: int,
+                 connections: dict[KafkaServerConnection, None],
                  name: str = "server", pool: RequestMemoryPool | None = None,
                  listener: str = "PLAINTEXT",
                  principal_of: Callable[[Any], Any] | None = None) -> None:
@@ -103,10 +104,13 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         self.reader = FrameReader(max_request_bytes)
         self.reader.pool = pool             # queued.max.request.bytes (network/request_pool.py)
         self._waiting_for_pool = False
-        self.get_buffer = self.reader.get_buffer    # the loop calls it on every receive: one call less
-        self.pending: collections.deque = collections.deque()     # Tasks and _Completed, in order
+        # The loop calls it on every receive: one call less (mypy: a method replaced per instance).
+        self.get_buffer = self.reader.get_buffer    # type: ignore[method-assign]
+        # Tasks and _Completed, in order
+        self.pending: collections.deque[asyncio.Task[Any] | _Completed] = collections.deque()
         self.transport: asyncio.Transport | None = None
-        self.peer = self.local = None
+        self.peer: Any = None               # get_extra_info's peername and sockname
+        self.local: Any = None
         self.closed = False
         self._paused_reading = False
         self._write_paused = False
@@ -123,9 +127,9 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         # Frames received but not yet handled because the client is not reading its responses
         # (the transport asked us to pause writing): Kafka mutes such a channel. They stay valid
         # (FrameReader never rewrites a buffer below its write position).
-        self._deferred: collections.deque = collections.deque()
+        self._deferred: collections.deque[memoryview] = collections.deque()
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: Any) -> None:
         self.loop = asyncio.get_running_loop()
         self.last_active = self.loop.time()
         self.transport = transport
@@ -139,7 +143,7 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
             except ValueError as e:     # no ssl.principal.mapping.rules rule applies
                 self.close(f"failed authentication: {e}")
 
-    def connection_lost(self, exc) -> None:
+    def connection_lost(self, exc: BaseException | None) -> None:
         self.closed = True
         self.connections.pop(self, None)
         if self.reader.pool is not None:
@@ -169,8 +173,10 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         if frames:
             self._handle_frames(frames)
         if self.reader.large_frames and not self.closed:
+            assert self.tuning is not None, "set with the transport"
             self.tuning.quick_ack()
         if self.reader.waiting and not self._waiting_for_pool and not self.closed:
+            assert self.reader.pool is not None, "only a pool makes a reader wait"
             self._waiting_for_pool = True       # no room for this request yet: stop reading
             self.reader.pool.wait(self._pool_has_room)
             self._update_reading()
@@ -188,7 +194,7 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         """network/memory.py's delivery: whole frames in a buffer handed over."""
         self._receive(self.reader.take, buf)
 
-    def _receive(self, frames_of: Callable[[Any], list], arg: Any) -> None:
+    def _receive(self, frames_of: Callable[[Any], Iterable[Any]], arg: Any) -> None:
         if self.closed:
             return
         self.last_active = self.loop.time()
@@ -200,16 +206,17 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         if frames:
             self._handle_frames(frames)
 
-    def _handle_frames(self, frames) -> None:
+    def _handle_frames(self, frames: Iterable[memoryview]) -> None:
         if self._failed:
             return
         if self._deferred or self._write_paused:
             self._deferred.extend(frames)
             return
+        assert self.transport is not None, "frames arrive only once connected"
         handle = self.handle
         pending = self.pending
         loop = None
-        out = None          # responses ready while nothing is queued ahead of them, in order
+        out: list[Any] | None = None    # responses ready while nothing is queued ahead, in order
         frames = iter(frames)
         for frame in frames:
             if out is not None and len(out) >= WRITE_EVERY_PARTS:
@@ -251,7 +258,7 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         if pending:
             self._flush()
 
-    def _on_done(self, _task: asyncio.Task) -> None:
+    def _on_done(self, _task: asyncio.Task[Any]) -> None:
         self._flush()
 
     def _flush(self) -> None:
@@ -286,8 +293,9 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         self._write(out)
         self._update_reading()
 
-    def _write(self, out) -> None:
+    def _write(self, out: list[Any] | None) -> None:
         if out and not self.closed:
+            assert self.transport is not None, "responses follow requests, once connected"
             self.transport.writelines(out)
 
     def _update_reading(self) -> None:
@@ -314,7 +322,8 @@ class KafkaServerConnection(asyncio.BufferedProtocol):
         self._update_reading()
 
 
-async def close_idle_connections(connections: dict, max_idle_ms: int) -> None:
+async def close_idle_connections(connections: dict[KafkaServerConnection, None],
+                                 max_idle_ms: int) -> None:
     """Kafka's connections.max.idle.ms: close a connection that has sent nothing for that long
     and has no request in flight (a long-poll Fetch is not idle). Runs until cancelled."""
     loop = asyncio.get_running_loop()
@@ -327,6 +336,9 @@ async def close_idle_connections(connections: dict, max_idle_ms: int) -> None:
                 conn.close(f"idle for more than connections.max.idle.ms={max_idle_ms}")
 
 
+ExceptionHandler = Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object]
+
+
 class AcceptErrorLimiter:
     """The loop's exception handler while a listener runs: asyncio reports every failed accept
     past the fd limit ("socket.accept() out of system resource", with a traceback) and retries a
@@ -336,12 +348,12 @@ class AcceptErrorLimiter:
     INTERVAL_S = 10.0
     MESSAGE = "socket.accept() out of system resource"
 
-    def __init__(self, previous) -> None:
+    def __init__(self, previous: ExceptionHandler | None) -> None:
         self.previous = previous
         self.last = float("-inf")
         self.suppressed = 0
 
-    def __call__(self, loop, context: dict) -> None:
+    def __call__(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         if context.get("message") != self.MESSAGE:
             if self.previous is not None:
                 self.previous(loop, context)
@@ -357,13 +369,13 @@ class AcceptErrorLimiter:
         self.last, self.suppressed = now, 0
 
     @classmethod
-    def install(cls, loop) -> None:
+    def install(cls, loop: asyncio.AbstractEventLoop) -> None:
         if not isinstance(loop.get_exception_handler(), cls):
             loop.set_exception_handler(cls(loop.get_exception_handler()))
 
 
 async def start_listener(handle: Handle, host: str, port: int, *, max_request_bytes: int,
-                         connections: dict, name: str = "server",
+                         connections: dict[KafkaServerConnection, None], name: str = "server",
                          max_connections: int = INT32_MAX,
                          max_connections_per_ip: int = INT32_MAX,
                          pool: RequestMemoryPool | None = None, listener: str = "PLAINTEXT",

@@ -12,7 +12,7 @@ import logging
 import re
 import ssl
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 from minibroker.security.principal import ANONYMOUS, KafkaPrincipal
 
@@ -71,7 +71,7 @@ def _escape(value: str) -> str:
     return out
 
 
-def rfc2253(subject) -> str:
+def rfc2253(subject: Sequence[Iterable[tuple[str, str]]]) -> str:
     """getpeercert()'s subject (RDNs in certificate order) as Java's X500Principal.getName()."""
     rdns = []
     for rdn in reversed(subject):
@@ -81,7 +81,7 @@ def rfc2253(subject) -> str:
 
 @dataclass(frozen=True)
 class _Rule:
-    pattern: re.Pattern | None          # None: DEFAULT
+    pattern: re.Pattern[str] | None     # None: DEFAULT
     replacement: str = ""
     case: str = ""
 

@@ -23,7 +23,9 @@ PARTITION_REASSIGNMENT_IN_PROGRESS = 10002
 _InvalidMetadataBase = getattr(Errors, "InvalidMetadataError", Errors.KafkaError)
 
 
-class InvalidPartitionMetadataError(_InvalidMetadataBase, Errors.BrokerResponseError):
+# kafka-python is untyped (its errors are Any to mypy) and the first base is picked at import.
+class InvalidPartitionMetadataError(
+        _InvalidMetadataBase, Errors.BrokerResponseError):  # type: ignore[misc, valid-type]
     """KIP-253: the producer's or consumer's undeleted_partition_count differs from the broker's.
 
     Retriable and an invalid-metadata error: refresh metadata and retry (consumers rejoin).
@@ -39,7 +41,7 @@ class InvalidPartitionMetadataError(_InvalidMetadataBase, Errors.BrokerResponseE
     invalid_metadata = True
 
 
-class PartitionReassignmentInProgressError(Errors.BrokerResponseError):
+class PartitionReassignmentInProgressError(Errors.BrokerResponseError):  # type: ignore[misc]
     """KIP-179 draft: the reassignment of this partition to this broker is still running."""
 
     errno = PARTITION_REASSIGNMENT_IN_PROGRESS
@@ -59,7 +61,8 @@ def for_code(code: int) -> type[Errors.KafkaError]:
     ours = OUR_ERRORS.get(code)
     if ours is not None:
         return ours
-    return Errors.for_code(code)
+    theirs: type[Errors.KafkaError] = Errors.for_code(code)
+    return theirs
 
 
 def error_name(code: int) -> str:
@@ -69,8 +72,10 @@ def error_name(code: int) -> str:
         return "NONE"
     ours = OUR_ERRORS.get(code)
     if ours is not None:
-        return ours.message
+        name: str = ours.message
+        return name
     known = Errors.kafka_errors.get(code)
     if known is not None and known.message:
-        return known.message
+        name = known.message
+        return name
     return f"UNKNOWN_{code}"

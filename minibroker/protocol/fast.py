@@ -21,7 +21,7 @@ except the KIP-253 topic tag 10000 (`undeleted_partition_count`, int32), which i
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple, Sequence
+from typing import Any, Literal, NamedTuple, Sequence, overload
 
 from minibroker.protocol.framing import ProtocolViolation
 from minibroker.protocol.framing import read_uvarint as _uvarint
@@ -44,7 +44,7 @@ KIP253_UNDELETED_PARTITION_COUNT_TAG = 10000
 
 
 class ProducePartition(NamedTuple):
-    index: int
+    index: int  # type: ignore[assignment]  # the wire name; shadows tuple.index on purpose
     records: memoryview | None          # zero-copy slice of the request frame; None for a null
 
 
@@ -83,6 +83,12 @@ def _skip_tags(buf: memoryview, pos: int, end: int, want_count: bool = False) ->
     return count, pos
 
 
+@overload
+def _string(buf: memoryview, pos: int, end: int, flexible: bool,
+            nullable: Literal[False]) -> tuple[str, int]: ...
+@overload
+def _string(buf: memoryview, pos: int, end: int, flexible: bool,
+            nullable: bool) -> tuple[str | None, int]: ...
 def _string(buf: memoryview, pos: int, end: int, flexible: bool, nullable: bool) -> tuple[str | None, int]:
     if flexible:
         if pos < end and buf[pos] < 0x80:   # a one-byte varint (nearly always)
@@ -108,10 +114,17 @@ def _string(buf: memoryview, pos: int, end: int, flexible: bool, nullable: bool)
         raise ProtocolViolation(f"invalid UTF-8 in string: {e}") from None
 
 
+@overload
 def _records(buf: memoryview, pos: int, end: int, flexible: bool, what: str,
-             gathered: Gathered | None = None) -> tuple[memoryview | list | None, int]:
+             gathered: None = None) -> tuple[memoryview | None, int]: ...
+@overload
+def _records(buf: memoryview, pos: int, end: int, flexible: bool, what: str,
+             gathered: Gathered | None) -> tuple[memoryview | list[memoryview] | None, int]: ...
+def _records(buf: memoryview, pos: int, end: int, flexible: bool, what: str,
+             gathered: Gathered | None = None) -> tuple[memoryview | list[memoryview] | None, int]:
     """A records field (nullable bytes) at pos: a view of buf, no copy; None for a null. In a
-    Gathered body, a record set cut out of it is the list of views handed over."""
+    Gathered body, a record set views were cut out of is a list: those views, and views of buf
+    for the small batches that came with the encoded bytes (Gathered.record_set)."""
     if flexible:
         if end - pos >= 2 and buf[pos] & 0x80 and not buf[pos + 1] & 0x80:    # 128 B - 16 KiB
             size = (buf[pos] & 0x7F | buf[pos + 1] << 7) - 1
@@ -128,12 +141,13 @@ def _records(buf: memoryview, pos: int, end: int, flexible: bool, what: str,
         if size != -1:
             raise ProtocolViolation(f"invalid records length {size}")
         return None, pos
-    if gathered is not None:
-        views = gathered.records_at(pos)
-        if views is not None:
-            if sum(v.nbytes for v in views) != size:
-                raise ProtocolViolation(f"records of {size} bytes handed over as a different size")
-            return views, pos
+    if gathered is not None and gathered.holes:
+        try:
+            handed = gathered.record_set(pos, size)
+        except ValueError as e:
+            raise ProtocolViolation(str(e)) from None
+        if handed is not None:
+            return handed
     if size > end - pos:
         raise ProtocolViolation(f"records run past the end of the {what}")
     return buf[pos:pos + size], pos + size
@@ -224,7 +238,7 @@ class FetchPartition(NamedTuple):
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    records: Sequence | None                         # buffers sent back to back, or None (a null)
+    records: Sequence[bytes | memoryview] | None     # buffers sent back to back, or None (a null)
     diverging_epoch: tuple[int, int] | None = None   # (epoch, end_offset), v12 tag 0
     aborted_transactions: Sequence[tuple[int, int]] | None = None   # (producer_id, first_offset)
     preferred_read_replica: int = -1
@@ -271,15 +285,16 @@ def _fetch_response_head(version: int, correlation_id: int, throttle_time_ms: in
 
 
 def encode_fetch_response(version: int, correlation_id: int, throttle_time_ms: int, error_code: int,
-                          session_id: int, topics: Sequence[tuple], node_endpoints:
-                          Sequence[NodeEndpoint] = ()) -> list:
+                          session_id: int, topics: Sequence[tuple[Any, Sequence[FetchPartition]]],
+                          node_endpoints: Sequence[NodeEndpoint] = ()) -> list[bytes | memoryview]:
     """The whole framed Fetch response (size, header, body) as buffers for writelines(), v4-17.
-    `topics`: (name, partitions), or from v13 (topic id as a uuid.UUID, partitions)."""
+    `topics`: (name, partitions), or from v13 (topic id as a uuid.UUID, partitions): Any, as the
+    version alone says which."""
     if not 4 <= version <= 17:
         raise ValueError(f"Fetch v{version} is not encoded here")
     flexible = version >= 12
     by_id = version >= 13
-    out: list = []
+    out: list[bytes | memoryview] = []
     cur = _fetch_response_head(version, correlation_id, throttle_time_ms, error_code, session_id,
                                len(topics))
     total = 0
@@ -381,7 +396,7 @@ class FetchPartitionView(NamedTuple):
     current_leader: LeaderIdAndEpoch | None          # v12 tag 1
     aborted_transactions: list[tuple[int, int]] | None   # (producer_id, first_offset)
     preferred_read_replica: int                      # -1 before v11
-    records: memoryview | list | None                # zero-copy slice of the response frame, or
+    records: memoryview | list[memoryview] | None    # zero-copy slice of the response frame, or
                                                      # the views a Gathered one handed over
 
 
@@ -398,7 +413,8 @@ class FetchResponseView(NamedTuple):
     responses: list[FetchTopicView]
 
 
-def _tagged_struct(buf: memoryview, pos: int, end: int, head: struct.Struct, what: str) -> tuple:
+def _tagged_struct(buf: memoryview, pos: int, end: int, head: struct.Struct, what: str
+                   ) -> tuple[int, ...]:
     """A flexible struct held in a tagged field of buf[pos:end]: fixed fields, its own tags, and
     nothing after them (the tag's size must match)."""
     if end - pos < head.size:
@@ -410,10 +426,12 @@ def _tagged_struct(buf: memoryview, pos: int, end: int, head: struct.Struct, wha
     return fields
 
 
-def _partition_tags(buf: memoryview, pos: int, end: int):
+def _partition_tags(buf: memoryview, pos: int, end: int
+                    ) -> tuple[EpochEndOffset | None, LeaderIdAndEpoch | None, int]:
     """A v12 partition's tagged fields: diverging_epoch and current_leader decoded, others skipped."""
     n, pos = _uvarint(buf, pos, end)
-    diverging = leader = None
+    diverging: EpochEndOffset | None = None
+    leader: LeaderIdAndEpoch | None = None
     for _ in range(n):
         tag, pos = _uvarint(buf, pos, end)
         size, pos = _uvarint(buf, pos, end)
@@ -437,9 +455,10 @@ def decode_fetch_response(body: memoryview | Gathered, version: int) -> FetchRes
     A Gathered body's record sets cut out of it are lists of the views handed over."""
     if not 4 <= version <= 12:
         raise ProtocolViolation(f"Fetch response v{version} is not decoded here")
-    gathered = body if type(body) is Gathered else None
-    if gathered is not None:
-        body = gathered.frame
+    gathered: Gathered | None = None
+    if type(body) is Gathered:
+        gathered = body
+        body = body.frame
     buf = body if isinstance(body, memoryview) else memoryview(body)
     try:
         return _decode_fetch_response(buf, version, gathered)

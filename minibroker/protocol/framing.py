@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import struct
 from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence
 
 from minibroker.protocol.gathered import Gathered
 from minibroker.protocol.varint import uvarint_reader
@@ -20,6 +21,16 @@ class ProtocolViolation(Exception):
     """A violation that closes the connection it came from (and nothing else)."""
 
 
+class FramePool(Protocol):
+    """What a FrameReader reserves large frames from, and its connection waits on when refused
+    (network/request_pool.RequestMemoryPool; protocol/ sits below network/, so a Protocol)."""
+
+    def try_reserve(self, size: int) -> bool: ...
+    def release(self, size: int) -> None: ...
+    def wait(self, wake: Callable[[], None]) -> None: ...
+    def forget(self, wake: Callable[[], None]) -> None: ...
+
+
 def _unexported(buf: bytearray) -> bool:
     """No memoryview (frame, slice a handler kept) points into `buf`: resizing it would fail."""
     try:
@@ -30,7 +41,7 @@ def _unexported(buf: bytearray) -> bool:
     return True
 
 
-def _uninitialized_bytearray():
+def _uninitialized_bytearray() -> Callable[[int], bytearray]:
     """bytearray(n) without zeroing it: a large frame's buffer is written by the receive anyway,
     and zeroing ~1 MB per produce request cost as much as copying it (benchmarks/README.md)."""
     try:
@@ -50,7 +61,9 @@ def handed_over(data: object) -> bool:
     hands over writable (its bytes are the taker's to keep and patch), and it is at least half of
     that frame, so keeping it keeps at most as many other bytes alive (a small batch beside a
     large one is copied rather than pinning the large one's memory after it is deleted)."""
-    return isinstance(data, memoryview) and not data.readonly and 2 * data.nbytes >= len(data.obj)
+    # `obj` is the frame's bytearray (typeshed types it Buffer, which is not Sized).
+    return isinstance(data, memoryview) and not data.readonly and \
+        2 * data.nbytes >= len(data.obj)  # type: ignore[arg-type]
 
 
 class FrameReader:
@@ -95,7 +108,7 @@ class FrameReader:
         # taken only once `pool.try_reserve(size)` grants it; until then `waiting` holds its
         # size, the connection stops reading and what arrived stays in the shared buffer.
         # The reservation goes back when the frame is complete (or the reader is released).
-        self.pool = None
+        self.pool: FramePool | None = None
         self.waiting = 0
         self._reserved = 0
 
@@ -188,7 +201,7 @@ class FrameReader:
             frame = self._view[4:]
             self._own = False
             self._last_large = True
-            if self._reserved:          # read: the pool bounds requests being read
+            if self._reserved and self.pool is not None:    # the pool bounds requests being read
                 self.pool.release(self._reserved)
                 self._reserved = 0
             self._start = self._end = 0
@@ -196,7 +209,7 @@ class FrameReader:
             return [frame]
         buf = self._buf
         pos, end = self._start, self._end
-        frames = []
+        frames: list[memoryview] = []
         view = None
         while end - pos >= 4:
             size = self._size_at(buf, pos)
@@ -211,7 +224,7 @@ class FrameReader:
         self._start = pos
         return frames
 
-    def _size_at(self, buf, pos: int) -> int:
+    def _size_at(self, buf: bytearray, pos: int) -> int:
         """The size prefix at `pos`, or ProtocolViolation (negative, or past the limit)."""
         return self._checked(_I32.unpack_from(buf, pos)[0])
 
@@ -222,7 +235,7 @@ class FrameReader:
                 if size > 0 else f"invalid frame size {size}")
         return size
 
-    def take(self, buf: bytearray | Gathered) -> list:
+    def take(self, buf: bytearray | Gathered) -> list[memoryview] | list[Gathered]:
         """In-memory input (network/memory.py): `buf` is the sender's whole frames, copied once
         into a bytearray that is now ours. Its frames are views of it, as from a receive: a
         large one (over CHUNK) writable (the receiver may keep and patch its slices), the others
@@ -234,7 +247,7 @@ class FrameReader:
                 return [buf]
             return self.feed(buf.joined())
         if self._start == self._end:
-            frames = []
+            frames: list[memoryview] = []
             pos, end = 0, len(buf)
             view = memoryview(buf)
             ro = view.toreadonly()
@@ -249,7 +262,7 @@ class FrameReader:
                 return frames
         return self.feed(buf)
 
-    def feed(self, data: bytes) -> list[memoryview]:
+    def feed(self, data: bytes | bytearray) -> list[memoryview]:
         """Protocol-style input: copy `data` in (once) and return the frames now complete."""
         frames: list[memoryview] = []
         mv = memoryview(data)
@@ -317,7 +330,8 @@ def response_header(correlation_id: int, flexible: bool) -> bytes:
     return _I32.pack(correlation_id) + (b"\x00" if flexible else b"")
 
 
-def frame_parts(parts: list) -> list:
+def frame_parts(parts: Sequence[bytes | bytearray | memoryview]
+                ) -> list[bytes | bytearray | memoryview]:
     """Prefix a list of buffers with the 4-byte total size, for transport.writelines()."""
     size = 0
     for p in parts:

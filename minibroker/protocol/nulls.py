@@ -11,6 +11,7 @@ from typing import Any
 def first_null(struct: Any, obj: Any, version: int, path: str = "") -> str | None:
     """The dotted path of the first non-nullable field of `obj` (decoded at `version`) that is
     None, or None if there is none. Tagged fields are skipped (absent ones take defaults)."""
+    key: str
     for key, field in struct.fields.items():
         if field._tag is not None or not field.for_version_q(version):
             continue

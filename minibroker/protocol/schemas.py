@@ -80,7 +80,7 @@ def loading() -> Iterator[None]:
         yield
 
 
-def share_nested_classes(cls: type) -> type:
+def share_nested_classes(cls: type[Any]) -> type[Any]:
     """Give nested structs of the same type name one data class, throughout ``cls``.
 
     kafka-python makes a separate class per field, so e.g. ``Assignment`` and ``TargetAssignment``

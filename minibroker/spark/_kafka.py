@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from dataclasses import dataclass
 
 import kafka.errors as Errors
@@ -50,7 +51,7 @@ def _admin(conf: ClientConf | str) -> Admin:
     if isinstance(conf, str):
         conf = ClientConf(conf)
     return Admin(conf.bootstrap, client_id=conf.client_id, request_timeout_ms=conf.request_timeout_ms,
-                 ssl_context=conf.ssl_context())
+                 security=conf.client_security())
 
 
 async def _topics(admin: Admin, subscribe: list[str] | None, pattern: str | None,
@@ -157,9 +158,11 @@ async def _fetch(admin: Admin, topic: str, partition: int, start: int, end: int,
     chunks: list[decode.Decoded] = []
     rows = 0
     errors = 0
+    absent = _Absence()
     while offset < end:
         leader = md.leader(topic, partition)
-        if leader < 0 and _removed(md, topic, partition, offset, end, fail_on_data_loss):
+        if leader < 0 and absent.lasted(md, topic, partition) \
+                and _removed(md, topic, partition, offset, end, fail_on_data_loss):
             break
         if leader < 0:
             errors += 1
@@ -203,7 +206,8 @@ async def _fetch(admin: Admin, topic: str, partition: int, start: int, end: int,
             continue
         if p.error_code == Errors.UnknownTopicOrPartitionError.errno:
             await md.refresh([topic])
-            if _removed(md, topic, partition, offset, end, fail_on_data_loss):
+            if absent.lasted(md, topic, partition) \
+                    and _removed(md, topic, partition, offset, end, fail_on_data_loss):
                 break
         if p.error_code:
             errors += 1
@@ -236,6 +240,28 @@ async def _fetch(admin: Admin, topic: str, partition: int, start: int, end: int,
             chunks, rows = [], 0
     if chunks:
         emit(chunks)
+
+
+class _Absence:
+    """Whether a partition has been missing from refreshed metadata long enough to be gone: a
+    broker whose metadata lags a just-created partition answers without it (or with no leader),
+    and giving up a planned range then would skip records that are there."""
+
+    ROUNDS, SECONDS = 5, 1.0
+
+    def __init__(self) -> None:
+        self.rounds, self.since = 0, 0.0
+
+    def lasted(self, md, topic: str, partition: int) -> bool:
+        t = md.topic(topic)
+        if t is not None and partition in t.partitions:
+            self.rounds = 0
+            return False
+        now = time.monotonic()
+        if self.rounds == 0:
+            self.since = now
+        self.rounds += 1
+        return self.rounds >= self.ROUNDS and now - self.since >= self.SECONDS
 
 
 def _removed(md, topic: str, partition: int, offset: int, end: int, fail_on_data_loss: bool) -> bool:

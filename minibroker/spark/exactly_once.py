@@ -82,7 +82,7 @@ async def committed(producer: Producer, opts, txn_id: str) -> dict | None:
     consumer = Consumer(opts.bootstrap, isolation_level="read_committed", enable_auto_commit=False,
                         auto_offset_reset="earliest", client_id=opts.client.client_id,
                         request_timeout_ms=opts.client.request_timeout_ms,
-                        ssl_context=opts.client.ssl_context(), ordering_barrier=False)
+                        security=opts.client.client_security(), ordering_barrier=False)
     found = None
     key = txn_id.encode()
     try:

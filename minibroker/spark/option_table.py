@@ -21,7 +21,8 @@ SPARK = ("path", "checkpointlocation", "queryname")
 
 SECURITY = ("kafka.security.protocol", "kafka.ssl.ca.location", "kafka.ssl.truststore.location",
             "kafka.ssl.truststore.type", "kafka.ssl.certificate.location",
-            "kafka.ssl.key.location", "kafka.ssl.endpoint.identification.algorithm")
+            "kafka.ssl.key.location", "kafka.ssl.endpoint.identification.algorithm",
+            "kafka.sasl.mechanism", "kafka.sasl.jaas.config")
 KAFKA_SOURCE = ("kafka.request.timeout.ms", "kafka.fetch.max.bytes", "kafka.client.id") + SECURITY
 KAFKA_SINK = ("kafka.acks", "kafka.compression.type", "kafka.batch.size",
               "kafka.request.timeout.ms", "kafka.max.in.flight.requests.per.connection",
@@ -49,8 +50,6 @@ REFUSED = {
                                    "kafka.request.timeout.ms",
     "fetchoffset.numretries": "offset lookups retry until kafka.request.timeout.ms",
     "fetchoffset.retryintervalms": "offset lookups retry until kafka.request.timeout.ms",
-    "kafka.sasl.mechanism": "the reference client has no SASL yet",
-    "kafka.sasl.jaas.config": "the reference client has no SASL yet",
     "kafka.ssl.keystore.location": "give the client certificate as PEM: "
                                    "kafka.ssl.certificate.location and kafka.ssl.key.location",
     "kafka.ssl.keystore.password": "JKS/PKCS12 keystores are not read; use PEM files",

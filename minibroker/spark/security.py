@@ -1,54 +1,43 @@
-"""kafka.security.protocol and the kafka.ssl.* properties, as an ssl.SSLContext for the client.
+"""kafka.security.protocol and the kafka.ssl.* / kafka.sasl.* properties, checked on the driver
+and turned into the reference client's settings (minibroker.client.security) where a client
+starts.
 
-PLAINTEXT (the default) and SSL (server certificates checked against kafka.ssl.ca.location or a
-PEM kafka.ssl.truststore.location; a client certificate from kafka.ssl.certificate.location and
-kafka.ssl.key.location) are honoured with the stdlib ssl module. SASL_PLAINTEXT and SASL_SSL are
-refused: the reference client has no SASL, and a job must never fall back to plaintext.
+PLAINTEXT (the default), SSL, SASL_PLAINTEXT and SASL_SSL: server certificates checked against
+kafka.ssl.ca.location or a PEM kafka.ssl.truststore.location, a client certificate from
+kafka.ssl.certificate.location and kafka.ssl.key.location; SASL PLAIN, SCRAM-SHA-256/512 or
+OAUTHBEARER (an unsecured token: test set-ups) with the credentials of kafka.sasl.jaas.config.
+A job never falls back to plaintext, and ssl.* options given with PLAINTEXT are refused rather
+than ignored.
 """
 from __future__ import annotations
 
-import ssl
 from dataclasses import dataclass
 
+from minibroker.client.security import ClientSecurity, SecurityConfigError, from_properties
 from minibroker.spark.option_table import OptionError
 
 
-def ssl_context(opts: dict):
-    """The SSLContext `opts` (lower-cased option names) ask for, or None for PLAINTEXT."""
+def client_security(opts: dict) -> ClientSecurity:
+    """The settings `opts` (lower-cased option names) ask for."""
     protocol = (opts.get("kafka.security.protocol") or "PLAINTEXT").strip().upper()
-    if protocol.startswith("SASL"):
-        raise OptionError(f"kafka.security.protocol={protocol} is not supported: the reference "
-                          f"client has no SASL yet (PLAINTEXT and SSL are)")
-    if protocol not in ("PLAINTEXT", "SSL"):
-        raise OptionError(f"kafka.security.protocol must be PLAINTEXT or SSL, not {protocol!r}")
     ssl_keys = sorted(k for k in opts if k.startswith("kafka.ssl."))
-    if protocol == "PLAINTEXT":
-        if ssl_keys:
-            raise OptionError(f"{', '.join(ssl_keys)} given with security.protocol=PLAINTEXT: "
-                              f"set kafka.security.protocol=SSL (or drop them)")
-        return None
-    store_type = (opts.get("kafka.ssl.truststore.type") or "PEM").upper()
-    if store_type != "PEM":
-        raise OptionError(f"kafka.ssl.truststore.type={store_type} is not supported: give a PEM "
-                          f"file (kafka.ssl.truststore.type=PEM or kafka.ssl.ca.location)")
-    cafile = opts.get("kafka.ssl.ca.location") or opts.get("kafka.ssl.truststore.location")
+    if protocol == "PLAINTEXT" and ssl_keys:
+        raise OptionError(f"{', '.join(ssl_keys)} given with security.protocol=PLAINTEXT: "
+                          f"set kafka.security.protocol=SSL (or drop them)")
+    props = {k[len("kafka."):]: str(v) for k, v in opts.items() if k.startswith("kafka.")}
     try:
-        ctx = ssl.create_default_context(cafile=cafile or None)
-        cert, key = opts.get("kafka.ssl.certificate.location"), opts.get("kafka.ssl.key.location")
-        if cert or key:
-            if not (cert and key):
-                raise OptionError("kafka.ssl.certificate.location and kafka.ssl.key.location "
-                                  "go together")
-            ctx.load_cert_chain(cert, key)
-    except (OSError, ssl.SSLError) as e:
-        raise OptionError(f"security.protocol=SSL: cannot load the certificates: {e}") from e
-    algorithm = opts.get("kafka.ssl.endpoint.identification.algorithm")
-    if algorithm is not None and algorithm.strip().lower() not in ("", "https"):
-        raise OptionError(f"kafka.ssl.endpoint.identification.algorithm must be 'https' or '', "
-                          f"not {algorithm!r}")
-    if algorithm is not None and not algorithm.strip():
-        ctx.check_hostname = False          # Kafka's "" : no host name verification
-    return ctx
+        return from_properties(props)
+    except SecurityConfigError as e:
+        raise OptionError(f"kafka.{e}" if str(e).startswith(("security.", "ssl.", "sasl."))
+                          else str(e)) from e
+
+
+def ssl_context(opts: dict):
+    """The SSLContext `opts` ask for, or None for PLAINTEXT / SASL_PLAINTEXT."""
+    try:
+        return client_security(opts).ssl_context()
+    except SecurityConfigError as e:
+        raise OptionError(str(e)) from e
 
 
 @dataclass(frozen=True)
@@ -58,16 +47,17 @@ class ClientConf:
     bootstrap: str
     request_timeout_ms: int = 30000
     client_id: str = "minibroker-spark"
-    security: tuple = ()            # sorted (name, value): kafka.security.protocol, kafka.ssl.*
+    security: tuple = ()    # sorted (name, value): kafka.security.protocol, kafka.ssl.*, kafka.sasl.*
 
-    def ssl_context(self):
-        return ssl_context(dict(self.security))
+    def client_security(self) -> ClientSecurity:
+        return client_security(dict(self.security))
 
 
 def client_conf(opts: dict, client_id: str) -> ClientConf:
     """The ClientConf of lower-cased options; bad security settings fail here, on the driver."""
     security = tuple(sorted((k, str(v)) for k, v in opts.items()
-                            if k == "kafka.security.protocol" or k.startswith("kafka.ssl.")))
+                            if k == "kafka.security.protocol" or k.startswith(("kafka.ssl.",
+                                                                               "kafka.sasl."))))
     ssl_context(dict(security))
     timeout = opts.get("kafka.request.timeout.ms")
     return ClientConf(bootstrap=opts["kafka.bootstrap.servers"],

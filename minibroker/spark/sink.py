@@ -279,7 +279,7 @@ def _producer(opts: SinkOptions, transactional_id: str | None = None) -> Produce
                     linger_ms=opts.linger_ms, batch_size=opts.batch_size,
                     max_in_flight=opts.max_in_flight, client_id=opts.client.client_id,
                     request_timeout_ms=opts.client.request_timeout_ms,
-                    ssl_context=opts.client.ssl_context(), transactional_id=transactional_id)
+                    security=opts.client.client_security(), transactional_id=transactional_id)
 
 
 async def _write(opts: SinkOptions, batches) -> SinkCommit:

@@ -11,7 +11,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import HeartbeatRequest
 from kafka.protocol.metadata import MetadataRequest
 
-from minibroker.broker.faults import DISCONNECT, DROP, Hold
+from minibroker.broker.faults import DISCONNECT, DROP, Faults, Hold
 from minibroker.network import memory
 from minibroker.network.client import ConnectionClosed
 from tests.cluster_helpers import (LIST_OFFSETS_VERSION, PRODUCE_VERSION, batch, connect,
@@ -88,6 +88,16 @@ async def test_a_disconnect_in_an_error_stack_closes_the_connection_and_stacks_a
     assert (await again.request(METADATA, 12)).brokers
     for c in (one, again):
         c.close()
+
+
+def test_a_string_other_than_disconnect_is_refused_when_pushed():
+    # It used to be queued and reach error_response as an "error code" at the next request.
+    faults = Faults()
+    with pytest.raises(ValueError, match="NOT_LEADER_OR_FOLLOWER"):
+        faults.push_request_errors(ApiKey.Metadata, [NOT_LEADER, "NOT_LEADER_OR_FOLLOWER"])
+    assert (faults.errors_queued, faults.armed) == (0, False)
+    faults.push_request_errors(ApiKey.Metadata, [DISCONNECT])
+    assert faults.pop_request_error(ApiKey.Metadata) == DISCONNECT
 
 
 async def test_hold_answers_later_or_on_release_and_drop_never_answers(cluster, virtual_time):

@@ -39,3 +39,17 @@ async def test_deleted_partitions_and_topics_are_dropped_not_waited_for(cluster)
         with pytest.raises((Errors.KafkaTimeoutError, Errors.UnknownTopicOrPartitionError)):
             await list_offsets(admin.pool, admin.metadata, {TopicPartition("lo-kept", 5): LATEST},
                                timeout=1)
+
+
+async def test_a_partition_missing_from_lagging_metadata_is_looked_up_not_dropped(cluster):
+    # A planner that saw partition 2 asks through a client whose metadata predates it (as a
+    # broker whose UpdateMetadata lags answers): dropping it at once made a Spark micro-batch
+    # skip the new partition's first records.
+    async with Admin(cluster.bootstrap, request_timeout_ms=20000) as admin:
+        await admin.create_topics([NewTopic("lo-grown", 2, 1)])
+        await admin.metadata.refresh(["lo-grown"])
+        assert 2 not in admin.metadata.topic("lo-grown").partitions
+        await admin.create_partitions({"lo-grown": 3})
+        got = await list_offsets(admin.pool, admin.metadata, {TopicPartition("lo-grown", 2): LATEST},
+                                 timeout=20, drop_missing=True)
+        assert got == {TopicPartition("lo-grown", 2): (0, got[TopicPartition("lo-grown", 2)][1])}

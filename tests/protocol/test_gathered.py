@@ -41,6 +41,31 @@ def test_a_fetch_response_is_passed_with_its_batches_by_reference():
     assert whole._replace(responses=None) == resp._replace(responses=None)
 
 
+@pytest.mark.parametrize("record_set", [
+    pytest.param([b"s" * 100, stored(GATHER_MIN_BYTES, 1)], id="small batch first"),
+    pytest.param([stored(GATHER_MIN_BYTES, 1), b"s" * 100, stored(300, 2)], id="small between"),
+    pytest.param([stored(GATHER_MIN_BYTES, 1), b"s" * 100, b"t" * 50], id="small batches last"),
+])
+def test_a_record_set_mixing_small_batches_and_views_decodes_whole(record_set):
+    """A leader keeps a small batch as bytes (copied with the encoded bytes) and a larger one as
+    a view (handed over): one record set may hold both, in any order. Its views come out as the
+    objects sent, the bytes between them as the frame's, and nothing after it moves."""
+    parts = response([stored(400, 9)], record_set, [b"x" * 70])
+    g = gather(parts)
+    assert g is not None
+    resp = decode_fetch_response(response_body(True, g, 12), 12)
+    got = [pd.records for pd in resp.responses[0].partitions]
+    assert type(got[1]) is list
+    assert [_joined(rs) for rs in got] == \
+        [b"\x09" * 400, b"".join(bytes(r) for r in record_set), b"x" * 70]
+    sent_views = {id(r) for r in record_set if type(r) is memoryview}
+    assert sent_views <= {id(v) for v in got[1]}
+
+
+def _joined(records) -> bytes:
+    return b"".join(bytes(v) for v in records) if type(records) is list else bytes(records)
+
+
 @pytest.mark.parametrize("parts", [
     pytest.param(response([stored(GATHER_MIN_BYTES - 1, 1)]), id="too few bytes of views"),
     pytest.param(response([memoryview(bytearray(GATHER_MIN_BYTES))]), id="a writable view"),

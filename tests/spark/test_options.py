@@ -94,8 +94,16 @@ def test_values_are_checked():
             parse_sink({**base, "kafka.acks": bad})
     with pytest.raises(OptionError, match="kafka.batch.size must be an integer"):
         parse_sink({**base, "kafka.batch.size": "big"})
-    with pytest.raises(OptionError, match="no SASL"):
-        parse_sink({**base, "kafka.security.protocol": "SASL_SSL"})
+    with pytest.raises(OptionError, match="kafka.sasl.mechanism=GSSAPI is not supported"):
+        parse_sink({**base, "kafka.security.protocol": "SASL_PLAINTEXT"})
+    with pytest.raises(OptionError, match="needs a user"):
+        parse_sink({**base, "kafka.security.protocol": "SASL_PLAINTEXT",
+                    "kafka.sasl.mechanism": "SCRAM-SHA-256"})
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="a" password="b";'
+    sec = parse_sink({**base, "kafka.security.protocol": "SASL_PLAINTEXT",
+                      "kafka.sasl.mechanism": "SCRAM-SHA-256",
+                      "kafka.sasl.jaas.config": jaas}).client.client_security()
+    assert (sec.mechanism, sec.username, sec.password, sec.tls) == ("SCRAM-SHA-256", "a", "b", False)
     with pytest.raises(OptionError, match="PEM"):
         parse_sink({**base, "kafka.security.protocol": "SSL", "kafka.ssl.truststore.type": "JKS"})
     with pytest.raises(OptionError, match="security.protocol=SSL"):

@@ -46,8 +46,23 @@ class Producing:
     def __init__(self, bootstrap: str, topic: str, rate: float, burst: int) -> None:
         self.bootstrap, self.topic, self.rate, self.burst = bootstrap, topic, rate, burst
         self.acked: list[tuple[str, int]] = []
+        self.where: dict[tuple[str, int], tuple[int, int]] = {}   # (key, seq) -> (partition, offset)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+
+    def _acked(self, key: str, seq: int, md) -> None:
+        self.acked.append((key, seq))
+        self.where[(key, seq)] = (md.partition, md.offset)
+
+    def missing(self, delivered: list[tuple]) -> str:
+        """Acked records not delivered, by partition: how many and their offset range."""
+        got = {(k, s) for _, k, s, _, _ in delivered}
+        by: dict[int, list[int]] = {}
+        for ks in self.acked:
+            if ks not in got:
+                p, o = self.where[ks]
+                by.setdefault(p, []).append(o)
+        return ", ".join(f"p{p}: {len(o)} in [{min(o)}, {max(o)}]" for p, o in sorted(by.items()))
 
     async def _run(self) -> None:
         seq = {k: 0 for k in KEYS}
@@ -61,7 +76,7 @@ class Producing:
                     seq[k] += 1
                     f = p.send(self.topic, b"%d" % s, key=k)
                     f.add_done_callback(lambda f, k=k, s=s: f.exception() is None
-                                        and self.acked.append((k.decode(), s)))
+                                        and self._acked(k.decode(), s, f.result()))
                     futs.append(f)
                 await asyncio.sleep(20 / self.rate if len(futs) >= self.burst else 0)
             await asyncio.gather(*futs, return_exceptions=True)
@@ -139,12 +154,12 @@ class Driver:
             self.proc.wait(30)
 
 
-def _wait(cond, what: str, driver: Driver, timeout: float) -> None:
+def _wait(cond, what, driver: Driver, timeout: float, why=lambda: "") -> None:
     end = time.monotonic() + timeout
     while not cond():
         driver.check_alive()
         if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}\n" + driver.tail())
+            raise AssertionError(f"timed out waiting for {what} {why()}\n" + driver.tail())
         time.sleep(0.3)
 
 
@@ -192,7 +207,8 @@ def scenario(kafka, topic: str, ordered: bool):
         prod.thread.join(60)
         want = set(prod.acked)
         _wait(lambda: want <= {(k, s) for _, k, s, _, _ in _delivered(driver.out)},
-              "every acked record delivered", driver, 600)   # a loaded CI host: minutes
+              "every acked record delivered", driver, 600,    # a loaded CI host: minutes
+              lambda: f"(missing: {prod.missing(_delivered(driver.out))}; old offsets {old})")
         driver.check_alive()
     finally:
         prod.stop.set()

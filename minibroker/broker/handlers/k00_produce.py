@@ -15,6 +15,8 @@ The append itself (and acks=all waiting) is ReplicaManager.append_records / awai
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kafka.errors import (InvalidRequiredAcksError, NotLeaderForPartitionError,
                           TopicAuthorizationFailedError, TransactionalIdAuthorizationFailedError)
 from kafka.protocol.api_key import ApiKey
@@ -24,7 +26,7 @@ from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import RawResponse, handles
 from minibroker.broker.leader_hints import LeaderHints
 from minibroker.broker.txn_verify import verify_transactional
-from minibroker.protocol.fast import ProduceTopic, decode_produce
+from minibroker.protocol.fast import NodeEndpoint, ProduceTopic, decode_produce
 from minibroker.protocol.produce_response import PartitionResult as _part
 from minibroker.protocol.produce_response import encode_produce_response
 from minibroker.security.acl import AclOperation as Op, ResourceType as RT
@@ -34,11 +36,11 @@ from minibroker.security.acl import AclOperation as Op, ResourceType as RT
 HOLD_MAX_MS = 1000
 
 
-def _refused(topics, error_code: int) -> dict[str, list]:
+def _refused(topics: Iterable[ProduceTopic], error_code: int) -> dict[str, list[_part]]:
     return {td.name: [_part(pd.index, error_code) for pd in td.partitions] for td in topics}
 
 
-def _leader_hints(ctx: RequestContext, results: dict[str, list]) -> list:
+def _leader_hints(ctx: RequestContext, results: dict[str, list[_part]]) -> list[NodeEndpoint]:
     """KIP-951 (v10+): the current leader of each NOT_LEADER_OR_FOLLOWER partition; endpoints."""
     hints = None
     for topic, parts in results.items():

@@ -22,6 +22,8 @@ ReplicaManager.fetch_records; this handler resolves the fetch session and encode
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
 from kafka.errors import (FencedLeaderEpochError, NotLeaderForPartitionError,
                           TopicAuthorizationFailedError, UnknownTopicIdError)
@@ -31,23 +33,30 @@ from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import RawResponse, handles
 from minibroker.broker.leader_hints import LeaderHints
 from minibroker.broker.fetch_path import fetch_error as _error
-from minibroker.protocol.fast import encode_fetch_response
+from minibroker.broker.fetch_session import FetchSession
+from minibroker.protocol.fast import FetchPartition, NodeEndpoint, encode_fetch_response
 from minibroker.protocol.messages import FetchRequestKip253 as FetchRequest
 from minibroker.security.acl import AclOperation as Op, ResourceType as RT
 
 _LEADER_MOVED = (NotLeaderForPartitionError.errno, FencedLeaderEpochError.errno)
 _NO_ID = uuid.UUID(int=0)
+# (topic: its name, or v13+ an unknown topic's id; the request's partition or a SessionPartition;
+# the undeleted partition count)
+FetchItem = tuple[Any, Any, int]
+# a response's topics: (name, or v13+ topic id; its partitions)
+Answers = Sequence[tuple[str | uuid.UUID, list[FetchPartition]]]
 
 
-def _response(ctx: RequestContext, error_code: int, topics, session_id: int = 0) -> RawResponse:
-    endpoints = ()
+def _response(ctx: RequestContext, error_code: int, topics: Answers, session_id: int = 0
+              ) -> RawResponse:
+    endpoints: Sequence[NodeEndpoint] = ()
     if ctx.api_version >= 13:
         topics, endpoints = _by_topic_id(ctx, topics)
     return RawResponse(encode_fetch_response(ctx.api_version, ctx.header.correlation_id, 0,
                                              error_code, session_id, topics, endpoints))
 
 
-def _resolve_topic_ids(ctx: RequestContext, req) -> None:
+def _resolve_topic_ids(ctx: RequestContext, req: FetchRequest) -> None:
     """v13+: name each topic by its id; an id this broker does not know stays a uuid.UUID, which
     no partition is keyed by (answered UNKNOWN_TOPIC_ID)."""
     by_id = ctx.metadata.topics_by_id
@@ -56,12 +65,13 @@ def _resolve_topic_ids(ctx: RequestContext, req) -> None:
         t.topic = t.topic_id if info is None else info.name
 
 
-def _by_topic_id(ctx: RequestContext, topics) -> tuple[list, list]:
+def _by_topic_id(ctx: RequestContext, topics: Answers
+                 ) -> tuple[list[tuple[uuid.UUID, list[FetchPartition]]], list[NodeEndpoint]]:
     """v13+ answers name topics by id; v16+ (KIP-951) a partition whose leader moved names the
     current leader, and the response carries the endpoints of those leaders."""
     cache = ctx.metadata
     hints = LeaderHints(cache) if ctx.api_version >= 16 else None
-    out = []
+    out: list[tuple[uuid.UUID, list[FetchPartition]]] = []
     for name, parts in topics:
         if isinstance(name, uuid.UUID):
             out.append((name, parts))
@@ -74,9 +84,11 @@ def _by_topic_id(ctx: RequestContext, topics) -> tuple[list, list]:
     return out, hints.node_endpoints() if hints is not None else []
 
 
-def _session_view(session, incremental: bool, results: dict) -> list:
+def _session_view(session: FetchSession, incremental: bool,
+                  results: dict[str, list[FetchPartition]]
+                  ) -> list[tuple[str | uuid.UUID, list[FetchPartition]]]:
     """Record what this response says per partition; an incremental one keeps only the news."""
-    out = []
+    out: list[tuple[str | uuid.UUID, list[FetchPartition]]] = []
     for topic, parts in results.items():
         keep = []
         for part in parts:
@@ -90,9 +102,11 @@ def _session_view(session, incremental: bool, results: dict) -> list:
     return out
 
 
-def _unknown_ids(items) -> tuple[list, dict]:
+def _unknown_ids(items: list[FetchItem]
+                 ) -> tuple[list[FetchItem], dict[Any, list[FetchPartition]]]:
     """Split off the partitions of unknown topic ids: (the rest, their UNKNOWN_TOPIC_ID answers)."""
-    known, unknown = [], {}
+    known: list[FetchItem] = []
+    unknown: dict[Any, list[FetchPartition]] = {}
     for item in items:
         if isinstance(item[0], uuid.UUID):
             unknown.setdefault(item[0], []).append(_error(item[1].partition,
@@ -102,10 +116,11 @@ def _unknown_ids(items) -> tuple[list, dict]:
     return known, unknown
 
 
-def _readable(ctx: RequestContext, items, denied: dict) -> list:
+def _readable(ctx: RequestContext, items: list[FetchItem],
+              denied: dict[Any, list[FetchPartition]]) -> list[FetchItem]:
     """KIP-11: a consumer reads only the topics it may READ (the session's partitions too); the
     others answer TOPIC_AUTHORIZATION_FAILED. (A follower's CLUSTER_ACTION is checked before.)"""
-    out = []
+    out: list[FetchItem] = []
     for item in items:
         if ctx.authorize(Op.READ, RT.TOPIC, item[0]):
             out.append(item)
@@ -117,7 +132,9 @@ def _readable(ctx: RequestContext, items, denied: dict) -> list:
 
 @handles(ApiKey.Fetch, FetchRequest, versions=(4, 17))
 async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
-    session, incremental, items = None, False, None
+    session: FetchSession | None = None
+    incremental = False
+    items: list[FetchItem] | None = None
     replica_id = req.replica_id
     if ctx.api_version >= 13:
         _resolve_topic_ids(ctx, req)
@@ -134,7 +151,7 @@ async def handle_fetch(ctx: RequestContext, req: FetchRequest) -> RawResponse:
     # As Kafka's: the broker's fetch.max.bytes caps the request's, and min_bytes by that (KIP-541)
     max_bytes = min(req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF,
                     ctx.config.fetch_max_bytes)
-    unknown = {}
+    unknown: dict[Any, list[FetchPartition]] = {}      # by unknown topic id, or denied name
     if ctx.api_version >= 13:
         items, unknown = _unknown_ids(items)
     if ctx.authorizer is not None and replica_id < 0:

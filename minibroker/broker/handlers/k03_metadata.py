@@ -23,6 +23,7 @@ answered with the topic; past that wait, with LEADER_NOT_AVAILABLE as Kafka's is
 from __future__ import annotations
 
 import uuid
+from typing import Any, TypeAlias
 
 from kafka.errors import (InvalidTopicError, LeaderNotAvailableError,
                           TopicAuthorizationFailedError, UnknownTopicIdError,
@@ -35,21 +36,26 @@ from minibroker.broker import acl_operations
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import RawResponse, handles
 from minibroker.broker.metadata_wait import topic_has_leaders, wait_for_metadata
+from minibroker.metadata.cache import MetadataCache, TopicInfo
 from minibroker.protocol.framing import frame_parts, response_header
 from minibroker.protocol.topic_names import invalid_reason
 from minibroker.protocol.messages import MetadataResponseKip253 as MetadataResponse
 from minibroker.protocol.varint import uvarint_bytes as _uvarint
 from minibroker.security.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as RT
+from minibroker.security.authorizer import StandardAuthorizer
 
 _Broker = MetadataResponse.MetadataResponseBroker
 _Topic = MetadataResponse.MetadataResponseTopic
 _Partition = _Topic.MetadataResponsePartition
+# a _Topic, to mypy: kafka-python's classes hang them off the response class at run time
+TopicEntry: TypeAlias = Any
 _ZERO_UUID = uuid.UUID(int=0)
 _TOPICS = MetadataResponse._struct.fields["topics"]
 _AUTO_CREATE_WAIT_MS = 500
 
 
-def _topic_entry(topic, version: int, operations=acl_operations.OMITTED):
+def _topic_entry(topic: TopicInfo, version: int,
+                 operations: frozenset[int] | None = acl_operations.OMITTED) -> TopicEntry:
     parts = []
     for p in sorted(topic.partitions.values(), key=lambda p: p.partition):
         parts.append(_Partition(
@@ -64,12 +70,12 @@ def _topic_entry(topic, version: int, operations=acl_operations.OMITTED):
                   undeleted_partition_count=topic.undeleted_partition_count)
 
 
-def _error_entry(code: int, name: str | None, topic_id=_ZERO_UUID):
+def _error_entry(code: int, name: str | None, topic_id: uuid.UUID = _ZERO_UUID) -> TopicEntry:
     return _Topic(error_code=code, name=name, topic_id=topic_id, is_internal=False,
                   partitions=[], authorized_operations=None)
 
 
-def _encode_entry(entry, version: int) -> bytes:
+def _encode_entry(entry: TopicEntry, version: int) -> bytes:
     """One element of the topics array, as the whole response's encoder writes it."""
     flexible = version >= 9
     encode = _TOPICS.array_of.compiled_encode_into(version, compact=flexible, tagged=flexible)
@@ -78,7 +84,8 @@ def _encode_entry(entry, version: int) -> bytes:
         return bytes(out.result())
 
 
-def _cached_entry(cache, topic, version: int, operations=acl_operations.OMITTED) -> bytes:
+def _cached_entry(cache: MetadataCache, topic: TopicInfo, version: int,
+                  operations: frozenset[int] | None = acl_operations.OMITTED) -> bytes:
     per_version = cache.encoded.setdefault(topic.name, {})
     key = version if operations is None else (version, operations)
     entry = per_version.get(key)
@@ -87,7 +94,7 @@ def _cached_entry(cache, topic, version: int, operations=acl_operations.OMITTED)
     return entry
 
 
-def _splice(skeleton, version: int, entries: list[bytes]) -> bytes:
+def _splice(skeleton: MetadataResponse, version: int, entries: list[bytes]) -> bytes:
     """The encoded `skeleton` (a response with no topics) with `entries` as its topics array."""
     flexible = version >= 9
     raw = bytes(skeleton.encode(version=version))
@@ -118,7 +125,7 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> RawRespo
     ops = (version >= 8 and bool(req.include_topic_authorized_operations),
            8 <= version <= 10 and bool(req.include_cluster_authorized_operations))
 
-    def key():
+    def key() -> tuple[object, ...]:
         return (version, wanted, auto, ops, cache.generation, cache.controller_id, cache.cluster_id,
                 cache.max_partition_epoch, ctx.listener)     # each listener has its endpoints
     # Answers depend on the principal once ACLs are on: built each time then.
@@ -143,7 +150,7 @@ def _metadata(ctx: RequestContext, req: MetadataRequest) -> tuple[bytes, list[st
     """The encoded response body, and the requested topics to auto-create (LEADER_NOT_AVAILABLE
     in the body)."""
     cache = ctx.metadata
-    to_create = []
+    to_create: list[str] = []
     version = ctx.api_version
     topic_ops = acl_operations.topic_operations(
         version >= 8 and bool(req.include_topic_authorized_operations))
@@ -180,7 +187,8 @@ def _metadata(ctx: RequestContext, req: MetadataRequest) -> tuple[bytes, list[st
     return _splice(_skeleton(cache, cluster_ops, ctx.listener), version, topics), to_create
 
 
-def _skeleton(cache, cluster_ops, listener: str):
+def _skeleton(cache: MetadataCache, cluster_ops: frozenset[int] | None, listener: str
+              ) -> MetadataResponse:
     brokers = [_Broker(node_id=b.node_id, host=host, port=port, rack=b.rack)
                for b in cache.alive_brokers() for host, port in (b.address(listener),)]
     return MetadataResponse(
@@ -190,7 +198,7 @@ def _skeleton(cache, cluster_ops, listener: str):
         max_partition_epoch=cache.max_partition_epoch)
 
 
-def _authorized_metadata(ctx: RequestContext, req: MetadataRequest, authz
+def _authorized_metadata(ctx: RequestContext, req: MetadataRequest, authz: StandardAuthorizer
                          ) -> tuple[bytes, list[str]]:
     """_metadata with an authorizer (KafkaApis.getTopicMetadata): a topic the principal may not
     DESCRIBE is left out of an all-topics answer and answers TOPIC_AUTHORIZATION_FAILED when
@@ -200,7 +208,7 @@ def _authorized_metadata(ctx: RequestContext, req: MetadataRequest, authz
     who, host = ctx.principal, ctx.client_host
     want_ops = version >= 8 and bool(req.include_topic_authorized_operations)
 
-    def entry(info) -> bytes:
+    def entry(info: TopicInfo) -> bytes:
         ops = authz.authorized_operations(who, host, RT.TOPIC, info.name) if want_ops else None
         return _cached_entry(cache, info, version, ops)
     topics, to_create = [], []

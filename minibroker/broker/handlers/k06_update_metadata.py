@@ -16,6 +16,9 @@ lost on its way: the broker keeps answering from what it knew until a later one 
 from __future__ import annotations
 
 import asyncio
+import uuid
+from collections.abc import Iterable
+from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 
@@ -31,7 +34,7 @@ from minibroker.security.acl import binding_of
 LEADER_DURING_DELETE = -2
 
 
-def _pairs(entries):
+def _pairs(entries: Iterable[Any] | None) -> tuple[tuple[int, int], ...]:
     return tuple((e.partition_index, e.leader_epoch) for e in entries or ())
 
 
@@ -57,7 +60,11 @@ async def handle_update_metadata(ctx: RequestContext, req: UpdateMetadataRequest
     return UpdateMetadataResponse(error_code=0)
 
 
-def _complete_topics(pieces: dict, topic_states) -> list[TopicInfo | str]:
+# a topic's pieces so far: (its topic id, its partitions)
+Pieces = dict[str, tuple[uuid.UUID, dict[int, PartitionInfo]]]
+
+
+def _complete_topics(pieces: Pieces, topic_states: Iterable[Any]) -> list[TopicInfo | str]:
     """The topics this request completes: a TopicInfo, or the name of a deleted topic. A topic
     sent in pieces (MorePartitions on all but the last) is held in `pieces` (this controller
     connection's) until its last piece: clients never see part of a topic's partitions. Each

@@ -11,6 +11,9 @@ Not implemented: v10 (topic ids).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetFetchRequest, OffsetFetchResponse
 
@@ -26,7 +29,12 @@ _Topic = OffsetFetchResponse.OffsetFetchResponseTopic
 _Part = _Topic.OffsetFetchResponsePartition
 
 
-def _fetch(ctx: RequestContext, group_id: str, topics, require_stable: bool = False):
+# (error, [(topic, [(partition, offset, leader epoch, metadata, error)])])
+Fetched = tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]
+
+
+def _fetch(ctx: RequestContext, group_id: str, topics: Iterable[Any] | None,
+           require_stable: bool = False) -> Fetched:
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     code, found = ctx.groups.offsets.fetch_offsets(group_id, wanted)
     if code and wanted is not None and ctx.api_version < 2:

@@ -6,6 +6,9 @@ The seed sends it to the group coordinator; every broker can answer it, so we ac
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from kafka.errors import UnknownTopicOrPartitionError
 
 from minibroker.broker.context import RequestContext
@@ -17,7 +20,7 @@ _Topic = PartitionLeaderEpochsForPartitionsResponse.PartitionLeaderEpochsForPart
 _Part = _Topic.PartitionLeaderEpochsForPartitionsResponsePartition
 
 
-def _entries(cls, pairs):
+def _entries(cls: Any, pairs: Iterable[tuple[int, int]]) -> list[Any]:
     return [cls(partition_index=p, leader_epoch=e) for p, e in pairs]
 
 

@@ -12,7 +12,8 @@ from kafka.errors import IllegalSaslStateError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.sasl import SaslHandshakeRequest, SaslHandshakeResponse
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 
 
 @handles(ApiKey.SaslHandshake, SaslHandshakeRequest, versions=(0, 1))

@@ -13,8 +13,8 @@ from kafka.protocol.metadata import ApiVersionsRequest
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
-from minibroker.broker.dispatch import (
-    RawResponse, RequestContext, api_versions_response, handles)
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import RawResponse, api_versions_response, handles
 from minibroker.broker.features import features_for
 from minibroker.protocol.framing import frame_parts, response_header
 

@@ -17,6 +17,7 @@ Not implemented: create topic policies, topic-name collisions between '.' and '_
 from __future__ import annotations
 
 import uuid
+from typing import Any, TypeAlias
 
 from kafka.errors import (InvalidPartitionsError, InvalidReplicationFactorError,
                           InvalidRequestError, RequestTimedOutError,
@@ -29,8 +30,8 @@ from minibroker.broker.dispatch import handles
 from minibroker.broker.metadata_wait import topic_has_leaders, wait_for_metadata
 from minibroker.log import config as log_config
 
-_Result = CreateTopicsResponse.CreatableTopicResult
-_Config = _Result.CreatableTopicConfigs
+_Result: TypeAlias = CreateTopicsResponse.CreatableTopicResult
+_Config = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
 _ZERO_UUID = uuid.UUID(int=0)
 DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 
@@ -41,7 +42,7 @@ def _error(name: str, code: int, message: str | None) -> _Result:
                    configs=[])
 
 
-def _configs(set_configs: dict[str, str], defaults: dict[str, str]) -> list:
+def _configs(set_configs: dict[str, str], defaults: dict[str, str]) -> list[Any]:
     out = []
     for name in sorted(log_config.DEFAULTS):
         if name in set_configs:
@@ -116,8 +117,8 @@ async def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest
                                      num_partitions=res.partitions,
                                      replication_factor=res.replication_factor,
                                      configs=_configs(configs, ctx.services.log_defaults.to_configs()))
-        created = [(i, results[i].name, results[i].num_partitions) for i, _, _ in pending
-                   if results[i].error_code == 0]
+        created = [(i, r.name, r.num_partitions) for i, _, _ in pending
+                   if (r := results[i]) is not None and r.error_code == 0]
         if created and not req.validate_only and req.timeout_ms > 0:
             await wait_for_metadata(
                 ctx, lambda: all(topic_has_leaders(ctx, n, c) for _, n, c in created),

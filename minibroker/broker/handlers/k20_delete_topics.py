@@ -13,6 +13,7 @@ Not implemented: delete.topic.enable=false (TOPIC_DELETION_DISABLED).
 from __future__ import annotations
 
 import uuid
+from typing import Any, TypeAlias
 
 from kafka.errors import (InvalidRequestError, RequestTimedOutError,
                           ThrottlingQuotaExceededError, UnknownTopicIdError)
@@ -23,11 +24,12 @@ from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
 from minibroker.broker.metadata_wait import wait_for_metadata
 
-_Result = DeleteTopicsResponse.DeletableTopicResult
+_Result: TypeAlias = DeleteTopicsResponse.DeletableTopicResult
 _ZERO_UUID = uuid.UUID(int=0)
 
 
-def _result(name, topic_id, code=0, message=None) -> _Result:
+def _result(name: str | None, topic_id: uuid.UUID | None, code: int = 0,
+            message: str | None = None) -> _Result:
     return _Result(name=name, topic_id=topic_id or _ZERO_UUID, error_code=code,
                    error_message=message)
 
@@ -44,11 +46,11 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest
     # Only well-formed entries (exactly one of name and id) count towards duplicates.
     keys = [None if (n is None) == (i is None) else ("id", i) if i is not None else ("name", n)
             for n, i in wanted]
-    seen: dict = {}
+    seen: dict[tuple[str, Any] | None, int] = {}
     for k in keys:
         seen[k] = seen.get(k, 0) + 1
     results: list[_Result | None] = []
-    answered: set = set()
+    answered: set[tuple[str, Any] | None] = set()
     to_delete: list[tuple[int, str, uuid.UUID | None]] = []    # (result index, name, id)
     quota, client_id = ctx.quota, ctx.header.client_id or ""
     strict, refused_ms, limited = ctx.api_version >= 5, 0, quota.limited(client_id)
@@ -63,6 +65,7 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest
                                    "You may not specify both topic name and topic id."))
             continue
         if seen[key] > 1:
+            assert key is not None      # a malformed entry was answered above
             if key not in answered:
                 answered.add(key)
                 results.append(_result(name, topic_id, InvalidRequestError.errno,
@@ -88,7 +91,7 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest
         results.append(None)
     if to_delete:
         items = await ctx.controller.delete_topics([name for _, name, _ in to_delete])
-        deleted = []
+        deleted: list[tuple[int, str, uuid.UUID | None]] = []
         for (i, name, topic_id), res in zip(to_delete, items):
             topic_id = topic_id or res.topic_id
             results[i] = _result(name, topic_id, res.error_code, res.message)
@@ -97,7 +100,7 @@ async def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest
             if res.error_code == 0:
                 deleted.append((i, name, topic_id))
 
-        def gone(name, topic_id) -> bool:
+        def gone(name: str, topic_id: uuid.UUID | None) -> bool:
             t = cache.topics.get(name)
             return t is None or t.topic_id != topic_id
 

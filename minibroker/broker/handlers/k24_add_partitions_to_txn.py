@@ -7,6 +7,8 @@ whether partitions are already in the transaction (a leader before a transaction
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.errors import InvalidProducerEpochError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
@@ -19,8 +21,8 @@ _TopicResult = _Result.AddPartitionsToTxnTopicResult
 _PartResult = _TopicResult.AddPartitionsToTxnPartitionResult
 
 
-def _topics(codes: dict) -> list:
-    by_topic: dict[str, list] = {}
+def _topics(codes: dict[tuple[str, int], int]) -> list[Any]:
+    by_topic: dict[str, list[Any]] = {}
     for (topic, partition), code in codes.items():
         by_topic.setdefault(topic, []).append(_PartResult(partition_index=partition,
                                                           partition_error_code=code))

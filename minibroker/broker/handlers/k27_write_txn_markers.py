@@ -5,6 +5,7 @@ the regular listener as in Kafka. v2's transaction_version is accepted (markers 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from kafka.errors import NotLeaderForPartitionError, RequestTimedOutError
 from kafka.protocol.api_key import ApiKey
@@ -19,7 +20,7 @@ _TopicResult = _Result.WritableTxnMarkerTopicResult
 _PartResult = _TopicResult.WritableTxnMarkerPartitionResult
 
 
-async def _code(fut) -> int:
+async def _code(fut: asyncio.Future[int] | int) -> int:
     """0 once the high watermark passed the marker, else its error (REQUEST_TIMED_OUT after the
     coordinator's own request timeout; NOT_LEADER when leadership moved meanwhile)."""
     if isinstance(fut, int):
@@ -27,10 +28,10 @@ async def _code(fut) -> int:
     try:
         return await asyncio.wait_for(asyncio.shield(fut), MARKER_TIMEOUT_S)
     except asyncio.TimeoutError:
-        return RequestTimedOutError.errno
+        return int(RequestTimedOutError.errno)
     except asyncio.CancelledError:
         if fut.cancelled():
-            return NotLeaderForPartitionError.errno
+            return int(NotLeaderForPartitionError.errno)
         raise
 
 
@@ -51,7 +52,7 @@ async def handle_write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequ
                 pending.append((i, t.name, partition, fut))
     codes = await asyncio.gather(*(_code(f) for *_, f in pending))
     results = [_Result(producer_id=m.producer_id, topics=[]) for m in req.markers]
-    by_topic: dict[tuple[int, str], list] = {}
+    by_topic: dict[tuple[int, str], list[Any]] = {}
     for (i, topic, partition, _), code in zip(pending, codes):
         parts = by_topic.get((i, topic))
         if parts is None:

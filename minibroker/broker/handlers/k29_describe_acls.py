@@ -9,6 +9,8 @@ Not implemented: —
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.errors import (ClusterAuthorizationFailedError, InvalidRequestError,
                           SecurityDisabledError)
 from kafka.protocol.admin import DescribeAclsRequest, DescribeAclsResponse
@@ -17,7 +19,7 @@ from kafka.protocol.api_key import ApiKey
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
 from minibroker.security.acl import (CLUSTER_NAME, AclBindingFilter, AclOperation,
-                                     ResourceType, filter_of)
+                                     PatternType, ResourceType, filter_of)
 
 _Resource = DescribeAclsResponse.DescribeAclsResource
 _Acl = _Resource.AclDescription
@@ -26,7 +28,7 @@ _Acl = _Resource.AclDescription
 @handles(ApiKey.DescribeAcls, DescribeAclsRequest, versions=(1, 3))
 async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest
                                ) -> DescribeAclsResponse:
-    def error(code: int, message: str) -> DescribeAclsResponse:
+    def error(code: int, message: str | None) -> DescribeAclsResponse:
         return DescribeAclsResponse(throttle_time_ms=0, error_code=code, error_message=message,
                                     resources=[])
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
@@ -40,7 +42,7 @@ async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest
     problem = f.invalid()
     if problem:
         return error(InvalidRequestError.errno, problem)
-    grouped: dict[tuple, list] = {}
+    grouped: dict[tuple[ResourceType, str, PatternType], list[Any]] = {}
     for a in authorizer.describe(f):
         grouped.setdefault((a.resource_type, a.resource_name, a.pattern_type), []).append(
             _Acl(principal=a.principal, host=a.host, operation=int(a.operation),

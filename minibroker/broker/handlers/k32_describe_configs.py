@@ -20,6 +20,9 @@ Not implemented: BROKER_LOGGER resources.
 """
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
+from typing import Any, TypeAlias, cast
+
 from kafka.errors import InvalidRequestError, InvalidTopicError, UnknownTopicOrPartitionError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
@@ -27,15 +30,15 @@ from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 from minibroker.broker.context import RequestContext, Services
 from minibroker.broker.dispatch import handles
 from minibroker.broker.handlers.k33_alter_configs import group_configs_served
-from minibroker.broker.throttle import RATE_CONFIGS
+from minibroker.config import DYNAMIC_BROKER_CONFIGS as RATE_CONFIGS
 from minibroker.protocol.topic_names import invalid_reason
 from minibroker.config import ClusterConfig
 from minibroker.controller import dynamic_broker_configs as dyn
 from minibroker.controller import group_configs as groups
 from minibroker.log import config as log_config
 
-_Result = DescribeConfigsResponse.DescribeConfigsResult
-_Entry = _Result.DescribeConfigsResourceResult
+_Result: TypeAlias = DescribeConfigsResponse.DescribeConfigsResult
+_Entry: TypeAlias = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
 _Synonym = _Entry.DescribeConfigsSynonym
 
 TOPIC, BROKER, GROUP = 2, 4, 32
@@ -59,7 +62,8 @@ BROKER_DOCS = {
 }
 
 
-def _entry(name, value, source, read_only, config_type, synonyms, doc=None) -> _Entry:
+def _entry(name: str, value: str | None, source: int, read_only: bool, config_type: int,
+           synonyms: list[Any], doc: str | None = None) -> _Entry:
     sensitive = name.endswith(".password")      # Kafka's PASSWORD configs: never described
     return _Entry(name=name, value=None if sensitive else value, read_only=read_only,
                   config_source=source, is_default=source == DEFAULT_CONFIG,
@@ -67,8 +71,9 @@ def _entry(name, value, source, read_only, config_type, synonyms, doc=None) -> _
                   config_type=config_type, documentation=doc)
 
 
-def topic_configs(set_configs: dict[str, str], keys, include_synonyms: bool,
-                  broker_configs: dict[str, str], include_docs: bool = False) -> list[_Entry]:
+def topic_configs(set_configs: dict[str, str], keys: Collection[str] | None,
+                  include_synonyms: bool, broker_configs: Mapping[str, str | None],
+                  include_docs: bool = False) -> list[_Entry]:
     """`broker_configs`: the broker's configs (its log.* synonyms give the topic defaults).
     Synonyms as Kafka lists them: the topic's own value, the broker synonym set, then the
     default under the first broker synonym's name."""
@@ -78,12 +83,13 @@ def topic_configs(set_configs: dict[str, str], keys, include_synonyms: bool,
             continue
         definition = log_config.TOPIC_CONFIGS[name]
         kafka_default = log_config.DEFAULTS[name]
-        found = log_config.broker_value(name, broker_configs)
+        # (None is broker.rack's alone, no topic config's synonym: the synonyms read are str)
+        found = log_config.broker_value(name, cast("Mapping[str, str]", broker_configs))
         if found is not None and found[1] != kafka_default:
             default, default_source = found[1], STATIC_BROKER_CONFIG
         else:
             default, default_source = kafka_default, DEFAULT_CONFIG
-        synonyms = []
+        synonyms: list[Any] = []
         if name in set_configs:
             value, source = set_configs[name], DYNAMIC_TOPIC_CONFIG
             if include_synonyms:
@@ -91,7 +97,7 @@ def topic_configs(set_configs: dict[str, str], keys, include_synonyms: bool,
         else:
             value, source = default, default_source
         if include_synonyms and definition.synonyms:
-            if default_source == STATIC_BROKER_CONFIG:
+            if found is not None and default_source == STATIC_BROKER_CONFIG:
                 synonyms.append(_Synonym(name=found[0], value=broker_configs[found[0]],
                                          source=STATIC_BROKER_CONFIG))
             synonyms.append(_Synonym(name=definition.synonyms[0], value=kafka_default,
@@ -120,15 +126,15 @@ def broker_values(services: Services) -> dict[str, str | None]:
     return values
 
 
-def broker_configs(services: Services, keys, include_synonyms: bool, include_docs: bool = False,
-                   resource_name: str = "") -> list[_Entry]:
+def broker_configs(services: Services, keys: Collection[str] | None, include_synonyms: bool,
+                   include_docs: bool = False, resource_name: str = "") -> list[_Entry]:
     """The static configs, and the dynamic ones (KIP-226) where set: for this broker
     (DYNAMIC_BROKER_CONFIG), for the cluster (DYNAMIC_DEFAULT_BROKER_CONFIG), over the static
     value or Kafka's default; synonyms list every level that has a value, most specific first.
     Configs Kafka cannot change at runtime are read-only."""
     values, defaults = broker_values(services), ClusterConfig().describe()
     dynamic = services.node.dynamic_configs or {}
-    levels_of: dict[str, list] = {}
+    levels_of: dict[str, list[tuple[str | None, int]]] = {}
     for name in sorted(values):
         value = values[name]
         source = (STATIC_BROKER_CONFIG if name in BROKER_DOCS and value is not None
@@ -139,7 +145,8 @@ def broker_configs(services: Services, keys, include_synonyms: bool, include_doc
         levels_of[name] = [(str(2**63 - 1), DEFAULT_CONFIG)]
     mine = dynamic.get(resource_name, {}) if resource_name else {}
     for name in sorted(set(mine) | set(dynamic.get("", {}))):
-        levels = [(mine[name], DYNAMIC_BROKER_CONFIG)] if name in mine else []
+        levels: list[tuple[str | None, int]] = \
+            [(mine[name], DYNAMIC_BROKER_CONFIG)] if name in mine else []
         if name in dynamic.get("", {}):
             levels.append((dynamic[""][name], DYNAMIC_DEFAULT_BROKER_CONFIG))
         levels_of[name] = levels + levels_of.get(name, [])
@@ -157,8 +164,9 @@ def broker_configs(services: Services, keys, include_synonyms: bool, include_doc
     return out
 
 
-def group_config_entries(config: ClusterConfig, set_configs: dict[str, str], keys,
-                         include_synonyms: bool, include_docs: bool = False) -> list[_Entry]:
+def group_config_entries(config: ClusterConfig, set_configs: dict[str, str],
+                         keys: Collection[str] | None, include_synonyms: bool,
+                         include_docs: bool = False) -> list[_Entry]:
     out = []
     for name, key in sorted(groups.KEYS.items()):
         if keys is not None and name not in keys:
@@ -174,7 +182,7 @@ def group_config_entries(config: ClusterConfig, set_configs: dict[str, str], key
     return out
 
 
-def _error(r, code: int, message: str | None) -> _Result:
+def _error(r: Any, code: int, message: str | None) -> _Result:
     return _Result(error_code=code, error_message=message, resource_type=r.resource_type,
                    resource_name=r.resource_name, configs=[])
 

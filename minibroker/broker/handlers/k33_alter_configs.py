@@ -14,7 +14,8 @@ Not implemented: BROKER_LOGGER resources answer INVALID_REQUEST.
 """
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from kafka.errors import InvalidRequestError, InvalidTopicError
 from kafka.protocol.api_key import ApiKey
@@ -25,20 +26,22 @@ from minibroker.broker.dispatch import handles
 from minibroker.protocol.topic_names import invalid_reason
 
 _Result = AlterConfigsResponse.AlterConfigsResourceResponse
+# (error code, message) of one resource
+Outcome = tuple[int, str | None]
 TOPIC, GROUP, BROKER, BROKER_LOGGER = 2, 32, 4, 8
 
 
-def precheck(resources, dynamic_brokers: bool = False, groups: bool = False
-             ) -> dict[int, tuple[int, str]]:
+def precheck(resources: Sequence[Any], dynamic_brokers: bool = False, groups: bool = False
+             ) -> dict[int, Outcome | None]:
     """Errors found before asking the controller, by resource index: resource types other than
     TOPIC (and BROKER, when `dynamic_brokers`; GROUP, when `groups`), illegal topic names,
-    duplicate resources (all but the first occurrence left out)."""
-    counts: dict = {}
+    duplicate resources (all but the first occurrence left out: None)."""
+    counts: dict[tuple[int, str], int] = {}
     for r in resources:
         counts[(r.resource_type, r.resource_name)] = counts.get(
             (r.resource_type, r.resource_name), 0) + 1
-    errors: dict[int, tuple[int, str] | None] = {}
-    answered = set()
+    errors: dict[int, Outcome | None] = {}
+    answered: set[tuple[int, str]] = set()
     for i, r in enumerate(resources):
         key = (r.resource_type, r.resource_name)
         if counts[key] > 1:
@@ -59,8 +62,9 @@ def precheck(resources, dynamic_brokers: bool = False, groups: bool = False
     return errors
 
 
-async def alter_each(resources, result_class, alter: Callable[[Any], Awaitable[tuple[int, str]]],
-                     dynamic_brokers: bool = False, groups: bool = False) -> list:
+async def alter_each(resources: Sequence[Any], result_class: Any,
+                     alter: Callable[[Any], Awaitable[Outcome]], dynamic_brokers: bool = False,
+                     groups: bool = False) -> list[Any]:
     """One result per resource, in request order: the precheck's error, else `await alter(r)`'s
     (error code, message); a duplicate resource is answered once."""
     errors = precheck(resources, dynamic_brokers, groups)
@@ -68,8 +72,8 @@ async def alter_each(resources, result_class, alter: Callable[[Any], Awaitable[t
     for i, r in enumerate(resources):
         if i not in errors:
             code, message = await alter(r)
-        elif errors[i] is not None:
-            code, message = errors[i]
+        elif (error := errors[i]) is not None:
+            code, message = error
         else:
             continue
         results.append(result_class(error_code=code, error_message=message,
@@ -80,7 +84,7 @@ async def alter_each(resources, result_class, alter: Callable[[Any], Awaitable[t
 @handles(ApiKey.AlterConfigs, AlterConfigsRequest, versions=(0, 2))
 async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest
         ) -> AlterConfigsResponse:
-    async def alter(r) -> tuple[int, str]:
+    async def alter(r: Any) -> Outcome:
         configs = {c.name: c.value for c in r.configs}
         if r.resource_type == BROKER:
             res = await ctx.controller.alter_broker_configs(

@@ -9,6 +9,8 @@ unknown: memory is not a volume).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
 
@@ -26,7 +28,7 @@ async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequ
         ) -> DescribeLogDirsResponse:
     wanted = None if req.topics is None else \
         {(t.topic, p) for t in req.topics for p in t.partitions}
-    by_topic: dict[str, list] = {}
+    by_topic: dict[str, list[Any]] = {}
     for topic, partition, size in ctx.replica_manager.log_sizes(wanted):
         by_topic.setdefault(topic, []).append(_Part(
             partition_index=partition, partition_size=size, offset_lag=0, is_future_key=False))

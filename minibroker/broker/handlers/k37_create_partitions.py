@@ -22,6 +22,7 @@ v1: throttle_time_ms (unchanged shape).  v2: flexible.  v3: THROTTLING_QUOTA_EXC
 from __future__ import annotations
 
 import asyncio
+from typing import Any, TypeAlias
 
 from kafka.errors import (InvalidRequestError, RequestTimedOutError,
                           ThrottlingQuotaExceededError)
@@ -33,9 +34,9 @@ from minibroker.broker.dispatch import handles
 from minibroker.protocol.framing import ProtocolViolation
 from minibroker.protocol.nulls import first_null
 
-_Result = CreatePartitionsResponse.CreatePartitionsTopicResult
+_Result: TypeAlias = CreatePartitionsResponse.CreatePartitionsTopicResult
 _KEY = int(ApiKey.CreatePartitions)
-_THROTTLED = ThrottlingQuotaExceededError.errno
+_THROTTLED: int = ThrottlingQuotaExceededError.errno
 _QUOTA_MESSAGE = "The throttling quota has been exceeded."
 
 
@@ -67,7 +68,7 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
     clock = ctx.clock
     deadline = clock.monotonic() + req.timeout_ms / 1000 if req.timeout_ms > 0 else None
 
-    async def one(t) -> _Result:
+    async def one(t: Any) -> _Result:
         nonlocal throttle_ms
         forced, forced_throttle = faults.pop_topic_error(_KEY, t.name)
         throttle_ms = max(throttle_ms, forced_throttle)
@@ -116,8 +117,10 @@ async def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsReq
         done, _ = await asyncio.wait([work], timeout=max(0.0, deadline - clock.monotonic()))
         if not done:
             work.cancel()        # the topic under way (shielded) completes on its own
-    if work.done() and not work.cancelled() and work.exception() is not None:
-        raise work.exception()
+    if work.done() and not work.cancelled():
+        error = work.exception()
+        if error is not None:
+            raise error
     out = [results.get(n) or _Result(name=n, error_code=RequestTimedOutError.errno,
                                      error_message=None) for n in order]
     if quota.limited(client_id):     # v0-v2 (permissive): done; back off for the debt

@@ -8,6 +8,8 @@ right after (timeout_ms is not waited on further).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.errors import InvalidRequestError
 from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 from kafka.protocol.api_key import ApiKey
@@ -31,7 +33,7 @@ async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest
         return ElectLeadersResponse(throttle_time_ms=0, error_code=InvalidRequestError.errno,
                                     replica_election_results=[])
     answers = await ctx.controller.elect_leaders(election_type, wanted)
-    by_topic: dict[str, list] = {}
+    by_topic: dict[str, list[Any]] = {}
     for topic, partition, code, message in answers:
         by_topic.setdefault(topic, []).append(_Partition(
             partition_id=partition, error_code=code, error_message=message))

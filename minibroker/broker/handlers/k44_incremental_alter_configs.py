@@ -15,6 +15,9 @@ GROUP resources (KIP-848 group configs, from Kafka 4.0): SET and DELETE
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from kafka.errors import InvalidConfigurationError, InvalidRequestError
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
@@ -23,7 +26,7 @@ from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
 from minibroker.broker.handlers.k32_describe_configs import (LIST, TOPIC_CONFIG_TYPES,
                                                              broker_values)
-from minibroker.broker.handlers.k33_alter_configs import (BROKER, GROUP, alter_each,
+from minibroker.broker.handlers.k33_alter_configs import (BROKER, GROUP, Outcome, alter_each,
                                                            group_configs_served)
 from minibroker.controller import group_configs
 from minibroker.controller import dynamic_broker_configs as dyn
@@ -38,7 +41,7 @@ def _items(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
-def changes_for(current: dict[str, str], configs, broker: bool = False
+def changes_for(current: Mapping[str, str | None], configs: Sequence[Any], broker: bool = False
                 ) -> tuple[dict[str, str | None] | None, int, str]:
     """The name -> new value (None: delete) map, or (None, error code, message). `current`:
     the values APPEND / SUBTRACT start from (a topic's configs, or a broker's)."""
@@ -76,11 +79,12 @@ def changes_for(current: dict[str, str], configs, broker: bool = False
 async def handle_incremental_alter_configs(ctx: RequestContext,
                                            req: IncrementalAlterConfigsRequest
         ) -> IncrementalAlterConfigsResponse:
-    async def alter(r) -> tuple[int, str]:
+    async def alter(r: Any) -> Outcome:
         broker = r.resource_type == BROKER
         if r.resource_type == GROUP:
-            current = {**{k.name: k.default for k in group_configs.KEYS.values()},
-                       **await ctx.controller.describe_group_configs(r.resource_name)}
+            current: Mapping[str, str | None] = {
+                **{k.name: k.default for k in group_configs.KEYS.values()},
+                **await ctx.controller.describe_group_configs(r.resource_name)}
             changes, code, message = changes_for(current, r.configs, broker=True)
             if changes is None:
                 return code, message

@@ -11,6 +11,8 @@ v1: allow_replication_factor_change (request and response).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.admin import (AlterPartitionReassignmentsRequest,
                                   AlterPartitionReassignmentsResponse)
 from kafka.protocol.api_key import ApiKey
@@ -30,7 +32,7 @@ async def handle_alter_partition_reassignments(ctx: RequestContext,
     items = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
              for t in req.topics for p in t.partitions]
     results = await ctx.controller.alter_partition_reassignments(items, allow)
-    by_topic: dict[str, list] = {}
+    by_topic: dict[str, list[Any]] = {}
     for topic, pid, code, msg in results:
         by_topic.setdefault(topic, []).append(
             _Part(partition_index=pid, error_code=code, error_message=msg))

@@ -6,6 +6,8 @@ and removed. Partitions not moving, or not existing, are left out, as Kafka does
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.admin import (ListPartitionReassignmentsRequest,
                                   ListPartitionReassignmentsResponse)
 from kafka.protocol.api_key import ApiKey
@@ -24,7 +26,7 @@ async def handle_list_partition_reassignments(ctx: RequestContext,
     wanted = None if req.topics is None else {
         t.name: list(t.partition_indexes) for t in req.topics}
     moving = await ctx.controller.list_partition_reassignments(wanted)
-    by_topic: dict[str, list] = {}
+    by_topic: dict[str, list[Any]] = {}
     for topic, pid, reg in moving:
         by_topic.setdefault(topic, []).append(_Part(
             partition_index=pid, replicas=list(reg.replicas),

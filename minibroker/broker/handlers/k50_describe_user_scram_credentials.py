@@ -13,7 +13,8 @@ from kafka.protocol.admin import (
     DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse)
 from kafka.protocol.api_key import ApiKey
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.security.credentials import SCRAM_MECHANISM_IDS
 
 _Result = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult

@@ -16,7 +16,8 @@ from kafka.protocol.api_key import ApiKey
 
 from kafka.errors import ClusterAuthorizationFailedError
 
-from minibroker.broker.dispatch import RequestContext, handles
+from minibroker.broker.context import RequestContext
+from minibroker.broker.dispatch import handles
 from minibroker.security.acl import CLUSTER_NAME, AclOperation as Op, ResourceType as RT
 from minibroker.security.credentials import (
     SCRAM_MECHANISM_NAMES, ScramCredential, Upsertion, credential_from_salted_password)

@@ -10,6 +10,7 @@ controllers listen on their brokers' ports), so empty.
 from __future__ import annotations
 
 import uuid
+from typing import TypeAlias
 
 from kafka.errors import UnknownTopicOrPartitionError
 from kafka.protocol.api_key import ApiKey
@@ -21,8 +22,8 @@ from minibroker.controller.quorum import QuorumInfo, ReplicaState
 
 METADATA_TOPIC = "__cluster_metadata"
 _Topic = DescribeQuorumResponse.TopicData
-_Partition = _Topic.PartitionData
-_Replica = _Partition.ReplicaState
+_Partition: TypeAlias = DescribeQuorumResponse.TopicData.PartitionData
+_Replica: TypeAlias = DescribeQuorumResponse.TopicData.PartitionData.ReplicaState
 
 
 def _replica(r: ReplicaState) -> _Replica:

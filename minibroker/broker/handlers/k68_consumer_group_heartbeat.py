@@ -9,6 +9,9 @@ Not implemented: members on the classic protocol inside a consumer group (online
 """
 from __future__ import annotations
 
+import asyncio
+from typing import cast
+
 from kafka.errors import UnsupportedVersionError
 from kafka.protocol.api_key import ApiKey
 
@@ -26,7 +29,8 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, req: ConsumerGrou
     if not ctx.services.consumer_group_protocol:
         # An emulated 3.x release: its brokers advertised the API but refused it unless
         # group.coordinator.rebalance.protocols named "consumer" (default "classic", KafkaApis).
-        return error_response(req, ctx.api_version, UnsupportedVersionError.errno)
-    waiter = ctx.groups.consumer.heartbeat(req, ctx.api_version, ctx.header.client_id or "",
-                                           client_host(ctx))
+        return cast(ConsumerGroupHeartbeatResponse,
+                    error_response(req, ctx.api_version, UnsupportedVersionError.errno))
+    waiter: asyncio.Future[ConsumerGroupHeartbeatResponse] = ctx.groups.consumer.heartbeat(
+        req, ctx.api_version, ctx.header.client_id or "", client_host(ctx))
     return await waiter

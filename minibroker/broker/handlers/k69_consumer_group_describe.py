@@ -9,6 +9,8 @@ Not implemented: Kafka also refuses a group whose assigned topics the caller may
 """
 from __future__ import annotations
 
+from typing import cast
+
 from kafka.errors import UnsupportedVersionError
 from kafka.protocol.api_key import ApiKey
 
@@ -26,7 +28,8 @@ async def handle_consumer_group_describe(ctx: RequestContext, req: ConsumerGroup
     if not ctx.services.consumer_group_protocol:
         # An emulated 3.x release: its brokers advertised the API but refused it unless
         # group.coordinator.rebalance.protocols named "consumer" (default "classic", KafkaApis).
-        return error_response(req, ctx.api_version, UnsupportedVersionError.errno)
+        return cast(ConsumerGroupDescribeResponse,
+                    error_response(req, ctx.api_version, UnsupportedVersionError.errno))
     groups = ctx.groups.consumer.describe(list(req.group_ids))
     if req.include_authorized_operations:
         for g in groups:

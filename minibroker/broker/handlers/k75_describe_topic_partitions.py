@@ -11,6 +11,7 @@ topic operation while there are no ACLs.
 from __future__ import annotations
 
 import uuid
+from typing import TypeAlias
 
 from kafka.errors import (InvalidRequestError, LeaderNotAvailableError,
                           TopicAuthorizationFailedError, UnknownTopicOrPartitionError)
@@ -20,10 +21,12 @@ from kafka.protocol.api_key import ApiKey
 from minibroker.broker import acl_operations
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
+from minibroker.metadata.cache import PartitionInfo
 from minibroker.security.acl import AclOperation as Op, ResourceType as RT
 
-_Topic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
-_Partition = _Topic.DescribeTopicPartitionsResponsePartition
+_Topic: TypeAlias = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
+_Partition: TypeAlias = (DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
+                         .DescribeTopicPartitionsResponsePartition)
 _Cursor = DescribeTopicPartitionsResponse.Cursor
 MAX_PARTITIONS = 2000           # Kafka's max.request.partition.size.limit default
 _ZERO_UUID = uuid.UUID(int=0)
@@ -34,7 +37,7 @@ def _error(name: str, code: int) -> _Topic:
                   partitions=[], topic_authorized_operations=acl_operations.bits(None))
 
 
-def _partition(p) -> _Partition:
+def _partition(p: PartitionInfo) -> _Partition:
     return _Partition(error_code=0 if p.leader >= 0 else LeaderNotAvailableError.errno,
                       partition_index=p.partition, leader_id=p.leader,
                       leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas),
