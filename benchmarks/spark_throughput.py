@@ -13,8 +13,9 @@ confluent-kafka consumes `bench-ck` from the beginning; Spark reads `bench-ck` i
 (`sum(length(value))`, so every value is materialised).  A Spark write and read of 100k records
 warm the JVM (its JIT) and the Python workers first; session start-up is not counted.  Prints records/s and Spark/confluent
 ratios, and the CPU seconds each phase cost (this process and every process under it -- the JVM,
-the Python workers -- plus the broker), which a shared machine's load distorts less than the wall
-clock.  Needs the `spark` and `test` extras (confluent-kafka).  The machine may be shared: run it
+the Python workers, those that exited with their parent's reaped-children times -- split into java
+and python, plus the broker, counted once), which a shared machine's load distorts less than the
+wall clock.  Needs the `spark` and `test` extras (confluent-kafka).  The machine may be shared: run it
 more than once before trusting a figure.
 """
 from __future__ import annotations
@@ -37,45 +38,60 @@ def start_broker():
     return proc, line.split()[1]
 
 
-def tree_cpu(root: int) -> float:
-    """CPU seconds (user + system) of `root` and all its live descendants, from /proc."""
+def tree_cpu(root: int, skip: int = -1) -> dict[str, float]:
+    """CPU seconds (user + system) of `root` and its live descendants (but `skip`'s subtree), by
+    process name (java, else python), from /proc. Each process counts its reaped children too
+    (cutime, cstime): a worker exiting mid-phase moves its CPU to its parent, instead of taking
+    it out of the sum."""
     tick = os.sysconf("SC_CLK_TCK")
     stats = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
                 with open(f"/proc/{d}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
+                    text = f.read()
             except OSError:
                 continue
-            stats[int(d)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
-    total, todo = 0.0, [root]
+            name, fields = text[text.index("(") + 1:text.rindex(")")], text.rsplit(")", 1)[1].split()
+            stats[int(d)] = (int(fields[1]), sum(map(int, fields[11:15])) / tick, name)
+    out: dict[str, float] = {}
+    todo = [root]
     while todo:
         pid = todo.pop()
-        total += stats.get(pid, (0, 0.0))[1]
-        todo.extend(c for c, (ppid, _) in stats.items() if ppid == pid)
-    return total
+        if pid == skip or pid not in stats:
+            continue
+        name = "java" if stats[pid][2] == "java" else "python"
+        out[name] = out.get(name, 0.0) + stats[pid][1]
+        todo.extend(c for c, (ppid, _, _) in stats.items() if ppid == pid)
+    return out
 
 
 class Phase:
-    """Wall and CPU seconds (ours + the broker's) of one phase."""
+    """Wall and CPU seconds (ours -- the JVM and Python workers under us -- and the broker's, which
+    is our child too but counted apart) of one phase."""
 
     def __init__(self, broker_pid: int) -> None:
         self.broker_pid = broker_pid
 
+    def _cpu(self) -> tuple[dict[str, float], float]:
+        return tree_cpu(os.getpid(), self.broker_pid), sum(tree_cpu(self.broker_pid).values())
+
     def __enter__(self) -> "Phase":
-        self.cpu0 = tree_cpu(os.getpid()), tree_cpu(self.broker_pid)
+        self.cpu0 = self._cpu()
         self.t0 = time.perf_counter()
         return self
 
     def __exit__(self, *exc) -> None:
         self.wall = time.perf_counter() - self.t0
-        self.client_cpu = tree_cpu(os.getpid()) - self.cpu0[0]
-        self.broker_cpu = tree_cpu(self.broker_pid) - self.cpu0[1]
+        client, broker = self._cpu()
+        self.split = {k: v - self.cpu0[0].get(k, 0.0) for k, v in sorted(client.items())}
+        self.client_cpu = sum(self.split.values())
+        self.broker_cpu = broker - self.cpu0[1]
 
     def line(self, n: int) -> str:
+        split = ", ".join(f"{k} {v:.1f}" for k, v in self.split.items() if v >= 0.05)
         return (f"{n / self.wall:9.0f} rec/s ({self.wall:5.1f} s; CPU s client {self.client_cpu:5.1f}"
-                f" broker {self.broker_cpu:4.1f})")
+                f" [{split}] broker {self.broker_cpu:4.1f})")
 
 
 def create_topics(bootstrap: str, names, partitions: int) -> None:
@@ -163,8 +179,9 @@ def main() -> None:
         for what, ck, sp in (("write", ck_w, sp_w), ("read ", ck_r, sp_r)):
             print(f"{what}: confluent-kafka {ck.line(n)}")
             print(f"       spark           {sp.line(n)}")
+            cpu = (sp.client_cpu + sp.broker_cpu) / (ck.client_cpu + ck.broker_cpu)
             print(f"       ratio spark/confluent: {ck.wall / sp.wall:.2f} by wall clock, "
-                  f"{(ck.client_cpu + ck.broker_cpu) / (sp.client_cpu + sp.broker_cpu):.2f} by CPU seconds")
+                  f"{1 / cpu:.2f} by CPU seconds (Spark's CPU = {cpu:.2f}x confluent-kafka's)")
         spark.stop()
     finally:
         os.killpg(proc.pid, 15)
