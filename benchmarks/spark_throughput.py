@@ -13,9 +13,8 @@ confluent-kafka consumes `bench-ck` from the beginning; Spark reads `bench-ck` i
 (`sum(length(value))`, so every value is materialised).  A Spark write and read of 100k records
 warm the JVM (its JIT) and the Python workers first; session start-up is not counted.  Prints records/s and Spark/confluent
 ratios, and the CPU seconds each phase cost (this process and every process under it -- the JVM,
-the Python workers, those that exited with their parent's reaped-children times -- split into java
-and python, plus the broker, counted once), which a shared machine's load distorts less than the
-wall clock.  Needs the `spark` and `test` extras (confluent-kafka).  The machine may be shared: run it
+the Python workers -- split into java and python, plus the broker, counted once), which a shared
+machine's load distorts less than the wall clock.  Needs the `spark` and `test` extras (confluent-kafka).  The machine may be shared: run it
 more than once before trusting a figure.
 """
 from __future__ import annotations
@@ -38,11 +37,9 @@ def start_broker():
     return proc, line.split()[1]
 
 
-def tree_cpu(root: int, skip: int = -1) -> dict[str, float]:
-    """CPU seconds (user + system) of `root` and its live descendants (but `skip`'s subtree), by
-    process name (java, else python), from /proc. Each process counts its reaped children too
-    (cutime, cstime): a worker exiting mid-phase moves its CPU to its parent, instead of taking
-    it out of the sum."""
+def tree_cpu(root: int, skip: int = -1) -> dict[int, tuple[str, float]]:
+    """{pid: (java or python, CPU seconds (user + system))} of `root` and its live descendants but
+    `skip`'s subtree, from /proc."""
     tick = os.sysconf("SC_CLK_TCK")
     stats = {}
     for d in os.listdir("/proc"):
@@ -53,28 +50,30 @@ def tree_cpu(root: int, skip: int = -1) -> dict[str, float]:
             except OSError:
                 continue
             name, fields = text[text.index("(") + 1:text.rindex(")")], text.rsplit(")", 1)[1].split()
-            stats[int(d)] = (int(fields[1]), sum(map(int, fields[11:15])) / tick, name)
-    out: dict[str, float] = {}
+            stats[int(d)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick,
+                             "java" if name == "java" else "python")
+    out: dict[int, tuple[str, float]] = {}
     todo = [root]
     while todo:
         pid = todo.pop()
         if pid == skip or pid not in stats:
             continue
-        name = "java" if stats[pid][2] == "java" else "python"
-        out[name] = out.get(name, 0.0) + stats[pid][1]
+        out[pid] = stats[pid][2], stats[pid][1]
         todo.extend(c for c, (ppid, _, _) in stats.items() if ppid == pid)
     return out
 
 
 class Phase:
-    """Wall and CPU seconds (ours -- the JVM and Python workers under us -- and the broker's, which
-    is our child too but counted apart) of one phase."""
+    """Wall and CPU seconds of one phase: ours (the JVM and Python workers under us) and the
+    broker's (our child too, counted apart). Per process alive at the end, the CPU it used since
+    the start (all of it if it started since): a worker that exits mid-phase loses what it used
+    in the phase, instead of taking its whole life's CPU out of the sum."""
 
     def __init__(self, broker_pid: int) -> None:
         self.broker_pid = broker_pid
 
-    def _cpu(self) -> tuple[dict[str, float], float]:
-        return tree_cpu(os.getpid(), self.broker_pid), sum(tree_cpu(self.broker_pid).values())
+    def _cpu(self) -> tuple[dict[int, tuple[str, float]], dict[int, tuple[str, float]]]:
+        return tree_cpu(os.getpid(), self.broker_pid), tree_cpu(self.broker_pid)
 
     def __enter__(self) -> "Phase":
         self.cpu0 = self._cpu()
@@ -83,10 +82,13 @@ class Phase:
 
     def __exit__(self, *exc) -> None:
         self.wall = time.perf_counter() - self.t0
-        client, broker = self._cpu()
-        self.split = {k: v - self.cpu0[0].get(k, 0.0) for k, v in sorted(client.items())}
+        (client, broker), (client0, broker0) = self._cpu(), self.cpu0
+        self.split: dict[str, float] = {}
+        for pid, (name, cpu) in sorted(client.items()):
+            self.split[name] = self.split.get(name, 0.0) + cpu - client0.get(pid, (name, 0.0))[1]
         self.client_cpu = sum(self.split.values())
-        self.broker_cpu = broker - self.cpu0[1]
+        self.broker_cpu = sum(cpu - broker0.get(pid, (name, 0.0))[1]
+                              for pid, (name, cpu) in broker.items())
 
     def line(self, n: int) -> str:
         split = ", ".join(f"{k} {v:.1f}" for k, v in self.split.items() if v >= 0.05)
