@@ -7,11 +7,12 @@ confluent-kafka (librdkafka) consumer and producer on the same broker, in the sa
 
 Starts `python -m minibroker serve --brokers 1 --port 0` (one broker, so the broker is the same
 for both clients), then, in this order: confluent-kafka produces --records keyless values of --size
-bytes to topic `bench-ck` (acks=all, linger 5 ms); Spark writes the same number to `bench-spark`
-(`spark.range` -> value column -> `df.write.format("minibroker")`, one task per Spark core);
-confluent-kafka consumes `bench-ck` from the beginning; Spark reads `bench-ck` in batch
-(`sum(length(value))`, so every value is materialised).  A Spark write and read of 100k records
-warm the JVM (its JIT) and the Python workers first; session start-up is not counted.  Prints records/s and Spark/confluent
+bytes to topic `bench-ck` (acks=all, linger 5 ms) and consumes them from the beginning; Spark
+writes the same number to `bench-spark` (`spark.range` -> value column ->
+`df.write.format("minibroker")`, one task per Spark core) and reads `bench-ck` in batch
+(`sum(length(value))`, so every value is materialised).  A Spark write, and a read, of 100k
+records to `bench-warm` right before each Spark phase warm the JVM (its JIT) and the Python
+workers; session start-up is not counted.  Prints records/s and Spark/confluent
 ratios, and the CPU seconds each phase cost (this process and every process under it -- the JVM,
 the Python workers -- split into java and python, plus the broker, counted once), which a shared
 machine's load distorts less than the wall clock.  Needs the `spark` and `test` extras (confluent-kafka).  The machine may be shared: run it
@@ -140,6 +141,9 @@ def ck_consume(bootstrap: str, topic: str, n: int) -> float:
     return dt
 
 
+WARM = 100_000          # records of each warm-up: the JVM's JIT and the Python workers
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -149,31 +153,34 @@ def main() -> None:
     a = ap.parse_args()
     proc, bootstrap = start_broker()
     try:
-        create_topics(bootstrap, ["bench-ck", "bench-spark"], a.partitions)
+        create_topics(bootstrap, ["bench-ck", "bench-spark", "bench-warm"], a.partitions)
         from minibroker.spark.session import local_session
         spark = local_session(a.master, "minibroker-bench")
-        warm = 100_000      # warm-up (not counted): the JVM's JIT and the Python workers
-        spark.range(warm, numPartitions=2).selectExpr(f"CAST(repeat('x', {a.size}) AS BINARY) AS value") \
-            .write.format("minibroker").option("kafka.bootstrap.servers", bootstrap) \
-            .option("topic", "bench-spark").mode("append").save()
-        got = spark.read.format("minibroker").option("kafka.bootstrap.servers", bootstrap) \
-            .option("subscribe", "bench-spark").load().selectExpr("sum(length(value))").collect()[0][0]
-        assert got == warm * a.size, got
+        cores = spark.sparkContext.defaultParallelism
+
+        def spark_write(topic: str, n: int) -> None:
+            (spark.range(n, numPartitions=cores)
+             .selectExpr(f"CAST(repeat('x', {a.size}) AS BINARY) AS value")
+             .write.format("minibroker").option("kafka.bootstrap.servers", bootstrap)
+             .option("topic", topic).mode("append").save())
+
+        def spark_read(topic: str):
+            return spark.read.format("minibroker").option("kafka.bootstrap.servers", bootstrap) \
+                .option("subscribe", topic).load() \
+                .selectExpr("count(*) AS n", "sum(length(value)) AS b").collect()[0]
 
         with Phase(proc.pid) as ck_w:
             ck_produce(bootstrap, "bench-ck", a.records, a.size)
-        cores = spark.sparkContext.defaultParallelism
-        with Phase(proc.pid) as sp_w:
-            (spark.range(a.records, numPartitions=cores)
-             .selectExpr(f"CAST(repeat('x', {a.size}) AS BINARY) AS value")
-             .write.format("minibroker").option("kafka.bootstrap.servers", bootstrap)
-             .option("topic", "bench-spark").mode("append").save())
         with Phase(proc.pid) as ck_r:
             ck_consume(bootstrap, "bench-ck", a.records)
+        # Each Spark phase right after a warm-up of its own (not counted): Spark stops Python
+        # workers idle for a minute, and a fresh one costs ~1 CPU s of imports on this machine.
+        spark_write("bench-warm", WARM)
+        with Phase(proc.pid) as sp_w:
+            spark_write("bench-spark", a.records)
+        assert spark_read("bench-warm").n == WARM
         with Phase(proc.pid) as sp_r:
-            row = spark.read.format("minibroker").option("kafka.bootstrap.servers", bootstrap) \
-                .option("subscribe", "bench-ck").load() \
-                .selectExpr("count(*) AS n", "sum(length(value)) AS b").collect()[0]
+            row = spark_read("bench-ck")
         assert row.n == a.records and row.b == a.records * a.size, row
         n = a.records
         print(f"{n} records of {a.size} B, {a.partitions} partitions, Spark {a.master}, 1 minibroker broker; "
