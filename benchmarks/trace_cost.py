@@ -10,7 +10,8 @@ Fetch (that partition from offset 0, ~10 records) and Metadata (v1, all topics).
 CPU microseconds per request, per kind and mode, medians over rounds, and on/off, strict/off and
 off/no-hook. "no hook" serves through functools.partial(dispatch, services, context) built here,
 which is what dispatch.handler_for returned before the hook; "off" through the broker's own handle (the
-hook's one `is not None` branch runs once, when the handle is made, not per request).
+hook's one `is not None` branch runs once, when the handle is made; dispatch's own two
+`observer is not None` tests per request are in both, being dispatch's).
 """
 from __future__ import annotations
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from typing import Any
 
 from minibroker.broker import trace
@@ -33,31 +32,13 @@ from minibroker.controller.quorum import MetadataQuorum, QuorumInfo
 from minibroker.controller.result import ControllerHalted, ControllerMoved
 from minibroker.broker.fault_admin import FaultAdmin
 from minibroker.ids import IdSource, random_cluster_id
+from minibroker.log.meta_properties import stored_cluster_id
 from minibroker.controller.sessions import BrokerSessions
 
 log = logging.getLogger("minibroker.cluster")
 
 # How often a broker cut from the active controller tries it again (virtual time in simulations).
 UNREACHABLE_RETRY_S = 0.1
-
-
-def stored_cluster_id(data_dir: str, brokers: int, cluster_id: str) -> str:
-    """The cluster id a data directory was formatted with (Kafka's meta.properties in each log
-    directory), else `cluster_id`, written there."""
-    for i in range(1, brokers + 1):
-        path = os.path.join(data_dir, f"broker-{i}", "meta.properties")
-        if os.path.exists(path):
-            with open(path) as f:
-                props = dict(line.split("=", 1) for line in f.read().splitlines() if "=" in line)
-            if "cluster.id" in props:
-                cluster_id = props["cluster.id"]
-                break
-    for i in range(1, brokers + 1):
-        directory = os.path.join(data_dir, f"broker-{i}")
-        os.makedirs(directory, exist_ok=True)
-        with open(os.path.join(directory, "meta.properties"), "w") as f:
-            f.write(f"version=1\ncluster.id={cluster_id}\nnode.id={i}\n")
-    return cluster_id
 
 
 class ControllerChannel:
@@ -175,7 +156,7 @@ class ControllerChannel:
         # Observers: the unfenced registered brokers (child processes' too) that are not voters.
         ctl = c.controller
         observers = [] if ctl is None else [b.broker_id for b in ctl.image.live_brokers()]
-        return c.quorum.describe(c.clock.now_ms(), observers, set(c.brokers))
+        return c.quorum.describe(c.clock.now_ms(), observers)
 
 
 class Cluster:

@@ -22,7 +22,7 @@ _AT_LEAST = {"leader_imbalance_check_interval_seconds": 1,
              "offsets_retention_minutes": 1, "offsets_retention_check_interval_ms": 1,
              "log_retention_check_interval_ms": 1, "log_cleaner_backoff_ms": 0,
              "group_max_size": 1, "broker_heartbeat_interval_ms": 1,
-             "controller_quorum_fetch_timeout_ms": 0,
+             "controller_quorum_fetch_timeout_ms": 0, "controller_quorum_election_timeout_ms": 1,
              "replica_fetch_max_bytes": 0, "message_max_bytes": 0, "fetch_max_bytes": 0,
              "group_initial_rebalance_delay_ms": 0}
 
@@ -109,6 +109,8 @@ class ClusterConfig:
     broker_session_timeout_ms: int = 9000
     broker_heartbeat_interval_ms: int = 2000
     controller_quorum_fetch_timeout_ms: int = 2000
+    # serve --processes: a voter that hears no leader this long stands for election (KRaft's).
+    controller_quorum_election_timeout_ms: int = 1000
     max_incremental_fetch_session_cache_slots: int = 1000
     controlled_shutdown_enable: bool = True
     partition_deletion_check_interval_ms: int = 5000     # KIP-253: drained marked partitions
@@ -151,6 +153,9 @@ class ClusterConfig:
     ssl_client_auth: str = "none"
     ssl_principal_mapping_rules: str = "DEFAULT"
     ssl_enabled_protocols: str = "TLSv1.2,TLSv1.3"
+    # Kafka's names (IANA's: TLS_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ...);
+    # empty: the broker's defaults, AES-128-GCM first (network/tls.py).
+    ssl_cipher_suites: str = ""
     # Authorization (KIP-11): the authorizer is on when authorizer.class.name names one of Kafka's
     # (minibroker.security.authorizer.AUTHORIZER_CLASS_NAMES); empty, as Kafka's default: off.
     authorizer_class_name: str = ""

@@ -79,6 +79,7 @@ BAD = [  # (argv, what the one line must say)
     (["faults", "--bootstrap-server", "127.0.0.1:1", "latency", "--broker", "2"],
      "the following arguments are required: --ms"),
     (["serve", "--faults", "--processes"], "--faults works in one process only"),
+    (["serve", "--processes", "--metrics-port", "0"], "--metrics-port reads the brokers of one"),
     (["bogus-command"], "invalid choice: 'bogus-command'"),
     ([], "the following arguments are required: COMMAND"),
 ]

@@ -1,6 +1,7 @@
 """The broker's one way to the controller, declared once (broker/context.py's ControllerChannel)
 and implemented twice: in process (cluster.ControllerChannel) and across processes
-(processes.RemoteControllerChannel, each call a frame to the parent, which answers CALLS only).
+(processes.RemoteControllerChannel, each call to whichever broker process runs the active
+controller, which answers CALLS only).
 A method added to, renamed in or re-parametrized in one of them alone fails here."""
 from __future__ import annotations
 
@@ -31,11 +32,11 @@ def test_the_in_process_channel_is_exactly_the_protocol():
 
 def test_the_inter_process_channel_is_exactly_the_protocol():
     assert mismatches(ControllerChannel, RemoteControllerChannel) == []
-    # start() and call() are the pipe's own (call: one frame to the parent).
-    assert _public_methods(RemoteControllerChannel) - {"start", "call"} == DECLARED
+    # call() is the router's own (one call to the active controller, again on NOT_CONTROLLER).
+    assert _public_methods(RemoteControllerChannel) - {"call"} == DECLARED
 
 
-def test_the_parent_answers_every_declared_call_and_nothing_else():
+def test_a_broker_process_answers_every_declared_call_and_nothing_else():
     assert CALLS == DECLARED
 
 

@@ -23,9 +23,6 @@ EXCEPTIONS = {
         "append, read and retention parts after it lands",
     ("spark/_kafka.py", "_fetch"):
         "the Spark source's fetch loop; under active work (spark branch)",
-    ("cli/serve.py", "_serve"):
-        "serve's start-up, grown by listeners/TLS/SASL (auth branch) and the cli branch's flags "
-        "at once; to be split once both land",
 }
 
 

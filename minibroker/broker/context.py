@@ -171,7 +171,7 @@ class ControllerChannel(Protocol):
     """How a broker reaches the active controller (Kafka's forwarding and AlterPartition RPCs).
 
     In one process: cluster.ControllerChannel; a `serve --processes` broker: processes'
-    RemoteControllerChannel, each call a frame to the parent. tests/test_controller_channel.py
+    RemoteControllerChannel, each call to the broker process the quorum elected. tests/test_controller_channel.py
     checks both against this Protocol, method by method."""
 
     def auto_create_topics(self, names: list[str]) -> asyncio.Task[None]: ...
@@ -345,6 +345,16 @@ class Handler:
     raw: bool = False       # the handler gets the request body (a memoryview) and decodes it itself
     flexible_from: int = 1 << 15    # the first flexible version (request header v2)
     advertised: bool = True         # listed by ApiVersions (an emulated release hides our keys)
+
+
+class RequestObserver(Protocol):
+    """What the protocol trace gives dispatch for one request (broker/trace.py's _Exchange)."""
+
+    def request(self, handler: Handler, header: RequestHeader, req: Any) -> Any:
+        """Sees the request before its handler; returns what the handler gets: `req`, or for
+        a raw Produce body the ProduceRequestView it decoded (the handler takes either)."""
+
+    def response(self, resp: Any) -> None: ...
 
 
 class ExchangeObserver(Protocol):

@@ -20,7 +20,8 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from minibroker.broker.authorization import check_request
-from minibroker.broker.context import Connection, Handler, RequestContext, Services, context_class
+from minibroker.broker.context import (
+    Connection, Handler, RequestContext, RequestObserver, Services, context_class)
 from minibroker.protocol.framing import (
     API_PREFIX, ProtocolViolation, frame_parts, parse_request_header, response_header)
 from minibroker.protocol.nulls import first_null
@@ -139,11 +140,24 @@ def _malformed(handler: Handler, decoded: Any, api_version: int) -> ProtocolViol
     return ProtocolViolation(f"{handler.name} v{api_version}: null {where}, which is not nullable")
 
 
+def _authorize(ctx: RequestContext, handler: Handler, req: Any) -> tuple[Any, Any]:
+    """KIP-11: a denied request is answered here; denied items leave the request."""
+    try:
+        return check_request(ctx, handler.api_key, req)
+    except Exception:
+        err = _malformed(handler, req, ctx.api_version)
+        if err is None:
+            raise
+        raise err from None
+
+
 async def dispatch(services: Services, context: type[RequestContext], conn: Connection,
-                   frame: memoryview, control_plane: bool = False) -> Parts | None:
+                   frame: memoryview, control_plane: bool = False,
+                   observer: RequestObserver | None = None) -> Parts | None:
     """Handle one request frame; returns the framed response buffers, or None for no response.
     `context`: the broker's RequestContext class (context_class(services)). control_plane: the
-    frame came to the broker's control-plane listener."""
+    frame came to the broker's control-plane listener. observer: the protocol trace's (given only
+    by broker/trace.py), shown the request as decoded here and the response before encoding."""
     if len(frame) < 8:
         raise ProtocolViolation(f"request of {len(frame)} bytes is shorter than a header")
     if not services.node.running:
@@ -167,35 +181,29 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
     clock = services.clock
     started = clock.monotonic()
     header = parse_request_header(frame, api_version >= handler.flexible_from)
-    client_id = header.client_id
     ctx = context(services, header, api_version, conn, frame, control_plane,
                   conn.principal, conn.listener)
     faults = services.faults
-    resp: Any
+    resp: Any = None
     if handler.raw:
         req = frame[header.body_offset:]
-        # Fault hooks see the decoded request, as for every other API (decoded only when armed).
-        resp = await faults.intercept(api_key, decode_exact(cls, req, api_version), ctx) \
-            if faults.armed else None
     else:
         req = decode_exact(cls, frame[header.body_offset:], api_version)
-        resp = await faults.intercept(api_key, req, ctx) if faults.armed else None
+    if observer is not None:        # before the handler: a raw one may patch the frame in place
+        req = observer.request(handler, header, req)    # Produce's: the body decoded, once
+    if faults.armed:
+        # Fault hooks see the decoded request, as for every other API (decoded only when armed).
+        resp = await faults.intercept(api_key, decode_exact(
+            cls, frame[header.body_offset:], api_version) if handler.raw else req, ctx)
     complete = None
     if resp is None and services.authorizer is not None and not handler.raw:
-        # KIP-11: a denied request is answered here; denied items leave the request
-        try:
-            resp, complete = check_request(ctx, api_key, req)
-        except Exception:
-            err = _malformed(handler, req, api_version)
-            if err is None:
-                raise
-            raise err from None
+        resp, complete = _authorize(ctx, handler, req)
     if resp is None:
         coro = handler.fn(ctx, req)
         # Only the handler refers to the frame now: one that waits may let it go (ctx.frame =
         # None), so the network layer can reuse the receive buffer behind it.
         decoded = None if handler.raw else req
-        del frame, header, req
+        del frame, req
         try:
             resp = await coro
         except (ProtocolViolation, KafkaError, asyncio.CancelledError):
@@ -207,6 +215,8 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
             raise err from None
         if complete is not None:
             resp = complete(resp)
+    if observer is not None:
+        observer.response(resp)
     if resp is not None and type(resp) is not RawResponse:
         resp = encode_response(resp, api_version, corr)
     if faults.armed and faults.latency_ms:      # a slow broker (Faults.set_latency)
@@ -215,7 +225,7 @@ async def dispatch(services: Services, context: type[RequestContext], conn: Conn
     services.stats.request_done(api_key, elapsed)
     if log.isEnabledFor(logging.DEBUG):
         log.debug("broker %d: %s v%d from client %s, correlation id %d: %.1f ms", services.node_id,
-                  handler.name, api_version, client_id, corr, elapsed * 1000)
+                  handler.name, api_version, header.client_id, corr, elapsed * 1000)
     if resp is None:
         return None
     return cast(Parts, resp.parts if type(resp) is RawResponse else resp)

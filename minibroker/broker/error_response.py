@@ -21,10 +21,12 @@ _UNKNOWN_IS_MINUS_ONE = ("offset", "watermark", "epoch", "leader", "timestamp", 
 # The schema's fields, classes and items below are kafka-python's (untyped: Any).
 
 
-def error_response(req: Any, version: int, error_code: int) -> Any:
-    """The response to `req` at `version` with `error_code` in each of its error fields."""
+def error_response(req: Any, version: int, error_code: int, message: str | None = None) -> Any:
+    """The response to `req` at `version` with `error_code` in each of its error fields (and
+    `message` in each error_message, as Kafka's getErrorResponse of an exception with one)."""
     rcls = response_class_for(req)
-    return _build(rcls, rcls._struct._fields, req, type(req)._struct._fields, version, error_code)
+    return _build(rcls, rcls._struct._fields, req, type(req)._struct._fields, version,
+                  error_code, message)
 
 
 def _arrays(fields: Sequence[Any], version: int) -> list[Any]:
@@ -89,7 +91,7 @@ def _source(rf: Any, q_fields: Sequence[Any], version: int) -> Any:
 
 
 def _build(data_class: Any, r_fields: Sequence[Any], item: Any, q_fields: Sequence[Any],
-           version: int, code: int) -> Any:
+           version: int, code: int, message: str | None = None) -> Any:
     kw: dict[str, Any] = {}
     r_arrays, q_arrays = _arrays(r_fields, version), _arrays(q_fields, version)
     for f in r_fields:
@@ -97,13 +99,15 @@ def _build(data_class: Any, r_fields: Sequence[Any], item: Any, q_fields: Sequen
             continue
         if f.name == "error_code":
             kw[f.name] = code
+        elif f.name == "error_message" and message is not None:
+            kw[f.name] = message
         elif f.is_struct_array():
             q = _pair(f, r_arrays, q_arrays) if f in r_arrays else None
             items = (getattr(item, q.name, None) or ()) if q is not None else ()
             # Nested item classes hang off their parent's class, by type name.
             item_class = f.data_class or getattr(data_class, f._type_str.removeprefix("[]"))
             if q is not None:
-                kw[f.name] = [_build(item_class, f._fields, i, q._fields, version, code)
+                kw[f.name] = [_build(item_class, f._fields, i, q._fields, version, code, message)
                               for i in items]
             elif f in r_arrays and item is not None:
                 kw[f.name] = _from_keys(f, item_class, item, q_fields, version, code)

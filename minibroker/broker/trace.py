@@ -12,20 +12,21 @@ non-zero error code by name, throttle_time_ms and the latency. A connection clos
 gets a "closed" line with the reason.
 
 Off by default and free then: dispatch.handler_for wraps dispatch only when a broker has a
-tracer. Produce requests are summarised from their raw bytes (protocol.fast, no copy of the
-records) before the handler runs (it may patch the batch headers in place and keep the frame).
+tracer. On, dispatch shows the tracer each request as it decoded it, before the handler runs
+(Produce's raw body is summarised then: the handler may patch the batch headers in place), and
+the handler's response object before encoding it; only a response already encoded (Fetch's and
+Produce's fast paths) is decoded again. Lines are written as text from per-connection
+fragments and per-message-version generated functions (broker/trace_json.py), not as dicts
+through a JSON encoder.
 """
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import functools
-import json
-import json.encoder
-import keyword
 import struct
 import sys
-import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TextIO, cast
@@ -33,127 +34,23 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 from kafka.errors import for_code
 from kafka.protocol.api_message import ResponseClassRegistry
 
-from minibroker.broker.dispatch import HANDLERS, decode_exact, handler_for
-from minibroker.protocol.fast import decode_produce
+from minibroker.broker.dispatch import RawResponse, decode_exact, handler_for
+from minibroker.broker.trace_json import ENCODE, batches, batches_json, fields_json, quote
+from minibroker.protocol.fast import ProduceRequestView, decode_produce
 from minibroker.protocol.framing import API_PREFIX, ProtocolViolation, parse_request_header
 from minibroker.network.client import decode_response
 
 if TYPE_CHECKING:
     from minibroker.broker.broker import Broker
-    from minibroker.broker.context import Connection, RequestContext, Services
+    from minibroker.broker.context import Connection, Handler, RequestContext, Services
     from minibroker.broker.strict import Strict
     from minibroker.config import ClusterConfig
+    from minibroker.protocol.framing import RequestHeader
 
-# base offset, length, partition leader epoch, magic, crc, attributes, last offset delta,
-# first timestamp, max timestamp, producer id, producer epoch, base sequence, record count
-_BATCH = struct.Struct(">qiibIhiqqqhii")
-_HEAD = struct.Struct(">qiib")
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-_CODEC_OF = CODECS + (5, 6, 7)          # attributes & 7 → its name, else the number
-_HEX_UP_TO = 64
-_ENCODE = json.JSONEncoder(separators=(",", ":"), check_circular=False, default=repr).encode
-try:    # the same encoder without JSONEncoder.encode's per-call set-up (a C encoder made each time)
-    _C_ENCODE = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
-        None, repr, json.encoder.encode_basestring_ascii, None, ":", ",", False, False, True)
-    _C_ENCODE({"k": [1.5, None, "v"]}, 0)
-except Exception:  # noqa: BLE001 — no C accelerator (or another signature): JSONEncoder's own
-    _C_ENCODE = None
-
-
-def batches(records: Any) -> list[dict[str, Any]]:
-    """Summaries of the record batches in a record set (magic 2; older formats by size only)."""
-    buf = memoryview(records).cast("B") if not isinstance(records, memoryview) else records
-    out: list[dict[str, Any]] = []
-    pos, end = 0, len(buf)
-    whole, head = _BATCH.unpack_from, _HEAD.unpack_from
-    while pos + 17 <= end:
-        if pos + _BATCH.size <= end:     # one unpack for the whole header (most batches)
-            (base_offset, length, _epoch, magic, _, attrs, _delta, _, _, pid, pepoch, seq,
-             count) = whole(buf, pos)
-        else:
-            base_offset, length, _epoch, magic = head(buf, pos)
-        size = 12 + length
-        if magic != 2 or pos + _BATCH.size > end:
-            out.append({"base_offset": base_offset, "magic": magic, "size": size})
-        else:
-            out.append({"base_offset": base_offset, "count": count, "producer_id": pid,
-                        "producer_epoch": pepoch, "base_sequence": seq,
-                        "codec": _CODEC_OF[attrs & 7],
-                        "transactional": bool(attrs & 0x10), "control": bool(attrs & 0x20),
-                        "size": size})
-        pos += size
-    if pos < end:
-        out.append({"partial": end - pos})      # a fetch may end in a partial batch
-    return out
-
-
-def _scalar(value: Any, key: str) -> Any:
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        if key == "records":
-            return batches(value)
-        n = len(value) if not isinstance(value, memoryview) else value.nbytes
-        return bytes(value).hex() if n <= _HEX_UP_TO else {"bytes": n}
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, (list, tuple)):
-        return [_scalar(v, key) for v in value]
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return repr(value)
-
-
-_PLANS: dict[tuple[int, int], list[tuple[str, int, bool]]] = {}
-_PLAIN = frozenset({int, str, bool, float})
-
-
-def _plan(struct: Any, version: int) -> list[tuple[str, int, bool]]:
-    """(field name, 0 plain / 1 struct / 2 struct array, is an error code) of the fields of
-    `struct` present at `version`: worked out once per message version."""
-    key = (id(struct), version)
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _PLANS[key] = [
-            (f.name, 1 if f.is_struct() else 2 if f.is_struct_array() else 0,
-             f.name.endswith("error_code"))
-            for f in struct._fields if f.for_version_q(version)]
-    return plan
-
-
-def fields(obj: Any, version: int, errors: set[int]) -> dict[str, Any]:
-    """A decoded message as JSON-ready dicts (record sets summarised, bytes shortened), adding
-    each non-zero error code met to `errors`."""
-    schema = obj._struct
-    walk = _WALKS.get((id(schema), version)) or _walk(schema, version)
-    return walk(obj, errors)
-
-
-# a generated walk: (message, errors met) -> its fields
-Walk = Callable[[Any, set[int]], dict[str, Any]]
-_WALKS: dict[tuple[int, int], Walk] = {}
-
-
-def _walk(schema: Any, version: int) -> Walk:
-    """fields() for one message version as one generated dict display: no per-field loop,
-    branch on the field's kind or getattr (the walk was most of the trace's cost after JSON)."""
-    items: list[str] = []
-    for name, kind, is_error in _plan(schema, version):
-        get = (f"o.{name}" if name.isidentifier() and not keyword.iskeyword(name)
-               else f"getattr(o, {name!r})")
-        if kind == 1:
-            value = f"None if (v := {get}) is None else F(v, {version}, errors)"
-        elif kind == 2:
-            value = f"None if (v := {get}) is None else [F(x, {version}, errors) for x in v]"
-        elif is_error:      # a non-zero code is also noted in `errors`
-            value = (f"v if (v := {get}) is None or (type(v) in P and (not v or errors.add(v) "
-                     f"or True)) else S(v, {name!r})")
-        else:
-            value = f"v if (v := {get}) is None or type(v) in P else S(v, {name!r})"
-        items.append(f"{name!r}: ({value})")
-    code = "def walk(o, errors):\n    return {" + ", ".join(items) + "}\n"
-    scope = {"P": _PLAIN, "S": _scalar, "F": fields}
-    exec(compile(code, f"<trace fields {schema.__class__.__name__} v{version}>", "exec"), scope)
-    walk = _WALKS[(id(schema), version)] = cast(Walk, scope["walk"])
-    return walk
+_UNSEEN = object()      # dispatch never showed the response (it answered before decoding)
+_ABSENT = object()      # no client id read (a frame too short or of an unknown API)
+_FRAGS_PER_CONN = 64    # (API, version, client id) fragments kept per connection
+_ANSWERS_KEPT = 64      # cached response bodies summarised (Tracer._answers)
 
 
 def error_name(code: int) -> str:
@@ -173,8 +70,8 @@ def response_class(request_class: Any) -> Any:
     return cls[None] if getattr(cls, "_class_version", None) is not None else cls
 
 
-def produce_fields(body: memoryview, version: int) -> dict[str, Any]:
-    view = decode_produce(body, version)
+def produce_fields(view: ProduceRequestView) -> dict[str, Any]:
+    """A Produce request's fields, record sets summarised (strict mode's checks read them)."""
     return {"transactional_id": view.transactional_id, "acks": view.acks,
             "timeout_ms": view.timeout_ms,
             "topic_data": [{"name": t.name, "partition_data": [
@@ -182,13 +79,21 @@ def produce_fields(body: memoryview, version: int) -> dict[str, Any]:
                 for p in t.partitions]} for t in view.topics]}
 
 
-_ID_KEYS = ("broker", "conn", "client_id", "software", "api_key", "api", "version", "corr")
+def produce_json(view: ProduceRequestView) -> str:
+    """produce_fields(view) as JSON text."""
+    topics = ",".join('{"name":%s,"partition_data":[%s]}' % (
+        quote(t.name) if type(t.name) is str else ENCODE(t.name),
+        ",".join('{"index":%d,"records":%s}' % (
+            p.index, "null" if p.records is None else batches_json(p.records))
+            for p in t.partitions)) for t in view.topics)
+    return '{"transactional_id":%s,"acks":%d,"timeout_ms":%d,"topic_data":[%s]}' % (
+        ENCODE(view.transactional_id), view.acks, view.timeout_ms, topics)
 
 
 class _Conn:
     """What the tracer (and strict mode) remember of one client connection."""
     __slots__ = ("id", "software_name", "software_version", "negotiated", "in_flight",
-                 "throttled_until", "member_id_required", "spoke", "__weakref__")
+                 "throttled_until", "member_id_required", "spoke", "frags", "__weakref__")
 
     def __init__(self, conn_id: int) -> None:
         self.id = conn_id
@@ -199,6 +104,37 @@ class _Conn:
         self.throttled_until = 0.0                                   # monotonic s (KIP-219)
         self.member_id_required: dict[str, str] = {}                 # group → member id given
         self.spoke = False                                           # its first request seen
+        # (api key, version, client id) → the JSON of the ids before and after "corr"
+        self.frags: dict[tuple[int | None, int | None, Any], tuple[str, str]] = {}
+
+
+class _Exchange:
+    """One request through dispatch: the RequestObserver dispatch is given, and what the
+    response line needs of the request line."""
+    __slots__ = ("tracer", "broker", "state", "frame", "started", "base_ms", "key", "version",
+                 "ids", "line", "req", "resp")
+
+    def __init__(self, tracer: Tracer, broker: Services, state: _Conn, frame: memoryview
+                 ) -> None:
+        self.tracer, self.broker, self.state = tracer, broker, state
+        self.frame: memoryview | None = frame
+        clock = broker.clock
+        self.started = clock.monotonic()
+        self.base_ms = clock.wall_base_ms  # now_ms() is base + monotonic ms: read the clock once
+        self.key: int | None = None
+        self.version: int | None = None
+        self.ids = ("", "", "")     # JSON: broker to version, ',"corr":N', client id and software
+        self.line: dict[str, Any] | None = None      # the request line as a dict (strict mode)
+        self.req: Any = None
+        self.resp: Any = _UNSEEN
+
+    def request(self, handler: Handler, header: RequestHeader, req: Any) -> Any:
+        self.key, self.version = header.api_key, header.api_version
+        return self.tracer.requested(self, handler, header.client_id, req, None,
+                                     header.correlation_id)
+
+    def response(self, resp: Any) -> None:
+        self.resp = resp
 
 
 class Tracer:
@@ -210,148 +146,277 @@ class Tracer:
                  ) -> None:
         # (mypy does not narrow a union by hasattr)
         self.stream = cast("TextIO | None", sink if hasattr(sink, "write") else None)
-        self._write = self._to(self.stream) if self.stream is not None \
+        write = self._to(self.stream) if self.stream is not None \
             else cast("Callable[[str], None] | None", sink)
+        if write is not None:
+            self.emit = write               # type: ignore[method-assign,assignment]
         self.strict = strict
-        self._conns: weakref.WeakKeyDictionary[Connection, _Conn] = weakref.WeakKeyDictionary()
+        self._conns: dict[int, _Conn] = {}     # id(connection) → its state, while it lives
         self._next_conn = 0
+        # id(body) → (body, (api key, version), response, its line's fields/errors/throttle)
+        self._answers: dict[int, tuple[bytes, tuple[int, int], Any, dict[str, Any]]] = {}
 
     def _to(self, stream: TextIO) -> Callable[[str], None]:
-        """Lines are flushed once per event-loop turn (not per line: a write call each)."""
-        self._flush_armed = False
+        """Lines are gathered and written (and flushed) once per event-loop turn: one write
+        call and one flush per turn, not per line."""
+        pending: list[str] = []
+        context = contextvars.Context()     # flush reads no context variable: none copied per turn
 
         def flush() -> None:
-            self._flush_armed = False
-            if not stream.closed:
+            if pending and not stream.closed:
+                stream.write("\n".join(pending) + "\n")
                 stream.flush()
+            pending.clear()
 
         def write(line: str) -> None:
-            stream.write(line + "\n")
-            if not self._flush_armed:
-                self._flush_armed = True
+            if not pending:
                 try:
-                    asyncio.get_running_loop().call_soon(flush)
+                    asyncio.get_running_loop().call_soon(flush, context=context)
                 except RuntimeError:        # no loop: at once
+                    pending.append(line)
                     flush()
+                    return
+            pending.append(line)
+        self._flush = flush
         return write
 
     def close(self) -> None:
-        if self.stream is not None and self.stream is not sys.stderr:
-            self.stream.close()
+        if self.stream is not None:
+            self._flush()               # what this loop turn wrote
+            if self.stream is not sys.stderr:
+                self.stream.close()
 
     def conn_state(self, conn: Connection) -> _Conn:
-        state = self._conns.get(conn)
+        state = self._conns.get(id(conn))
         if state is None:
             self._next_conn += 1
-            state = self._conns[conn] = _Conn(self._next_conn)
+            state = self._conns[id(conn)] = _Conn(self._next_conn)
+            # forgotten with the connection, so its id cannot name a later one's state
+            weakref.finalize(conn, self._conns.pop, id(conn), None)
         return state
 
-    def emit(self, record: dict[str, Any]) -> None:
-        if self._write is not None:
-            self._write("".join(_C_ENCODE(record, 0)) if _C_ENCODE is not None
-                        else _ENCODE(record))
+    def emit(self, text: str) -> None:
+        """Writes one line (replaced per instance by the sink's own writer, one call less)."""
 
     async def dispatch(self, dispatch: Callable[..., Awaitable[list[Any] | None]],
                        broker: Services, context: type[RequestContext], conn: Connection,
                        frame: memoryview) -> list[Any] | None:
         """dispatch(services, context, conn, frame), with its request and response traced and
         checked. `broker`: the broker's Services."""
-        clock = broker.clock
-        started = clock.monotonic()
-        base_ms = clock.wall_base_ms      # now_ms() is base + monotonic ms: read the clock once
-        state = self.conn_state(conn)
-        line, req = self.request_line(broker, state, frame, base_ms + int(started * 1000))
-        strict = self.strict
-        if strict is not None:
-            strict.on_request(broker, state, line, req, frame)
-        self.emit(line)
-        key, version = line.get("api_key"), line.get("version")
-        coro = dispatch(broker, context, conn, frame)
+        state = self._conns.get(id(conn))
+        ex = _Exchange(self, broker, state if state is not None else self.conn_state(conn), frame)
+        coro = dispatch(broker, context, conn, frame, observer=ex)
         del frame       # the handler may let the frame go while it waits (dispatch.py)
         try:
             parts = await coro
         except ProtocolViolation as e:
-            state.in_flight.discard(line.get("corr"))
-            self.emit(self._ids(line, "closed", clock.now_ms()) | {"reason": str(e)})
+            self.unobserved(ex)     # refused before it was decoded
+            if ex.line is not None:
+                ex.state.in_flight.discard(ex.line.get("corr"))
+            head, corr, tail = ex.ids
+            self.emit('{"time":%d,"dir":"closed",%s%s%s,"reason":%s}' % (
+                broker.clock.now_ms(), head, corr, tail, quote(str(e))))
             raise
-        ended = clock.monotonic()
-        out = self._ids(line, "response", base_ms + int(ended * 1000))
-        out["latency_ms"] = round((ended - started) * 1000, 3)
-        resp = None
-        if parts is None:
-            out["no_response"] = True
-        else:
-            resp = self.response_fields(key, version, parts, out)
-        if strict is not None:
-            strict.on_response(broker, state, line, req, out, resp)
-        self.emit(out)
+        except BaseException:
+            self.unobserved(ex)
+            raise
+        if ex.frame is not None:    # answered before decoding (ApiVersions of a newer version)
+            self.unobserved(ex)
+        self.responded(ex, parts)
         return parts
 
-    @staticmethod
-    def _ids(line: dict[str, Any], kind: str, now_ms: int) -> dict[str, Any]:
-        out: dict[str, Any] = {"time": now_ms, "dir": kind}
-        for k in _ID_KEYS:
-            if k in line:
-                out[k] = line[k]
-        return out
-
-    def request_line(self, broker: Services, state: _Conn, frame: memoryview, now_ms: int
-                     ) -> tuple[dict[str, Any], Any]:
-        """The request's trace line, and the decoded request (Produce: its summary) or None."""
-        req: Any = None
-        line: dict[str, Any] = {"time": now_ms, "dir": "request", "broker": broker.node_id,
-                      "conn": state.id}
-        if len(frame) < 8:
-            return line, req
-        key, version, corr = API_PREFIX.unpack_from(frame, 0)
-        handler = broker.handlers.get(key)
-        line.update(api_key=key, api=handler.name if handler else str(key), version=version,
-                    corr=corr)
-        if handler is None:
-            return line, req
+    def requested(self, ex: _Exchange, handler: Handler | None, client_id: Any, req: Any,
+                  undecodable: str | None, corr: int | None) -> Any:
+        """Writes the request line. req: as dispatch decoded it (a raw handler's: the body), or
+        None (not decoded: `undecodable` says why, or a version out of range). Returns what the
+        handler is to get: `req`, or a Produce body decoded (protocol.fast)."""
+        frame, broker, state = ex.frame, ex.broker, ex.state
+        ex.frame = None             # written: the frame is the handler's alone again
+        assert frame is not None
+        key, version = ex.key, ex.version
+        text, given = None, req
         try:
-            # The client id reads the same in header v1 and v2 (v2 appends tagged fields).
-            header = parse_request_header(frame, False)
-            line["client_id"] = header.client_id
-            if not handler.versions[0] <= version <= handler.versions[1]:
-                return line, req            # closed by dispatch; the header named the client
-            if version >= handler.flexible_from:
-                header = parse_request_header(frame, True)
-            body = frame[header.body_offset:]
-            if key == 0:
-                req = line["fields"] = produce_fields(body, version)
+            if req is None or handler is None or version is None:
+                pass
+            elif key == 0 and handler.raw:
+                given = decode_produce(req, version)
+                text = produce_json(given)
+                req = produce_fields(given) if self.strict is not None else None
             else:
-                req = decode_exact(handler.request_class, body, version)
-                line["fields"] = fields(req, version, set())
+                if handler.raw:
+                    req = decode_exact(handler.request_class, req, version)
+                text = fields_json(req, version, set())
                 if key == 18 and version >= 3:
                     state.software_name = req.client_software_name
                     state.software_version = req.client_software_version
+                    state.frags.clear()
         except (ProtocolViolation, ValueError, struct.error) as e:
-            line["undecodable"] = str(e)
+            undecodable, req = str(e), None
+        ex.req = req
+        ex.ids = head, corr_text, tail = self._ids(ex, handler, client_id, corr)
+        now_ms = ex.base_ms + int(ex.started * 1000)
+        rest = "" if text is None else ',"fields":' + text
+        if undecodable is not None:
+            rest += ',"undecodable":' + quote(undecodable)
+        if self.strict is not None:
+            line = ex.line = self._line(ex, now_ms, handler, client_id, corr, undecodable)
+            self.strict.on_request(broker, state, line, req, frame)
+            if "violations" in line:
+                rest += ',"violations":' + ENCODE(line["violations"])
+        self.emit('{"time":%d,"dir":"request",%s%s%s%s}' % (now_ms, head, corr_text, tail, rest))
+        return given
+
+    def unobserved(self, ex: _Exchange) -> None:
+        """The request line of a frame dispatch refused or answered before decoding it: what
+        can be read of it (the client is named whenever the header reads)."""
+        frame = ex.frame
+        if frame is None:
+            return
+        handler, corr, version = None, None, 0
+        if len(frame) >= 8:
+            key, version, corr = API_PREFIX.unpack_from(frame, 0)
+            ex.key, ex.version = key, version
+            handler = ex.broker.handlers.get(key)
+        client_id: Any = _ABSENT
+        req: Any = None
+        undecodable = None
+        if handler is not None:
+            try:
+                # The client id reads the same in header v1 and v2 (v2 appends tagged fields).
+                header = parse_request_header(frame, False)
+                client_id = header.client_id
+                if handler.versions[0] <= version <= handler.versions[1]:
+                    if version >= handler.flexible_from:
+                        header = parse_request_header(frame, True)
+                    body = frame[header.body_offset:]
+                    req = body if handler.raw else decode_exact(handler.request_class, body,
+                                                                 version)
+            except (ProtocolViolation, ValueError, struct.error) as e:
+                undecodable = str(e)
+        self.requested(ex, handler, client_id, req, undecodable, corr)
+
+    @staticmethod
+    def _ids(ex: _Exchange, handler: Handler | None, client_id: Any, corr: int | None
+             ) -> tuple[str, str, str]:
+        """The JSON of a line's ids: made once per connection, API, version and client id."""
+        state, key, version = ex.state, ex.key, ex.version
+        cache_key = (key, version, client_id)
+        frags = state.frags.get(cache_key)
+        if frags is None:
+            head = '"broker":%d,"conn":%d' % (ex.broker.node_id, state.id)
+            if key is not None and version is not None:
+                head += ',"api_key":%d,"api":%s,"version":%d' % (
+                    key, quote(handler.name if handler else str(key)), version)
+            tail = "" if client_id is _ABSENT else ',"client_id":' + ENCODE(client_id)
+            if state.software_name is not None:
+                tail += ',"software":' + ENCODE(f"{state.software_name}/"
+                                                f"{state.software_version}")
+            if len(state.frags) >= _FRAGS_PER_CONN:
+                state.frags.clear()
+            frags = state.frags[cache_key] = (head, tail)
+        return frags[0], "" if corr is None else ',"corr":%d' % corr, frags[1]
+
+    @staticmethod
+    def _line(ex: _Exchange, now_ms: int, handler: Handler | None, client_id: Any,
+              corr: int | None, undecodable: str | None) -> dict[str, Any]:
+        """The request line as a dict, for strict mode's checks."""
+        state = ex.state
+        line: dict[str, Any] = {"time": now_ms, "dir": "request", "broker": ex.broker.node_id,
+                      "conn": state.id}
+        if ex.key is not None:
+            line.update(api_key=ex.key, api=handler.name if handler else str(ex.key),
+                        version=ex.version, corr=corr)
+        if client_id is not _ABSENT:
+            line["client_id"] = client_id
+        if undecodable is not None:
+            line["undecodable"] = undecodable
         if state.software_name is not None:
             line["software"] = f"{state.software_name}/{state.software_version}"
-        return line, req
+        return line
 
-    def response_fields(self, key: int | None, version: int | None, parts: list[Any],
-                        out: dict[str, Any]) -> Any:
-        """Adds the response's fields, error names and throttle to `out`; returns it decoded."""
-        handler = HANDLERS.get(key) if key is not None else None
-        if handler is None or version is None:      # no response without a request header
-            return None
-        data = memoryview(b"".join(parts))[4:]      # after the size prefix
-        try:
-            resp = decode_response(response_class(handler.request_class), data, version)
-        except Exception as e:  # noqa: BLE001 — a trace never breaks serving
-            out["undecodable"] = repr(e)
-            return None
+    def responded(self, ex: _Exchange, parts: list[Any] | None) -> None:
+        """Writes the response line: fields, error names, throttle and latency."""
+        clock = ex.broker.clock
+        ended = clock.monotonic()
+        now_ms = ex.base_ms + int(ended * 1000)
+        rest, resp = "", None
+        out: dict[str, Any] = {}
+        if parts is None:
+            rest = ',"no_response":true'
+        elif ex.key is not None:
+            resp, text = self._response_fields(ex, parts, out)
+            if text is not None:
+                rest = ',"fields":' + text
+            if "errors" in out:
+                rest += ',"errors":' + ENCODE(out["errors"])
+            if "throttle_ms" in out:
+                rest += ',"throttle_ms":%d' % out["throttle_ms"]
+            if "undecodable" in out:
+                rest += ',"undecodable":' + quote(out["undecodable"])
+        strict = self.strict
+        if strict is not None and ex.line is not None:
+            line = ex.line
+            out = {"time": now_ms, "dir": "response"} | {
+                k: line[k] for k in ("broker", "conn", "client_id", "software", "api_key", "api",
+                                     "version", "corr") if k in line} | out
+            strict.on_response(ex.broker, ex.state, line, ex.req, out, resp)
+            if "violations" in out:
+                rest += ',"violations":' + ENCODE(out["violations"])
+        head, corr, tail = ex.ids
+        self.emit('{"time":%d,"dir":"response",%s%s%s,"latency_ms":%r%s}' % (
+            now_ms, head, corr, tail, round((ended - ex.started) * 1000, 3), rest))
+
+    def _response_fields(self, ex: _Exchange, parts: list[Any], out: dict[str, Any]
+                         ) -> tuple[Any, str | None]:
+        """The response (the handler's object, else decoded from `parts`) and its fields as
+        JSON; notes errors, throttle (or why it does not decode) in `out`. A body a handler
+        answers from its own cache (Metadata's, ApiVersions') is summarised once while kept."""
+        key, version = ex.key, ex.version
+        handler = ex.broker.handlers.get(key) if key is not None else None
+        if handler is None or key is None or version is None:
+            return None, None
+        body = parts[2] if len(parts) == 3 and type(parts[2]) is bytes else None
+        if body is not None:
+            seen = self._answers.get(id(body))
+            if seen is not None and seen[0] is body and seen[1] == (key, version):
+                out.update(seen[3])
+                return seen[2], seen[3]["fields"]
+        resp, text = self._summarise(ex, handler, key, version, parts, out)
+        if body is not None and text is not None:
+            if len(self._answers) >= _ANSWERS_KEPT:
+                self._answers.clear()
+            # the body itself is kept: its id stays its own while the entry lives
+            self._answers[id(body)] = (body, (key, version), resp, dict(out))
+        return resp, text
+
+    @staticmethod
+    def _summarise(ex: _Exchange, handler: Handler, key: int, version: int, parts: list[Any],
+                   out: dict[str, Any]) -> tuple[Any, str | None]:
         codes: set[int] = set()
-        out["fields"] = decoded = fields(resp, version if key != 18 or resp.error_code == 0
-                                         else 0, codes)
+        resp = ex.resp
+        text = None
+        if resp is not _UNSEEN and resp is not None and type(resp) is not RawResponse:
+            try:
+                text = fields_json(resp, version if key != 18 or resp.error_code == 0 else 0,
+                                   codes)
+            except Exception:  # noqa: BLE001 — not a message object: read what was sent
+                codes.clear()
+        if text is None:
+            try:
+                resp = decode_response(response_class(handler.request_class),
+                                       memoryview(b"".join(parts))[4:], version)
+                text = fields_json(resp, version if key != 18 or resp.error_code == 0 else 0,
+                                   codes)
+            except Exception as e:  # noqa: BLE001 — a trace never breaks serving
+                out["undecodable"] = repr(e)
+                return None, None
         if codes:
             out["errors"] = {error_name(c): c for c in sorted(codes)}
-        if decoded.get("throttle_time_ms"):
-            out["throttle_ms"] = decoded["throttle_time_ms"]
-        return resp
+        throttle = getattr(resp, "throttle_time_ms", 0)
+        if throttle and type(throttle) is int:
+            out["throttle_ms"] = throttle
+        out["fields"] = text
+        return resp, text
 
 
 def attach(brokers: Iterable[Broker], config: ClusterConfig, strict: Strict | None = None

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import socket
 import ssl
-from typing import NoReturn
+from typing import Any, Callable, NoReturn, TypeVar
 
 
 class CommandError(Exception):
@@ -286,3 +287,34 @@ def check_refused(args: argparse.Namespace) -> None:
     why = getattr(args, "refused", None)
     if why:
         fail(why)
+
+
+def refuse_bootstrap_controller(p: argparse.ArgumentParser, more: str = "") -> None:
+    """Kafka's --bootstrap-controller (KIP-919), refused: the controllers have no listener."""
+    refuse(p, "--bootstrap-controller", "minibroker's controllers run inside the brokers and "
+           "are reached through them: use --bootstrap-server" + more)
+
+
+def add_switches(p: Any, *switches: tuple[str, str]) -> None:
+    """Register each (flag, help) on `p` (a parser or an argument group) as a store_true switch."""
+    for flag, help in switches:
+        p.add_argument(flag, action="store_true", help=help)
+
+
+T = TypeVar("T")
+
+
+def read_json_file(path: str, shape: str, parse: Callable[[Any], T]) -> T:
+    """`parse` of the JSON document in the file at `path`; a file that cannot be read, is not
+    JSON, or that `parse` finds no `shape` (an example of the document) in, is one line (fail)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        return parse(doc)
+    except OSError as e:
+        fail(f"cannot read {path}: {os_reason(e)}")
+    except json.JSONDecodeError as e:
+        fail(f"{path} is not JSON: {e.msg} at line {e.lineno} column {e.colno}")
+    except (KeyError, TypeError, ValueError) as e:
+        what = f"no {e.args[0]!r} field" if isinstance(e, KeyError) else one_line(e)
+        fail(f"{path} is not {shape}: {what}")

@@ -20,7 +20,8 @@ from __future__ import annotations
 import sys
 
 from minibroker.cli.admin_tool import add_admin_tool_parser
-from minibroker.cli.common import broker_reason, fail, read_properties, refuse
+from minibroker.cli.common import (broker_reason, fail, read_properties, refuse,
+                                   refuse_bootstrap_controller)
 from minibroker.cli.user_configs import alter_users, describe_users
 from minibroker.client.admin import BROKER, DELETE, SET, TOPIC, Admin
 
@@ -71,8 +72,7 @@ def add_configs_parser(sub) -> None:
     for flag in ("--client-defaults", "--ip-defaults"):
         refuse(c, flag, _REFUSED_TYPES["clients"], takes_value=False)
     refuse(c, "--broker-logger", _REFUSED_TYPES["broker-loggers"])
-    refuse(c, "--bootstrap-controller", "minibroker's controllers run inside the brokers and "
-           "are reached through them: use --bootstrap-server")
+    refuse_bootstrap_controller(c)
     refuse(c, "--zk-tls-config-file", "minibroker, like Kafka 4, has no ZooKeeper")
 
 

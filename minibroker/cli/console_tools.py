@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
+from typing import Any
 
 from minibroker.cli.common import (add_client_flags, bootstrap_parser, client_settings, fail,
                                    probe, read_properties, refuse, security_with)
@@ -102,13 +103,21 @@ def _true(props: dict, key: str) -> bool:
     return props.get(key, "false").strip().lower() == "true"
 
 
+async def _connect(args, role: str, props_file: str | None) -> tuple[int, dict, dict, Any]:
+    """What console-producer and console-consumer (`role`) do first: the request timeout, the
+    --property map (with the reader's / formatter's file), the --<role>-property map (with
+    --<role>.config), its security settings, and a probe that the cluster answers."""
+    ms = int(client_settings(args)["timeout.ms"])
+    props = _props(args.property, props_file, "--property")
+    conf = _props(getattr(args, f"{role}_property"), getattr(args, f"{role}_config"),
+                  f"--{role}-property")
+    security = security_with(args, conf, f"--{role}.config")
+    (await probe(args.bootstrap_server, f"console-{role}", ms, security)).close()
+    return ms, props, conf, security
+
+
 async def _produce(args) -> None:
-    settings = client_settings(args)
-    ms = int(settings["timeout.ms"])
-    props = _props(args.property, args.reader_config, "--property")
-    conf = _props(args.producer_property, args.producer_config, "--producer-property")
-    security = security_with(args, conf, "--producer.config")
-    (await probe(args.bootstrap_server, "console-producer", ms, security)).close()
+    ms, props, conf, security = await _connect(args, "producer", args.reader_config)
     acks = _ACKS.get(conf.get("acks", args.request_required_acks), -1)
     sep, null = props.get("key.separator", "\t"), props.get("null.marker")
     async with Producer(args.bootstrap_server, acks=acks, enable_idempotence=acks == -1,
@@ -169,12 +178,7 @@ async def _consume(args) -> None:
         fail("--partition goes with --topic and without --group")
     if args.offset != "latest" and args.partition is None:
         fail("The partition is required when offset is specified.")
-    settings = client_settings(args)
-    ms = int(settings["timeout.ms"])
-    props = _props(args.property, args.formatter_config, "--property")
-    conf = _props(args.consumer_property, args.consumer_config, "--consumer-property")
-    security = security_with(args, conf, "--consumer.config")
-    (await probe(args.bootstrap_server, "console-consumer", ms, security)).close()
+    ms, props, conf, security = await _connect(args, "consumer", args.formatter_config)
     group = args.group or conf.get("group.id")
     reset = "earliest" if args.from_beginning else conf.get("auto.offset.reset", "latest")
     consumer = Consumer(args.bootstrap_server, group_id=group, auto_offset_reset=reset,

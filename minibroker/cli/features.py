@@ -12,7 +12,7 @@ from __future__ import annotations
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from minibroker.cli.admin_tool import add_admin_tool_parser
-from minibroker.cli.common import check_refused, refuse, refuse_command
+from minibroker.cli.common import check_refused, refuse_bootstrap_controller, refuse_command
 from minibroker.client.admin import Admin
 
 _FIXED = "minibroker has no feature levels to change: they are fixed by its release"
@@ -28,8 +28,7 @@ def add_features_parser(sub) -> None:
     p = add_admin_tool_parser(sub, "features", __doc__,
                               "the feature flags (metadata.version, ...) and their levels", _main,
                               check=check_refused)
-    refuse(p, "--bootstrap-controller", "minibroker's controllers have no listener of their "
-           "own: use --bootstrap-server")
+    refuse_bootstrap_controller(p)
     cmd = p.add_subparsers(dest="features_command", required=True, metavar="COMMAND")
     cmd.add_parser("describe", help="Describes the current active feature flags.")
     for name in ("upgrade", "downgrade"):

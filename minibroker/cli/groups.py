@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 
 from minibroker.cli.admin_tool import add_admin_tool_parser
-from minibroker.cli.common import fail, positive_ms
+from minibroker.cli.common import add_switches, fail, positive_ms
 from minibroker.cli.groups_reset import (INACTIVE, delete_offsets, plan_reset, print_plans,
                                          target_given)
 from minibroker.client.admin import Admin
@@ -33,33 +33,25 @@ def add_groups_parser(sub) -> None:
                               "list, describe, reset offsets of and delete consumer groups",
                               _main, check=_check)
     action = g.add_mutually_exclusive_group(required=True)
-    action.add_argument("--list", action="store_true", help="list every group")
-    action.add_argument("--describe", action="store_true",
-                        help="committed offsets, log end offsets, lag and members of --group")
-    action.add_argument("--reset-offsets", action="store_true",
-                        help="reset the committed offsets of an inactive --group")
-    action.add_argument("--delete", action="store_true", help="delete an empty --group")
-    action.add_argument("--delete-offsets", action="store_true",
-                        help="delete --group's committed offsets of --topic (KIP-496)")
+    add_switches(action, ("--list", "list every group"),
+                 ("--describe", "committed offsets, log end offsets, lag and members of --group"),
+                 ("--reset-offsets", "reset the committed offsets of an inactive --group"),
+                 ("--delete", "delete an empty --group"),
+                 ("--delete-offsets", "delete --group's committed offsets of --topic (KIP-496)"))
     g.add_argument("--group", action="append", default=[], help="group id (repeat for several)")
-    g.add_argument("--all-groups", action="store_true",
-                   help="--describe/--reset-offsets/--delete: every group")
-    what = g.add_mutually_exclusive_group()
-    what.add_argument("--offsets", action="store_true",
-                      help="--describe: offsets and lag per partition (the default)")
-    what.add_argument("--members", action="store_true",
-                      help="--describe: the members and how many partitions each has")
+    add_switches(g, ("--all-groups", "--describe/--reset-offsets/--delete: every group"))
+    add_switches(g.add_mutually_exclusive_group(),
+                 ("--offsets", "--describe: offsets and lag per partition (the default)"),
+                 ("--members", "--describe: the members and how many partitions each has"))
     g.add_argument("--state", nargs="?", const="", default=None, metavar="STATES",
                    help="--describe: coordinator, strategy, state, member count; --list: the "
                         "state column, only groups in these comma-separated states if given")
     g.add_argument("--type", nargs="?", const="", default=None, metavar="TYPES",
                    help="--list: the type column (classic, consumer), only these if given")
-    g.add_argument("--verbose", action="store_true",
-                   help="--describe --members: each member's partitions too")
+    add_switches(g, ("--verbose", "--describe --members: each member's partitions too"))
     g.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P...]",
                    help="--reset-offsets/--delete-offsets: a topic, or some of its partitions")
-    g.add_argument("--all-topics", action="store_true",
-                   help="--reset-offsets: every topic the group has offsets for")
+    add_switches(g, ("--all-topics", "--reset-offsets: every topic the group has offsets for"))
     to = g.add_mutually_exclusive_group()
     to.add_argument("--to-earliest", action="store_true", help="to the log start offset")
     to.add_argument("--to-latest", action="store_true", help="to the log end offset")
@@ -72,11 +64,10 @@ def add_groups_parser(sub) -> None:
                     help="to the first offset at or after now minus this duration")
     to.add_argument("--from-file", metavar="CSV",
                     help="to the offsets in this CSV (topic,partition,offset)")
-    run = g.add_mutually_exclusive_group()
-    run.add_argument("--dry-run", action="store_true", help="print the new offsets only (default)")
-    run.add_argument("--execute", action="store_true", help="commit the new offsets")
-    g.add_argument("--export", action="store_true",
-                   help="--reset-offsets: print the plan as CSV, for --from-file")
+    add_switches(g.add_mutually_exclusive_group(),
+                 ("--dry-run", "print the new offsets only (default)"),
+                 ("--execute", "commit the new offsets"))
+    add_switches(g, ("--export", "--reset-offsets: print the plan as CSV, for --from-file"))
     g.add_argument("--timeout", type=positive_ms, dest="timeout_ms", metavar="MS",
                    help="Kafka's name for --timeout-ms in this tool")
 

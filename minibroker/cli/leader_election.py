@@ -9,12 +9,11 @@
 """
 from __future__ import annotations
 
-import json
 
 from kafka.errors import ElectionNotNeededError
 
 from minibroker.cli.admin_tool import add_admin_tool_parser
-from minibroker.cli.common import fail, os_reason
+from minibroker.cli.common import fail, read_json_file
 from minibroker.client.admin import Admin
 from minibroker.client.records import TopicPartition
 
@@ -53,17 +52,9 @@ def _partitions(args) -> list[TopicPartition] | None:
     if args.topic is not None:
         return [TopicPartition(args.topic, args.partition)]
     path = args.path_to_json_file
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-        out = [TopicPartition(p["topic"], int(p["partition"])) for p in doc["partitions"]]
-    except OSError as e:
-        fail(f"cannot read {path}: {os_reason(e)}")
-    except json.JSONDecodeError as e:
-        fail(f"{path} is not JSON: {e.msg} at line {e.lineno} column {e.colno}")
-    except (KeyError, TypeError, ValueError) as e:
-        fail(f"{path} is not a partition list ({{\"partitions\": [{{\"topic\": ..., "
-             f"\"partition\": N}}]}}): {e.args[0] if e.args else e}")
+    out = read_json_file(
+        path, 'a partition list ({"partitions": [{"topic": ..., "partition": N}]})',
+        lambda doc: [TopicPartition(p["topic"], int(p["partition"])) for p in doc["partitions"]])
     if len(set(out)) != len(out):
         fail(f"Replica election data contains duplicate partitions in {path}")
     return out

@@ -16,7 +16,8 @@ from kafka.errors import for_code
 from kafka.protocol.admin import DescribeQuorumRequest
 
 from minibroker.cli.admin_tool import add_admin_tool_parser
-from minibroker.cli.common import check_refused, fail, refuse, refuse_command
+from minibroker.cli.common import (add_switches, check_refused, fail, refuse_bootstrap_controller,
+                                   refuse_command)
 from minibroker.cli.transactions import print_table
 from minibroker.client.admin import Admin
 
@@ -30,16 +31,12 @@ def add_metadata_quorum_parser(sub) -> None:
     p = add_admin_tool_parser(sub, "metadata-quorum", __doc__,
                               "the KRaft metadata quorum's leader, voters and lag", _main,
                               check=_check)
-    refuse(p, "--bootstrap-controller", "minibroker's controllers have no listener of their "
-           "own: use --bootstrap-server (every broker answers DescribeQuorum)")
+    refuse_bootstrap_controller(p, " (every broker answers DescribeQuorum)")
     cmd = p.add_subparsers(dest="quorum_command", required=True, metavar="COMMAND")
     d = cmd.add_parser("describe", help="Describe the metadata quorum info")
-    d.add_argument("--status", action="store_true",
-                   help="a short summary of the quorum status")
-    d.add_argument("--replication", action="store_true",
-                   help="detailed information about the status of replication")
-    d.add_argument("--human-readable", action="store_true",
-                   help="with --replication: timestamps as \"N ms ago\"")
+    add_switches(d, ("--status", "a short summary of the quorum status"),
+                 ("--replication", "detailed information about the status of replication"),
+                 ("--human-readable", "with --replication: timestamps as \"N ms ago\""))
     refuse_command(cmd, "add-controller", _FIXED, switches=("--dry-run",))
     refuse_command(cmd, "remove-controller", _FIXED, "--controller-id",
                    "--controller-directory-id", switches=("--dry-run",))

@@ -13,11 +13,10 @@ high watermark).
 """
 from __future__ import annotations
 
-import json
 import re
 
 from minibroker.cli.admin_tool import add_admin_tool_parser
-from minibroker.cli.common import fail, os_reason
+from minibroker.cli.common import fail, read_json_file
 from minibroker.cli.topics_describe import matching_topics
 from minibroker.client.admin import Admin
 from minibroker.client.records import TopicPartition
@@ -106,18 +105,10 @@ async def _get_offsets(admin: Admin, args) -> None:
 
 async def _delete_records(admin: Admin, args) -> None:
     path = args.offset_json_file
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-        before = [(TopicPartition(p["topic"], int(p["partition"])), int(p.get("offset", -1)))
-                  for p in doc["partitions"]]
-    except OSError as e:
-        fail(f"cannot read {path}: {os_reason(e)}")
-    except json.JSONDecodeError as e:
-        fail(f"{path} is not JSON: {e.msg} at line {e.lineno} column {e.colno}")
-    except (KeyError, TypeError, ValueError) as e:
-        fail(f"{path} is not an offset file ({{\"partitions\": [{{\"topic\": ..., \"partition\": "
-             f"N, \"offset\": N}}]}}): {e.args[0] if e.args else e}")
+    before = read_json_file(
+        path, 'an offset file ({"partitions": [{"topic": ..., "partition": N, "offset": N}]})',
+        lambda doc: [(TopicPartition(p["topic"], int(p["partition"])), int(p.get("offset", -1)))
+                     for p in doc["partitions"]])
     dup = sorted({f"{tp.topic}-{tp.partition}" for tp, _ in before
                   if sum(1 for t, _ in before if t == tp) > 1})
     if dup:

@@ -16,12 +16,11 @@ throttle once every move completed, --cancel keeps the old replicas and clears i
 """
 from __future__ import annotations
 
-import json
 import sys
 
 from minibroker.cli import reassign_throttle as throttle
 from minibroker.cli.admin_tool import add_admin_tool_parser
-from minibroker.cli.common import fail, one_line, os_reason, refuse
+from minibroker.cli.common import add_switches, read_json_file, refuse, refuse_bootstrap_controller
 from minibroker.cli.reassign_plan import generate, list_moves
 from minibroker.client.admin import Admin
 from minibroker.client.records import TopicPartition
@@ -32,56 +31,40 @@ def add_reassign_parser(sub) -> None:
                               "move partitions between brokers (KIP-179) and follow the progress",
                               _reassign, client_id="minibroker-reassign")
     g = r.add_mutually_exclusive_group(required=True)
-    for action, what in (("generate", "propose moving --topics-to-move-json-file's topics to "
-                                      "--broker-list"),
-                         ("list", "the reassignments in progress"),
-                         ("execute", "start the moves in --reassignment-json-file"),
-                         ("progress", "each new replica's share of the leader's log"),
-                         ("verify", "whether the file's moves are complete (then clears the "
-                                    "throttle)"),
-                         ("cancel", "cancel the file's moves: the old replicas stay")):
-        g.add_argument(f"--{action}", action="store_true", help=what)
+    add_switches(g, ("--generate", "propose moving --topics-to-move-json-file's topics to "
+                                   "--broker-list"),
+                 ("--list", "the reassignments in progress"),
+                 ("--execute", "start the moves in --reassignment-json-file"),
+                 ("--progress", "each new replica's share of the leader's log"),
+                 ("--verify", "whether the file's moves are complete (then clears the throttle)"),
+                 ("--cancel", "cancel the file's moves: the old replicas stay"))
     r.add_argument("--reassignment-json-file", metavar="FILE",
                    help="Kafka's reassignment JSON (--execute, --verify)")
     r.add_argument("--request", type=int, default=-1, help="request id (-1: the latest)")
     r.add_argument("--throttle", type=int, default=-1, metavar="BYTES/S",
                    help="--execute: replication rate of the moving replicas (-1: no limit)")
-    r.add_argument("--preserve-throttles", action="store_true",
-                   help="--cancel: leave the throttle configs in place")
+    add_switches(r, ("--preserve-throttles", "--cancel: leave the throttle configs in place"))
     r.add_argument("--topics-to-move-json-file", metavar="FILE",
                    help="--generate: {\"version\": 1, \"topics\": [{\"topic\": ...}]}")
     r.add_argument("--broker-list", metavar="IDS", help="--generate: brokers to move onto")
-    r.add_argument("--disable-rack-aware", action="store_true",
-                   help="--generate: ignore the brokers' racks")
-    r.add_argument("--additional", action="store_true",
-                   help="--execute: accepted; moves may always be added (KIP-179 request ids)")
+    add_switches(r, ("--disable-rack-aware", "--generate: ignore the brokers' racks"),
+                 ("--additional",
+                  "--execute: accepted; moves may always be added (KIP-179 request ids)"))
     r.add_argument("--timeout", type=int, default=10000, metavar="MS",
                    help="--execute: accepted for scripts (moves start at once here)")
     refuse(r, "--replica-alter-log-dirs-throttle", "minibroker's brokers have one log "
            "directory each: there are no moves between directories to throttle")
-    refuse(r, "--bootstrap-controller", "minibroker's controllers run inside the brokers and "
-           "are reached through them: use --bootstrap-server")
+    refuse_bootstrap_controller(r)
 
 
 def _targets(path: str | None) -> dict[TopicPartition, list[int]]:
     if not path:
         sys.exit("--reassignment-json-file is required")
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-        return {TopicPartition(p["topic"], int(p["partition"])): [int(b) for b in p["replicas"]]
-                for p in doc["partitions"]}
-    except OSError as e:
-        fail(f"cannot read {path}: {os_reason(e)}")
-    except json.JSONDecodeError as e:
-        fail(f"{path} is not JSON: {e.msg} at line {e.lineno} column {e.colno}")
-    except (ValueError, KeyError, TypeError) as e:
-        fail(f"{path} is not a reassignment ({{\"version\": 1, \"partitions\": [{{\"topic\": "
-             f"..., \"partition\": N, \"replicas\": [...]}}]}}): {_what(e)}")
-
-
-def _what(e: Exception) -> str:
-    return f"no {e.args[0]!r} field" if isinstance(e, KeyError) else one_line(e)
+    return read_json_file(
+        path, 'a reassignment ({"version": 1, "partitions": [{"topic": ..., "partition": N, '
+        '"replicas": [...]}]})',
+        lambda doc: {TopicPartition(p["topic"], int(p["partition"])): [int(b) for b in p["replicas"]]
+                     for p in doc["partitions"]})
 
 
 async def _reassign(admin: Admin, args) -> None:

@@ -92,30 +92,37 @@ def _host(text: str) -> str:
     return text
 
 
-async def _serve(args, config: ClusterConfig) -> None:
-    # Imported here for start-up: `minibroker topics ...` and --help never load the broker.
-    from minibroker.cluster import Cluster
-    from minibroker.log.memory import keep_freed_batches_for_reuse
-    keep_freed_batches_for_reuse(config.minibroker_log_heap_huge_pages)
+def _cluster_or_supervisor(args, config: ClusterConfig):
+    """(cluster, None), or with --processes (None, the supervisor of the broker processes: this
+    process then loads no broker, so the children's start-up has the cores to itself)."""
     try:
+        if args.processes and config.brokers > 1:
+            if args.faults:
+                fail("--faults works in one process only: drop --processes")
+            from minibroker.processes import Supervisor, cluster_id_for
+            return None, Supervisor(config, cluster_id_for(config), restart=not args.no_restart)
+        # Imported here for start-up: `minibroker topics ...` and --help never load the broker.
+        from minibroker.cluster import Cluster
         cluster = Cluster(config)
     except ValueError as e:                  # a log.* override's value (Kafka's wording)
         fail(one_line(e))
-    children = None
     if args.faults:
-        if args.processes and config.brokers > 1:
-            fail("--faults works in one process only: drop --processes")
         cluster.enable_fault_admin()
-    if args.processes and config.brokers > 1:
-        from minibroker.processes import ChildBrokers
-        children = ChildBrokers(cluster, restart=not args.no_restart)   # brokers 2..N leave
+    return cluster, None
+
+
+async def _serve(args, config: ClusterConfig) -> None:
+    from minibroker.log.memory import keep_freed_batches_for_reuse
+    keep_freed_batches_for_reuse(config.minibroker_log_heap_huge_pages)
+    cluster, children = _cluster_or_supervisor(args, config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await cluster.start()
-        if children is not None:
+        if children is None:
+            await cluster.start()
+        else:
             await children.start()
     except OSError as e:                     # port in use, address not ours, unknown host
         ports = (f"{config.port}-{config.port + config.brokers - 1}"
@@ -123,7 +130,6 @@ async def _serve(args, config: ClusterConfig) -> None:
         fail(f"cannot listen on {config.host} port {ports}: {os_reason(e)}")
     except (RuntimeError, asyncio.TimeoutError) as e:     # a broker process did not come up
         await children.stop()
-        await cluster.stop()
         fail(f"serve --processes: {one_line(e) or 'a broker process did not register in time'}")
     metrics = None
     if args.metrics_port is not None:
@@ -134,14 +140,14 @@ async def _serve(args, config: ClusterConfig) -> None:
             await cluster.stop()
             fail(f"cannot serve metrics on {config.host} port {args.metrics_port}: "
                  f"{os_reason(e)}")
-    bootstrap = cluster.bootstrap if children is None else children.bootstrap(cluster.bootstrap)
+    bootstrap = cluster.bootstrap if children is None else children.bootstrap()
     console = None
     if args.console_port is not None:
         from minibroker.console.server import ConsoleServer
         try:
             console = await ConsoleServer(bootstrap, config.host, args.console_port).start()
         except OSError as e:
-            await cluster.stop()
+            await (cluster.stop() if children is None else children.stop())
             fail(f"cannot serve the console on {config.host} port {args.console_port}: "
                  f"{os_reason(e)}")
     # Everything allocated so far (modules, kafka-python's schemas: ~45,000 objects) lives as long
@@ -164,7 +170,8 @@ async def _serve(args, config: ClusterConfig) -> None:
         " (past it the oldest batches spill to files in a temporary directory, removed at exit)"
         if config.log_memory_overflow == "spill" else
         " (past it the oldest batches are DELETED: log.memory.overflow=delete)")
-    print(f"minibroker: {config.brokers} brokers, cluster id {cluster.cluster_id}, "
+    cluster_id = cluster.cluster_id if children is None else children.cluster_id
+    print(f"minibroker: {config.brokers} brokers, cluster id {cluster_id}, "
           f"log.memory.max.bytes={cap} per broker{overflow}"
           f"{f', data in {config.data_dir}' if config.data_dir else ''}; Ctrl-C to stop",
           file=sys.stderr, flush=True)
@@ -175,7 +182,8 @@ async def _serve(args, config: ClusterConfig) -> None:
         await metrics.stop()
     if children is not None:
         await children.stop()
-    await cluster.stop()
+    else:
+        await cluster.stop()
 
 
 def _run(coro) -> None:
@@ -235,8 +243,8 @@ def add_serve_parser(sub, description: str) -> None:
     s.add_argument("--log-level", default="WARNING", type=str.upper, choices=LOG_LEVELS,
                    help="logging level on stderr")
     s.add_argument("--processes", action="store_true",
-                   help="one broker per process (uses as many cores); the controller runs in "
-                        "the first, with broker 1")
+                   help="one broker per process (uses as many cores), each a voter of the "
+                        "metadata quorum; the parent only supervises")
     s.add_argument("--no-restart", action="store_true",
                    help="with --processes: leave a broker process that died down (by default "
                         "it is started again, from --data-dir if given, else as an empty "
@@ -255,6 +263,8 @@ def add_serve_parser(sub, description: str) -> None:
 
 
 def run_serve(args) -> None:
+    if args.processes and args.metrics_port is not None:
+        fail("--metrics-port reads the brokers of one process: not with --processes")
     if args.metrics_port is not None:
         try:
             import prometheus_client  # noqa: F401

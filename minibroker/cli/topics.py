@@ -24,7 +24,7 @@ import re
 from kafka.errors import TopicAlreadyExistsError
 
 from minibroker.cli.admin_tool import add_admin_tool_parser, timeout_ms
-from minibroker.cli.common import broker_reason, fail, refuse
+from minibroker.cli.common import add_switches, broker_reason, fail, refuse
 from minibroker.cli.topics_describe import describe, matching_topics
 from minibroker.client.admin import Admin, NewTopic
 
@@ -56,18 +56,15 @@ def add_topics_parser(sub) -> None:
                    help="--create: a topic config, e.g. retention.ms=60000 (repeat)")
     refuse(t, "--delete-config", "no longer supported since Kafka 4.0: use `minibroker configs "
            "--alter --entity-type topics --entity-name TOPIC --delete-config NAME`")
-    t.add_argument("--if-exists", action="store_true",
-                   help="--alter/--delete/--describe: do nothing when the topic does not exist")
-    t.add_argument("--if-not-exists", action="store_true",
-                   help="--create: do nothing when the topic exists")
-    t.add_argument("--exclude-internal", action="store_true",
-                   help="--list/--describe: leave out internal topics")
-    for flag, what in (("under-replicated-partitions", "ISR smaller than the replicas"),
-                       ("under-min-isr-partitions", "ISR smaller than min.insync.replicas"),
-                       ("at-min-isr-partitions", "ISR equal to min.insync.replicas"),
-                       ("unavailable-partitions", "no live leader")):
-        t.add_argument(f"--{flag}", action="store_true",
-                       help=f"--describe: only partitions with {what}")
+    add_switches(t, ("--if-exists",
+                     "--alter/--delete/--describe: do nothing when the topic does not exist"),
+                 ("--if-not-exists", "--create: do nothing when the topic exists"),
+                 ("--exclude-internal", "--list/--describe: leave out internal topics"),
+                 *((f"--{flag}", f"--describe: only partitions with {what}") for flag, what in (
+                     ("under-replicated-partitions", "ISR smaller than the replicas"),
+                     ("under-min-isr-partitions", "ISR smaller than min.insync.replicas"),
+                     ("at-min-isr-partitions", "ISR equal to min.insync.replicas"),
+                     ("unavailable-partitions", "no live leader"))))
     t.add_argument("--topics-with-overrides", action="store_true",
                    help="--describe: only topics that override a config, without partitions")
     t.add_argument("--partition-size-limit-per-response", type=int, default=None, metavar="N",

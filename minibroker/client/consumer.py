@@ -172,19 +172,18 @@ class Consumer(GroupOffsets, PooledClient):
         self._kick()
 
     def seek_to_beginning(self, *tps) -> None:
-        for tp in tps or list(self._parts):
-            st = self._state(tp)
-            st.seek(0)
-            st.position = st.fetch_offset = None
-            st.reset = EARLIEST
-        self._kick()
+        self._seek_to(EARLIEST, tps)
 
     def seek_to_end(self, *tps) -> None:
+        self._seek_to(LATEST, tps)
+
+    def _seek_to(self, reset, tps) -> None:
+        """Position tps (none: every assigned partition) by a reset on the next fetch."""
         for tp in tps or list(self._parts):
             st = self._state(tp)
             st.seek(0)
             st.position = st.fetch_offset = None
-            st.reset = LATEST
+            st.reset = reset
         self._kick()
 
     async def position(self, tp, timeout: float = 30.0) -> int:

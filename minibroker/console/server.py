@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 
 import uvicorn
 
 from minibroker.console.app import create_app
 from minibroker.console.kafka_view import KafkaView
+from minibroker.loop_thread import LoopThread
 
 # Properties the reference client supports (security.protocol only as PLAINTEXT).
 SUPPORTED = ("client.id", "request.timeout.ms", "security.protocol")
@@ -102,59 +102,22 @@ class ConsoleServer:
         await self._task
 
 
-class ThreadedConsole:
+class ThreadedConsole(LoopThread):
     """A ConsoleServer on its own event loop in a thread: `with ThreadedConsole(bs) as c: c.url`."""
 
     def __init__(self, bootstrap: str, host: str = "127.0.0.1", port: int = 0,
                  properties: dict[str, str] | None = None) -> None:
+        super().__init__("minibroker-console", 60.0)
         self._args = (bootstrap, host, port, properties)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self.server: ConsoleServer | None = None
 
-    def start(self) -> "ThreadedConsole":
-        ready = threading.Event()
-        error: list[BaseException] = []
+    async def _start(self) -> None:
+        self.server = await ConsoleServer(*self._args).start()
 
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            try:
-                self.server = loop.run_until_complete(self._start())
-            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-                error.append(e)
-                ready.set()
-                loop.close()
-                return
-            ready.set()
-            loop.run_forever()
-            loop.close()
-
-        self._thread = threading.Thread(target=run, name="minibroker-console", daemon=True)
-        self._thread.start()
-        ready.wait(60)
-        if error:
-            raise error[0]
-        return self
-
-    async def _start(self) -> ConsoleServer:
-        return await ConsoleServer(*self._args).start()
+    async def _stop(self) -> None:
+        await self.server.stop()
 
     @property
     def url(self) -> str:
         assert self.server is not None
         return self.server.url
-
-    def stop(self) -> None:
-        if self._loop is None or self.server is None:
-            return
-        asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(30)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(30)
-
-    def __enter__(self) -> "ThreadedConsole":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()

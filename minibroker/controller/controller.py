@@ -33,6 +33,7 @@ from minibroker.controller.metadata_log import MetadataLog
 from minibroker.controller.partition_removal import removal_loop
 from minibroker.controller.propagator import Propagator
 from minibroker.controller.quorum import LeaderLog, NotLeader
+from minibroker.controller.raft import RaftLog
 from minibroker.controller.reassignment_progress import Progress, progress
 from minibroker.controller.records import Listeners
 from minibroker.controller.result import ControllerHalted, ControllerMoved, ItemResult, Result
@@ -54,7 +55,7 @@ T = TypeVar("T")
 
 
 class Controller:
-    def __init__(self, metadata_log: MetadataLog | LeaderLog, controller_epoch: int, *,
+    def __init__(self, metadata_log: MetadataLog | LeaderLog | RaftLog, controller_epoch: int, *,
                  controller_id: int, config: ClusterConfig, clock: Clock, ids: IdSource,
                  fault_enabled: Callable[[str], bool],
                  on_halt: Callable[["Controller"], None],

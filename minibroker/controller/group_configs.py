@@ -33,23 +33,24 @@ class GroupKey:
     doc: str = ""
 
 
+def _liveness(group: str) -> tuple[GroupKey, GroupKey]:
+    """`group`'s session timeout and heartbeat interval: consumer, share and streams groups have
+    the same defaults and bounds (Kafka's GroupCoordinatorConfig / ShareGroupConfig /
+    StreamsGroupConfig), under their own names."""
+    return (GroupKey(f"{group}.session.timeout.ms", "INT", f"group.{group}.session.timeout.ms",
+                     "45000", (f"group.{group}.min.session.timeout.ms", 45000),
+                     (f"group.{group}.max.session.timeout.ms", 60000),
+                     doc="The timeout to detect client failures when using the "
+                         f"{group} group protocol."),
+            GroupKey(f"{group}.heartbeat.interval.ms", "INT", f"group.{group}.heartbeat.interval.ms",
+                     "5000", (f"group.{group}.min.heartbeat.interval.ms", 5000),
+                     (f"group.{group}.max.heartbeat.interval.ms", 15000),
+                     doc=f"The heartbeat interval given to the members of a {group} group."))
+
+
 KEYS = {k.name: k for k in (
-    GroupKey("consumer.session.timeout.ms", "INT", "group.consumer.session.timeout.ms", "45000",
-             ("group.consumer.min.session.timeout.ms", 45000),
-             ("group.consumer.max.session.timeout.ms", 60000),
-             doc="The timeout to detect client failures when using the consumer group protocol."),
-    GroupKey("consumer.heartbeat.interval.ms", "INT", "group.consumer.heartbeat.interval.ms",
-             "5000", ("group.consumer.min.heartbeat.interval.ms", 5000),
-             ("group.consumer.max.heartbeat.interval.ms", 15000),
-             doc="The heartbeat interval given to the members of a consumer group."),
-    GroupKey("share.session.timeout.ms", "INT", "group.share.session.timeout.ms", "45000",
-             ("group.share.min.session.timeout.ms", 45000),
-             ("group.share.max.session.timeout.ms", 60000),
-             doc="The timeout to detect client failures when using the share group protocol."),
-    GroupKey("share.heartbeat.interval.ms", "INT", "group.share.heartbeat.interval.ms", "5000",
-             ("group.share.min.heartbeat.interval.ms", 5000),
-             ("group.share.max.heartbeat.interval.ms", 15000),
-             doc="The heartbeat interval given to the members of a share group."),
+    *_liveness("consumer"),
+    *_liveness("share"),
     GroupKey("share.record.lock.duration.ms", "INT", "group.share.record.lock.duration.ms",
              "30000", ("group.share.min.record.lock.duration.ms", 15000),
              ("group.share.max.record.lock.duration.ms", 60000),
@@ -57,14 +58,7 @@ KEYS = {k.name: k for k in (
     GroupKey("share.auto.offset.reset", "STRING", "share.auto.offset.reset", "latest",
              choices=("latest", "earliest"),
              doc="What to do when there is no initial offset in Kafka for a share group."),
-    GroupKey("streams.session.timeout.ms", "INT", "group.streams.session.timeout.ms", "45000",
-             ("group.streams.min.session.timeout.ms", 45000),
-             ("group.streams.max.session.timeout.ms", 60000),
-             doc="The timeout to detect client failures when using the streams group protocol."),
-    GroupKey("streams.heartbeat.interval.ms", "INT", "group.streams.heartbeat.interval.ms",
-             "5000", ("group.streams.min.heartbeat.interval.ms", 5000),
-             ("group.streams.max.heartbeat.interval.ms", 15000),
-             doc="The heartbeat interval given to the members of a streams group."),
+    *_liveness("streams"),
     GroupKey("streams.num.standby.replicas", "INT", "group.streams.num.standby.replicas", "0",
              ("", 0), ("group.streams.max.standby.replicas", 2),
              doc="The number of standby replicas for each task of a streams group."),

@@ -91,6 +91,20 @@ class MetadataLog:
                 self.append_entry(entry)
         self.bytes_since_snapshot = sum(len(e[2]) for e in mine)
 
+    def truncate(self, end: int) -> None:
+        """Drop the records from offset `end` on (an uncommitted tail a new leader lacks)."""
+        del self._entries[end - self.base:]
+        self.bytes_since_snapshot = sum(len(e[2]) for e in self._entries)
+        if self.store is not None:
+            self.store.replace(self.snapshot, self.base, self._entries)
+
+    def replace(self, snapshot: MetadataImage | None, base: int, entries: list[Entry]) -> None:
+        """Become a copy of another voter's (its snapshot and the records after it)."""
+        self.snapshot, self.base, self._entries = snapshot, base, list(entries)
+        self.bytes_since_snapshot = sum(len(e[2]) for e in self._entries)
+        if self.store is not None:
+            self.store.replace(snapshot, base, self._entries)
+
     def read_all(self) -> Iterator[tuple[int, Any]]:
         """The records after the snapshot (start a replay from `snapshot`)."""
         for i, (name, version, data) in enumerate(self._entries):

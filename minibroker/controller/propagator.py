@@ -160,9 +160,13 @@ class Propagator:
                 for r in sorted(removed):
                     stops.setdefault(r, []).append((name, pid, True))
             lai_topics.append(name)
-        # Newly registered / unfenced brokers need everything they host and all metadata.
+        # Newly registered / unfenced brokers need everything they host and all metadata, and so
+        # does one registering again unfenced (a new process: serve --processes --data-dir
+        # started again, where the log still has the last run's registrations).
         fresh = sorted(b for b in delta.changed_brokers
-                       if b in live and (b not in old.brokers or old.brokers[b].fenced))
+                       if b in live and (b not in old.brokers or old.brokers[b].fenced
+                                         or old.brokers[b].broker_epoch
+                                         != new.brokers[b].broker_epoch))
         if fresh:
             await self._send(new, set(fresh), sorted(new.topics), sorted(new.topics), {})
         if (lai_topics or stops or delta.changed_brokers or delta.broker_configs_changed

@@ -104,15 +104,13 @@ class MetadataQuorum:
         self.epoch += 1
         return self.leader_id
 
-    def describe(self, now_ms: int, observers: list[int], hosted: set[int] | None = None
-                 ) -> QuorumInfo:
+    def describe(self, now_ms: int, observers: list[int]) -> QuorumInfo:
         """The quorum as its leader sees it at `now_ms`. A live voter has every committed record
         (appends reach it at once), so it fetched and caught up now; a stopped one: its copy's
         length, timestamps unknown (-1). `observers`: the unfenced brokers, of which those not
-        voting follow the committed log. `hosted`: the voters whose copy this process holds
-        (serve --processes: broker 1 only); the others observe."""
+        voting follow the committed log (serve --processes: controller/raft.py describes)."""
         hw = len(self.leader_log())
-        voting = [v for v in self.voters if hosted is None or v in hosted]
+        voting = self.voters
         def state(v: int, end: int, live: bool) -> ReplicaState:
             at = now_ms if live else -1
             return ReplicaState(v, end, at, at if live and end >= hw else -1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Callable, Protocol
 
+from minibroker.coordinator.errors import INVALID_GROUP_ID
 from minibroker.coordinator.group.classic_group import ClassicGroup
 from minibroker.coordinator.shard import Shard
 
@@ -23,6 +24,14 @@ def completed(value) -> asyncio.Future:
     fut = asyncio.get_running_loop().create_future()
     fut.set_result(value)
     return fut
+
+
+def group_shard(rt: "CoordinatorContext", group_id: str) -> tuple[Shard | None, int]:
+    """The loaded shard of a group's partition, else (None, error): INVALID_GROUP_ID for an empty
+    id, then rt.shard_for's (Kafka's GroupCoordinator.validateGroupStatus)."""
+    if not group_id:
+        return None, INVALID_GROUP_ID
+    return rt.shard_for(group_id)
 
 
 class CoordinatorPart:

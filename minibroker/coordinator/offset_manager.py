@@ -23,9 +23,10 @@ import asyncio
 
 import kafka.errors as Errors
 
-from minibroker.coordinator.context import CoordinatorContext, CoordinatorPart, completed
+from minibroker.coordinator.context import (CoordinatorContext, CoordinatorPart, completed,
+                                            group_shard)
 from minibroker.coordinator.errors import (
-    COMMON_WRITE_ERRORS, GROUP_ID_NOT_FOUND, GROUP_SUBSCRIBED_TO_TOPIC, INVALID_GROUP_ID,
+    COMMON_WRITE_ERRORS, GROUP_ID_NOT_FOUND, GROUP_SUBSCRIBED_TO_TOPIC,
     NON_EMPTY_GROUP, NONE, UNKNOWN_TOPIC_OR_PARTITION)
 from minibroker.coordinator.group.classic_group import (
     CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, STABLE, ClassicGroup, OffsetAndMetadata)
@@ -145,9 +146,7 @@ class OffsetMetadataManager(CoordinatorPart):
     # ================================================================== OffsetDelete
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> asyncio.Future:
         """A future of (error, {(topic, partition): error})."""
-        if not group_id:
-            return completed((INVALID_GROUP_ID, {}))
-        shard, code = self.rt.shard_for(group_id)
+        shard, code = group_shard(self.rt, group_id)
         if code:
             return completed((code, {}))
         group = shard.groups.get(group_id)

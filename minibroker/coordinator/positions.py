@@ -36,9 +36,9 @@ from __future__ import annotations
 import struct
 import weakref
 
-from minibroker.coordinator.context import CoordinatorContext
+from minibroker.coordinator.context import CoordinatorContext, group_shard
 from minibroker.coordinator.errors import (
-    COORDINATOR_NOT_AVAILABLE, ILLEGAL_GENERATION, INVALID_GROUP_ID, NONE, REBALANCE_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE, ILLEGAL_GENERATION, NONE, REBALANCE_IN_PROGRESS,
     STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID)
 from minibroker.coordinator.group.classic_group import (CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY,
                                                   PREPARING_REBALANCE, ClassicGroup)
@@ -130,9 +130,7 @@ class ConsumerGroupPositions:
 
     def consumer_group_position(self, group_id: str, generation_id: int, member_id: str,
                                 topics: PositionTopics) -> tuple[int, PositionTopics]:
-        if not group_id:
-            return INVALID_GROUP_ID, []
-        shard, code = self.rt.shard_for(group_id)
+        shard, code = group_shard(self.rt, group_id)
         if code:
             return code, []
         consumer = shard.consumer_groups.get(group_id)

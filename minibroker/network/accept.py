@@ -24,12 +24,15 @@ import socket
 import ssl as ssl_module
 from typing import Any, Callable, Collection, Protocol
 
+from minibroker.network.ssl_transport import accept_tls
+
 log = logging.getLogger("minibroker.network")
 
 INT32_MAX = 2**31 - 1
 OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 FIRST_BACKOFF_S, MAX_BACKOFF_S = 0.05, 1.0
 REPORT_EVERY_S = 10.0
+HANDSHAKE_TIMEOUT_S = 10.0
 SLOT_POLL_S = 0.05              # how often a listener at max.connections looks for a free slot
 
 
@@ -100,9 +103,12 @@ class Listener:
 
     async def _connect(self, loop: asyncio.AbstractEventLoop, conn: socket.socket) -> None:
         try:
-            _, protocol = await loop.connect_accepted_socket(
-                self.factory, conn, **({"ssl": self.ssl, "ssl_handshake_timeout": 10.0}
-                                       if self.ssl is not None else {}))
+            protocol: Any
+            if self.ssl is not None:
+                protocol = (await accept_tls(loop, conn, self.ssl, self.factory,
+                                             HANDSHAKE_TIMEOUT_S)).get_protocol()
+            else:
+                _, protocol = await loop.connect_accepted_socket(self.factory, conn)
             if self.max_connections < INT32_MAX:
                 self.accepted.add(protocol)
         except (OSError, ssl_module.SSLError, asyncio.TimeoutError) as e:

@@ -6,46 +6,24 @@ via subprocess): `with ThreadedCluster(brokers=3) as c: use(c.bootstrap)`.
 from __future__ import annotations
 
 import asyncio
-import threading
 from typing import Any
 
 from minibroker.cluster import Cluster
+from minibroker.loop_thread import LoopThread
 
 
-class ThreadedCluster:
+class ThreadedCluster(LoopThread):
     def __init__(self, brokers: int = 3, start_timeout: float = 30.0, **config: Any) -> None:
+        super().__init__("minibroker", start_timeout)
         self._kw = dict(brokers=brokers, **config)
-        self._timeout = start_timeout
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self.cluster: Cluster | None = None
 
-    def start(self) -> "ThreadedCluster":
-        ready = threading.Event()
-        errors: list[BaseException] = []
+    async def _start(self) -> None:
+        self.cluster = Cluster(**self._kw)
+        await self.cluster.start()
 
-        def run() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            try:
-                self.cluster = Cluster(**self._kw)
-                loop.run_until_complete(self.cluster.start())
-            except BaseException as e:  # noqa: BLE001 — reported to the starting thread
-                errors.append(e)
-                ready.set()
-                return
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(self.cluster.stop())
-            _finish(loop)
-
-        self._thread = threading.Thread(target=run, name="minibroker", daemon=True)
-        self._thread.start()
-        if not ready.wait(self._timeout):
-            raise TimeoutError("cluster did not start")
-        if errors:
-            raise errors[0]
-        return self
+    async def _stop(self) -> None:
+        await self.cluster.stop()
 
     @property
     def violations(self) -> list[dict]:
@@ -56,18 +34,6 @@ class ThreadedCluster:
         """Run cluster coroutine fn(*args) on the cluster's loop and return its result."""
         fut = asyncio.run_coroutine_threadsafe(fn(*args, **kw), self._loop)
         return fut.result(timeout)
-
-    def stop(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(30)
-            self._thread = None
-
-    def __enter__(self) -> "ThreadedCluster":
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     # The control API, synchronously.
     @property
@@ -170,15 +136,3 @@ class ThreadedCluster:
     def partition_state(self, topic: str, partition: int) -> dict:
         return self.call(self.cluster.partition_state, topic, partition)
 
-
-def _finish(loop: asyncio.AbstractEventLoop) -> None:
-    """Close `loop` as asyncio.run does: cancel what is left (a client connection's handler, a
-    request waiting on a stopped peer) and wait for it, so no task is destroyed while pending."""
-    left = [t for t in asyncio.all_tasks(loop) if not t.done()]
-    for t in left:
-        t.cancel()
-    if left:
-        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
-    loop.run_until_complete(loop.shutdown_asyncgens())
-    loop.run_until_complete(loop.shutdown_default_executor())
-    loop.close()

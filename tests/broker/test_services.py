@@ -16,6 +16,7 @@ from minibroker.broker.faults import Faults
 from minibroker.broker.fetch_session import FetchSessionCache
 from minibroker.broker.replica_manager import ReplicaManager
 from minibroker.broker.stats import BrokerStats
+from minibroker.broker.trace import _Exchange
 from minibroker.broker.txn_channel import TxnChannel
 from minibroker.controller.result import ItemResult
 from minibroker.coordinator.runtime import GroupCoordinatorRuntime
@@ -64,6 +65,7 @@ IMPLEMENTATIONS = [
     (context.RequestStats, BrokerStats, set()),
     (context.FetchSessions, FetchSessionCache, set()),
     (context.ItemResult, ItemResult, set()),
+    (context.RequestObserver, _Exchange, set()),
     (context.LocalBroker, Broker, {"node_id", "host", "port", "rack", "broker_epoch", "running",
                                    "dynamic_configs", "fault_admin"}),
 ]

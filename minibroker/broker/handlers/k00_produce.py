@@ -26,7 +26,8 @@ from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import RawResponse, handles
 from minibroker.broker.leader_hints import LeaderHints
 from minibroker.broker.txn_verify import verify_transactional
-from minibroker.protocol.fast import NodeEndpoint, ProduceTopic, decode_produce
+from minibroker.protocol.fast import (
+    NodeEndpoint, ProduceRequestView, ProduceTopic, decode_produce)
 from minibroker.protocol.produce_response import PartitionResult as _part
 from minibroker.protocol.produce_response import encode_produce_response
 from minibroker.security.acl import AclOperation as Op, ResourceType as RT
@@ -52,8 +53,10 @@ def _leader_hints(ctx: RequestContext, results: dict[str, list[_part]]) -> list[
 
 
 @handles(ApiKey.Produce, ProduceRequest, versions=(3, 12), raw=True)
-async def handle_produce(ctx: RequestContext, body: memoryview) -> RawResponse | None:
-    req = decode_produce(body, ctx.api_version)
+async def handle_produce(ctx: RequestContext, body: memoryview | ProduceRequestView
+                         ) -> RawResponse | None:
+    # the protocol trace hands over the body it decoded (broker/trace.py): decoded once
+    req = body if isinstance(body, ProduceRequestView) else decode_produce(body, ctx.api_version)
     acks = req.acks
     if acks not in (0, 1, -1):
         results = _refused(req.topics, InvalidRequiredAcksError.errno)

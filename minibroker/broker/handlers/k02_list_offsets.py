@@ -9,11 +9,14 @@ v4: current_leader_epoch fencing.  v6: flexible.  Not implemented: v0 old-style 
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
+from minibroker.broker.handler_helper import per_partition
 
 _Topic = ListOffsetsResponse.ListOffsetsTopicResponse
 _Part = _Topic.ListOffsetsPartitionResponse
@@ -21,15 +24,11 @@ _Part = _Topic.ListOffsetsPartitionResponse
 
 @handles(ApiKey.ListOffsets, ListOffsetsRequest, versions=(1, 9))
 async def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
-    rm = ctx.replica_manager
-    topics = []
-    for t in req.topics:
-        parts = []
-        for rp in t.partitions:
-            err, offset, ts, epoch = rm.list_offset(t.name, rp.partition_index,
-                                                    rp.current_leader_epoch, rp.timestamp,
-                                                    req.isolation_level, req.replica_id)
-            parts.append(_Part(partition_index=rp.partition_index, error_code=err, timestamp=ts,
-                               offset=offset, leader_epoch=epoch, old_style_offsets=[]))
-        topics.append(_Topic(name=t.name, partitions=parts))
-    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+    def list_offset(t: Any, rp: Any) -> Any:
+        err, offset, ts, epoch = ctx.replica_manager.list_offset(
+            t.name, rp.partition_index, rp.current_leader_epoch, rp.timestamp,
+            req.isolation_level, req.replica_id)
+        return _Part(partition_index=rp.partition_index, error_code=err, timestamp=ts,
+                     offset=offset, leader_epoch=epoch, old_style_offsets=[])
+    return ListOffsetsResponse(throttle_time_ms=0, topics=per_partition(req.topics, _Topic,
+                                                                        list_offset))

@@ -23,7 +23,7 @@ answered with the topic; past that wait, with LEADER_NOT_AVAILABLE as Kafka's is
 from __future__ import annotations
 
 import uuid
-from typing import Any, TypeAlias
+from typing import Any, Callable, TypeAlias
 
 from kafka.errors import (InvalidTopicError, LeaderNotAvailableError,
                           TopicAuthorizationFailedError, UnknownTopicIdError,
@@ -148,43 +148,81 @@ async def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> RawRespo
 
 def _metadata(ctx: RequestContext, req: MetadataRequest) -> tuple[bytes, list[str]]:
     """The encoded response body, and the requested topics to auto-create (LEADER_NOT_AVAILABLE
-    in the body)."""
-    cache = ctx.metadata
-    to_create: list[str] = []
-    version = ctx.api_version
-    topic_ops = acl_operations.topic_operations(
-        version >= 8 and bool(req.include_topic_authorized_operations))
-    cluster_ops = acl_operations.cluster_operations(
-        8 <= version <= 10 and bool(req.include_cluster_authorized_operations))
-    topics = []
-    authz = ctx.authorizer
-    if authz is not None:
-        return _authorized_metadata(ctx, req, authz)
+    in the body). With an authorizer (KafkaApis.getTopicMetadata): a topic the principal may not
+    DESCRIBE is left out of an all-topics answer and answers TOPIC_AUTHORIZATION_FAILED when
+    named; a missing topic is auto-created only with CREATE on the cluster or on the topic (else
+    TOPIC_AUTHORIZATION_FAILED); authorized_operations come from the ACLs. Without one, every
+    check passes (ctx.authorize) and authorized_operations are every operation."""
+    cache, version, authz = ctx.metadata, ctx.api_version, ctx.authorizer
+    want_ops = version >= 8 and bool(req.include_topic_authorized_operations)
+    every_op = acl_operations.topic_operations(want_ops)
+
+    def entry(info: TopicInfo) -> bytes:
+        ops = every_op if authz is None or not want_ops else authz.authorized_operations(
+            ctx.principal, ctx.client_host, RT.TOPIC, info.name)
+        return _cached_entry(cache, info, version, ops)
     if req.topics is None or (version == 0 and not req.topics):
-        topics = [_cached_entry(cache, cache.topics[n], version, topic_ops) for n in sorted(cache.topics)]
+        topics = [entry(cache.topics[n]) for n in sorted(cache.topics)
+                  if ctx.authorize(Op.DESCRIBE, RT.TOPIC, n)]
+        to_create: list[str] = []
     else:
-        auto = ctx.config.auto_create_topics_enable and (
-            version < 4 or req.allow_auto_topic_creation)
-        for t in req.topics:
-            name = t.name
-            if name is None and version >= 10 and t.topic_id not in (None, _ZERO_UUID):
-                info = cache.topics_by_id.get(t.topic_id)
-                topics.append(_cached_entry(cache, info, version, topic_ops) if info else _encode_entry(
-                    _error_entry(UnknownTopicIdError.errno, None, t.topic_id), version))
-                continue
-            info = cache.topics.get(name)
-            if info is not None:
-                topics.append(_cached_entry(cache, info, version, topic_ops))
-                continue
-            if invalid_reason(name):
-                code = InvalidTopicError.errno
-            elif auto:
-                to_create.append(name)
-                code = LeaderNotAvailableError.errno
+        topics, to_create = _named_topics(ctx, req, entry)
+    return _splice(_skeleton(cache, _cluster_operations(ctx, req), ctx.listener), version,
+                   topics), to_create
+
+
+def _named_topics(ctx: RequestContext, req: MetadataRequest, entry: Callable[[TopicInfo], bytes]
+                  ) -> tuple[list[bytes], list[str]]:
+    """The entries of the topics a request names (by name, or by id from v10), and the names
+    to auto-create."""
+    cache, version = ctx.metadata, ctx.api_version
+    auto = ctx.config.auto_create_topics_enable and (
+        version < 4 or req.allow_auto_topic_creation)
+    topics: list[bytes] = []
+    to_create: list[str] = []
+    for t in req.topics:
+        name = t.name
+        if name is None and version >= 10 and t.topic_id not in (None, _ZERO_UUID):
+            info = cache.topics_by_id.get(t.topic_id)
+            if info is None:
+                code = UnknownTopicIdError.errno
+            elif not ctx.authorize(Op.DESCRIBE, RT.TOPIC, info.name):
+                code = TopicAuthorizationFailedError.errno
             else:
-                code = UnknownTopicOrPartitionError.errno
-            topics.append(_encode_entry(_error_entry(code, name), version))
-    return _splice(_skeleton(cache, cluster_ops, ctx.listener), version, topics), to_create
+                topics.append(entry(info))
+                continue
+            topics.append(_encode_entry(_error_entry(code, None, t.topic_id), version))
+            continue
+        info = cache.topics.get(name)
+        if not ctx.authorize(Op.DESCRIBE, RT.TOPIC, name):
+            code = TopicAuthorizationFailedError.errno
+        elif info is not None:
+            topics.append(entry(info))
+            continue
+        elif invalid_reason(name):
+            code = InvalidTopicError.errno
+        elif not auto:
+            code = UnknownTopicOrPartitionError.errno
+        elif ctx.authorize(Op.CREATE, RT.CLUSTER, CLUSTER_NAME) or \
+                ctx.authorize(Op.CREATE, RT.TOPIC, name):
+            to_create.append(name)
+            code = LeaderNotAvailableError.errno
+        else:
+            code = TopicAuthorizationFailedError.errno
+        topics.append(_encode_entry(_error_entry(code, name), version))
+    return topics, to_create
+
+
+def _cluster_operations(ctx: RequestContext, req: MetadataRequest) -> frozenset[int] | None:
+    """v8-10's cluster authorized_operations: every one without an authorizer, else the ACLs'
+    (none without DESCRIBE on the cluster)."""
+    asked = 8 <= ctx.api_version <= 10 and bool(req.include_cluster_authorized_operations)
+    authz = ctx.authorizer
+    if authz is None or not asked:
+        return acl_operations.cluster_operations(asked)
+    if not ctx.authorize(Op.DESCRIBE, RT.CLUSTER, CLUSTER_NAME):
+        return frozenset()
+    return authz.authorized_operations(ctx.principal, ctx.client_host, RT.CLUSTER, CLUSTER_NAME)
 
 
 def _skeleton(cache: MetadataCache, cluster_ops: frozenset[int] | None, listener: str
@@ -196,60 +234,3 @@ def _skeleton(cache: MetadataCache, cluster_ops: frozenset[int] | None, listener
         controller_id=cache.controller_id, topics=[],
         authorized_operations=cluster_ops, error_code=0,
         max_partition_epoch=cache.max_partition_epoch)
-
-
-def _authorized_metadata(ctx: RequestContext, req: MetadataRequest, authz: StandardAuthorizer
-                         ) -> tuple[bytes, list[str]]:
-    """_metadata with an authorizer (KafkaApis.getTopicMetadata): a topic the principal may not
-    DESCRIBE is left out of an all-topics answer and answers TOPIC_AUTHORIZATION_FAILED when
-    named; a missing topic is auto-created only with CREATE on the cluster or on the topic (else
-    TOPIC_AUTHORIZATION_FAILED); authorized_operations come from the ACLs."""
-    cache, version = ctx.metadata, ctx.api_version
-    who, host = ctx.principal, ctx.client_host
-    want_ops = version >= 8 and bool(req.include_topic_authorized_operations)
-
-    def entry(info: TopicInfo) -> bytes:
-        ops = authz.authorized_operations(who, host, RT.TOPIC, info.name) if want_ops else None
-        return _cached_entry(cache, info, version, ops)
-    topics, to_create = [], []
-    if req.topics is None or (version == 0 and not req.topics):
-        topics = [entry(cache.topics[n]) for n in sorted(cache.topics)
-                  if ctx.authorize(Op.DESCRIBE, RT.TOPIC, n)]
-    else:
-        auto = ctx.config.auto_create_topics_enable and (
-            version < 4 or req.allow_auto_topic_creation)
-        for t in req.topics:
-            name = t.name
-            if name is None and version >= 10 and t.topic_id not in (None, _ZERO_UUID):
-                info = cache.topics_by_id.get(t.topic_id)
-                if info is None:
-                    code = UnknownTopicIdError.errno
-                elif not ctx.authorize(Op.DESCRIBE, RT.TOPIC, info.name):
-                    code = TopicAuthorizationFailedError.errno
-                else:
-                    topics.append(entry(info))
-                    continue
-                topics.append(_encode_entry(_error_entry(code, None, t.topic_id), version))
-                continue
-            info = cache.topics.get(name)
-            if not ctx.authorize(Op.DESCRIBE, RT.TOPIC, name):
-                code = TopicAuthorizationFailedError.errno
-            elif info is not None:
-                topics.append(entry(info))
-                continue
-            elif invalid_reason(name):
-                code = InvalidTopicError.errno
-            elif not auto:
-                code = UnknownTopicOrPartitionError.errno
-            elif ctx.authorize(Op.CREATE, RT.CLUSTER, CLUSTER_NAME) or \
-                    ctx.authorize(Op.CREATE, RT.TOPIC, name):
-                to_create.append(name)
-                code = LeaderNotAvailableError.errno
-            else:
-                code = TopicAuthorizationFailedError.errno
-            topics.append(_encode_entry(_error_entry(code, name), version))
-    cluster_ops = None
-    if 8 <= version <= 10 and req.include_cluster_authorized_operations:
-        cluster_ops = authz.authorized_operations(who, host, RT.CLUSTER, CLUSTER_NAME) \
-            if ctx.authorize(Op.DESCRIBE, RT.CLUSTER, CLUSTER_NAME) else frozenset()
-    return _splice(_skeleton(cache, cluster_ops, ctx.listener), version, topics), to_create

@@ -16,6 +16,7 @@ from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
+from minibroker.broker.handler_helper import partition_codes
 
 _Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 _Partition = _Topic.OffsetCommitResponsePartition
@@ -25,21 +26,13 @@ _Partition = _Topic.OffsetCommitResponsePartition
 async def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest
         ) -> OffsetCommitResponse:
     v = ctx.api_version
-    offsets = []
-    for t in req.topics:
-        for p in t.partitions:
-            offsets.append((t.name, p.partition_index, p.committed_offset,
-                            p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata,
-                            p.commit_timestamp if v == 1 else -1))
+    offsets = [(t.name, p.partition_index, p.committed_offset,
+                p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata,
+                p.commit_timestamp if v == 1 else -1) for t in req.topics for p in t.partitions]
     retention = req.retention_time_ms if 2 <= v <= 4 else -1
     results = await ctx.groups.offsets.commit_offsets(
         req.group_id, req.generation_id_or_member_epoch if v >= 1 else -1,
         req.member_id if v >= 1 else "", req.group_instance_id if v >= 7 else None,
         retention, offsets)
-    topics = []
-    for t in req.topics:
-        topics.append(_Topic(name=t.name, partitions=[
-            _Partition(partition_index=p.partition_index,
-                       error_code=results[(t.name, p.partition_index)])
-            for p in t.partitions]))
-    return OffsetCommitResponse(throttle_time_ms=0, topics=topics)
+    return OffsetCommitResponse(throttle_time_ms=0,
+                                topics=partition_codes(req.topics, _Topic, _Partition, results))

@@ -10,11 +10,14 @@ once the leader's has.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.admin import DeleteRecordsRequest, DeleteRecordsResponse
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
+from minibroker.broker.handler_helper import per_partition
 
 _Topic = DeleteRecordsResponse.DeleteRecordsTopicResult
 _Part = _Topic.DeleteRecordsPartitionResult
@@ -23,13 +26,8 @@ _Part = _Topic.DeleteRecordsPartitionResult
 @handles(ApiKey.DeleteRecords, DeleteRecordsRequest, versions=(0, 2))
 async def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest
         ) -> DeleteRecordsResponse:
-    rm = ctx.replica_manager
-    topics = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            low_watermark, err = rm.delete_records(t.name, p.partition_index, p.offset)
-            parts.append(_Part(partition_index=p.partition_index, low_watermark=low_watermark,
-                               error_code=err))
-        topics.append(_Topic(name=t.name, partitions=parts))
-    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
+    def delete(t: Any, p: Any) -> Any:
+        low_watermark, err = ctx.replica_manager.delete_records(t.name, p.partition_index, p.offset)
+        return _Part(partition_index=p.partition_index, low_watermark=low_watermark, error_code=err)
+    return DeleteRecordsResponse(throttle_time_ms=0,
+                                 topics=per_partition(req.topics, _Topic, delete))

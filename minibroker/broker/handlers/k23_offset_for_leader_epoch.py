@@ -10,11 +10,14 @@ v3: replica_id.  v4: flexible.  Not implemented: v0-1 (pre-KIP-320 shapes).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
+from minibroker.broker.handler_helper import per_partition
 from minibroker.broker.partition_reads import DEBUGGING_REPLICA_ID
 
 _Topic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
@@ -24,15 +27,11 @@ _Part = _Topic.EpochEndOffset
 @handles(ApiKey.OffsetForLeaderEpoch, OffsetForLeaderEpochRequest, versions=(2, 4))
 async def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpochRequest
         ) -> OffsetForLeaderEpochResponse:
-    rm = ctx.replica_manager
     any_replica = ctx.api_version >= 3 and req.replica_id == DEBUGGING_REPLICA_ID
-    topics = []
-    for t in req.topics:
-        parts = []
-        for rp in t.partitions:
-            err, epoch, end_offset = rm.end_offset_for_epoch(
-                t.topic, rp.partition, rp.current_leader_epoch, rp.leader_epoch, any_replica)
-            parts.append(_Part(error_code=err, partition=rp.partition, leader_epoch=epoch,
-                               end_offset=end_offset))
-        topics.append(_Topic(topic=t.topic, partitions=parts))
-    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
+
+    def end_offset(t: Any, rp: Any) -> Any:
+        err, epoch, offset = ctx.replica_manager.end_offset_for_epoch(
+            t.topic, rp.partition, rp.current_leader_epoch, rp.leader_epoch, any_replica)
+        return _Part(error_code=err, partition=rp.partition, leader_epoch=epoch, end_offset=offset)
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=per_partition(
+        req.topics, _Topic, end_offset, name="topic"))

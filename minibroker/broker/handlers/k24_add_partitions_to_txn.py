@@ -15,6 +15,7 @@ from kafka.protocol.producer import AddPartitionsToTxnRequest, AddPartitionsToTx
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
+from minibroker.broker.handler_helper import by_topic
 
 _Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
 _TopicResult = _Result.AddPartitionsToTxnTopicResult
@@ -22,11 +23,9 @@ _PartResult = _TopicResult.AddPartitionsToTxnPartitionResult
 
 
 def _topics(codes: dict[tuple[str, int], int]) -> list[Any]:
-    by_topic: dict[str, list[Any]] = {}
-    for (topic, partition), code in codes.items():
-        by_topic.setdefault(topic, []).append(_PartResult(partition_index=partition,
-                                                          partition_error_code=code))
-    return [_TopicResult(name=t, results_by_partition=ps) for t, ps in by_topic.items()]
+    return by_topic(((topic, _PartResult(partition_index=partition, partition_error_code=code))
+                     for (topic, partition), code in codes.items()),
+                    _TopicResult, partitions="results_by_partition")
 
 
 @handles(ApiKey.AddPartitionsToTxn, AddPartitionsToTxnRequest, versions=(0, 5))

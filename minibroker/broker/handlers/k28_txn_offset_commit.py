@@ -13,6 +13,7 @@ from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitRespo
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
+from minibroker.broker.handler_helper import partition_codes
 from minibroker.coordinator.txn_offsets import commit_txn_offsets
 
 _Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
@@ -30,11 +31,8 @@ async def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequ
         ctx.groups, req.group_id, req.producer_id, req.producer_epoch,
         req.generation_id if v >= 3 else -1, (req.member_id or "") if v >= 3 else "",
         req.group_instance_id if v >= 3 else None, offsets)
-    fenced = ProducerFencedError.errno
-    topics = [_Topic(name=t.name, partitions=[
-        _Part(partition_index=p.partition_index,
-              error_code=(InvalidProducerEpochError.errno
-                          if v < 3 and results[(t.name, p.partition_index)] == fenced
-                          else results[(t.name, p.partition_index)]))
-        for p in t.partitions]) for t in req.topics]
-    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=topics)
+    if v < 3:       # KIP-588: older clients know only INVALID_PRODUCER_EPOCH
+        results = {tp: InvalidProducerEpochError.errno if code == ProducerFencedError.errno
+                   else code for tp, code in results.items()}
+    return TxnOffsetCommitResponse(throttle_time_ms=0,
+                                   topics=partition_codes(req.topics, _Topic, _Part, results))

@@ -11,37 +11,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.errors import (ClusterAuthorizationFailedError, InvalidRequestError,
-                          SecurityDisabledError)
+from kafka.errors import InvalidRequestError
 from kafka.protocol.admin import DescribeAclsRequest, DescribeAclsResponse
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
-from minibroker.security.acl import (CLUSTER_NAME, AclBindingFilter, AclOperation,
-                                     PatternType, ResourceType, filter_of)
+from minibroker.broker.error_response import error_response
+from minibroker.broker.handler_helper import acl_api
+from minibroker.security.acl import (AclBindingFilter, AclOperation, PatternType, ResourceType,
+                                     filter_of)
 
 _Resource = DescribeAclsResponse.DescribeAclsResource
 _Acl = _Resource.AclDescription
 
 
 @handles(ApiKey.DescribeAcls, DescribeAclsRequest, versions=(1, 3))
+@acl_api(AclOperation.DESCRIBE, "No Authorizer is configured on the broker")
 async def handle_describe_acls(ctx: RequestContext, req: DescribeAclsRequest
                                ) -> DescribeAclsResponse:
-    def error(code: int, message: str | None) -> DescribeAclsResponse:
-        return DescribeAclsResponse(throttle_time_ms=0, error_code=code, error_message=message,
-                                    resources=[])
-    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return error(ClusterAuthorizationFailedError.errno, None)
-    authorizer = ctx.authorizer
-    if authorizer is None:
-        return error(SecurityDisabledError.errno, "No Authorizer is configured on the broker")
     f: AclBindingFilter = filter_of(req.resource_type_filter, req.resource_name_filter,
                                     req.pattern_type_filter, req.principal_filter,
                                     req.host_filter, req.operation, req.permission_type)
     problem = f.invalid()
     if problem:
-        return error(InvalidRequestError.errno, problem)
+        return error_response(req, ctx.api_version, InvalidRequestError.errno, problem)
+    authorizer = ctx.authorizer
+    assert authorizer is not None       # acl_api answered SECURITY_DISABLED without one
     grouped: dict[tuple[ResourceType, str, PatternType], list[Any]] = {}
     for a in authorizer.describe(f):
         grouped.setdefault((a.resource_type, a.resource_name, a.pattern_type), []).append(

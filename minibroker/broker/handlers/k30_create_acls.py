@@ -10,26 +10,20 @@ Not implemented: —
 """
 from __future__ import annotations
 
-from kafka.errors import ClusterAuthorizationFailedError, SecurityDisabledError
 from kafka.protocol.admin import CreateAclsRequest, CreateAclsResponse
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
-from minibroker.security.acl import CLUSTER_NAME, AclBinding, AclOperation, ResourceType
+from minibroker.broker.handler_helper import acl_api
+from minibroker.security.acl import AclBinding, AclOperation
 
 _Result = CreateAclsResponse.AclCreationResult
 
 
 @handles(ApiKey.CreateAcls, CreateAclsRequest, versions=(1, 3))
+@acl_api(AclOperation.ALTER, "No Authorizer is configured.")
 async def handle_create_acls(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse:
-    def all_fail(code: int, message: str | None) -> CreateAclsResponse:
-        return CreateAclsResponse(throttle_time_ms=0, results=[
-            _Result(error_code=code, error_message=message) for _ in req.creations])
-    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return all_fail(ClusterAuthorizationFailedError.errno, None)
-    if ctx.authorizer is None:
-        return all_fail(SecurityDisabledError.errno, "No Authorizer is configured.")
     bindings = [AclBinding(c.resource_type, c.resource_name, c.resource_pattern_type,
                            c.principal, c.host, c.operation, c.permission_type)
                 for c in req.creations]

@@ -9,28 +9,21 @@ Not implemented: —
 """
 from __future__ import annotations
 
-from kafka.errors import ClusterAuthorizationFailedError, SecurityDisabledError
 from kafka.protocol.admin import DeleteAclsRequest, DeleteAclsResponse
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
-from minibroker.security.acl import CLUSTER_NAME, AclOperation, ResourceType, filter_of
+from minibroker.broker.handler_helper import acl_api
+from minibroker.security.acl import AclOperation, filter_of
 
 _Filter = DeleteAclsResponse.DeleteAclsFilterResult
 _Match = _Filter.DeleteAclsMatchingAcl
 
 
 @handles(ApiKey.DeleteAcls, DeleteAclsRequest, versions=(1, 3))
+@acl_api(AclOperation.ALTER, "No Authorizer is configured.")
 async def handle_delete_acls(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse:
-    def all_fail(code: int, message: str | None) -> DeleteAclsResponse:
-        return DeleteAclsResponse(throttle_time_ms=0, filter_results=[
-            _Filter(error_code=code, error_message=message, matching_acls=[])
-            for _ in req.filters])
-    if not ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return all_fail(ClusterAuthorizationFailedError.errno, None)
-    if ctx.authorizer is None:
-        return all_fail(SecurityDisabledError.errno, "No Authorizer is configured.")
     filters = [filter_of(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter,
                          f.principal_filter, f.host_filter, f.operation, f.permission_type)
                for f in req.filters]

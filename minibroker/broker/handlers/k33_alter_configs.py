@@ -81,21 +81,28 @@ async def alter_each(resources: Sequence[Any], result_class: Any,
     return results
 
 
+async def forward_alter(ctx: RequestContext, r: Any, changes: dict[str, str | None],
+                        validate_only: bool, replace: bool) -> Outcome:
+    """The controller's (error code, message) for one resource's changes (None: back to the
+    default); `replace`: the changes are the resource's whole dynamic config (AlterConfigs)."""
+    if r.resource_type == BROKER:
+        res = await ctx.controller.alter_broker_configs(
+            r.resource_name, changes, validate_only=validate_only, replace=replace)
+    elif r.resource_type == GROUP:
+        res = await ctx.controller.alter_group_configs(
+            r.resource_name, changes, validate_only=validate_only, replace=replace)
+    else:
+        res = await ctx.controller.alter_topic_configs(
+            r.resource_name, changes, replace=replace, validate_only=validate_only)
+    return res.error_code, res.message
+
+
 @handles(ApiKey.AlterConfigs, AlterConfigsRequest, versions=(0, 2))
 async def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest
         ) -> AlterConfigsResponse:
     async def alter(r: Any) -> Outcome:
-        configs = {c.name: c.value for c in r.configs}
-        if r.resource_type == BROKER:
-            res = await ctx.controller.alter_broker_configs(
-                r.resource_name, configs, validate_only=req.validate_only, replace=True)
-        elif r.resource_type == GROUP:
-            res = await ctx.controller.alter_group_configs(
-                r.resource_name, configs, validate_only=req.validate_only, replace=True)
-        else:
-            res = await ctx.controller.alter_topic_configs(
-                r.resource_name, configs, replace=True, validate_only=req.validate_only)
-        return res.error_code, res.message
+        return await forward_alter(ctx, r, {c.name: c.value for c in r.configs},
+                                   validate_only=req.validate_only, replace=True)
     return AlterConfigsResponse(throttle_time_ms=0, responses=await alter_each(
         req.resources, _Result, alter, dynamic_brokers=True, groups=group_configs_served(ctx)))
 

@@ -16,6 +16,7 @@ from kafka.protocol.admin import DescribeLogDirsRequest, DescribeLogDirsResponse
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
+from minibroker.broker.handler_helper import by_topic
 
 _Result = DescribeLogDirsResponse.DescribeLogDirsResult
 _Topic = _Result.DescribeLogDirsTopic
@@ -28,10 +29,8 @@ async def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequ
         ) -> DescribeLogDirsResponse:
     wanted = None if req.topics is None else \
         {(t.topic, p) for t in req.topics for p in t.partitions}
-    by_topic: dict[str, list[Any]] = {}
-    for topic, partition, size in ctx.replica_manager.log_sizes(wanted):
-        by_topic.setdefault(topic, []).append(_Part(
-            partition_index=partition, partition_size=size, offset_lag=0, is_future_key=False))
-    result = _Result(error_code=0, log_dir=LOG_DIR, total_bytes=-1, usable_bytes=-1,
-                     topics=[_Topic(name=n, partitions=ps) for n, ps in by_topic.items()])
+    result = _Result(error_code=0, log_dir=LOG_DIR, total_bytes=-1, usable_bytes=-1, topics=by_topic(
+        ((topic, _Part(partition_index=partition, partition_size=size, offset_lag=0,
+                       is_future_key=False))
+         for topic, partition, size in ctx.replica_manager.log_sizes(wanted)), _Topic))
     return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=[result])

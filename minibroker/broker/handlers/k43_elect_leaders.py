@@ -16,6 +16,7 @@ from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
+from minibroker.broker.handler_helper import by_topic
 
 _Result = ElectLeadersResponse.ReplicaElectionResult
 _Partition = _Result.PartitionResult
@@ -33,11 +34,8 @@ async def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest
         return ElectLeadersResponse(throttle_time_ms=0, error_code=InvalidRequestError.errno,
                                     replica_election_results=[])
     answers = await ctx.controller.elect_leaders(election_type, wanted)
-    by_topic: dict[str, list[Any]] = {}
-    for topic, partition, code, message in answers:
-        by_topic.setdefault(topic, []).append(_Partition(
-            partition_id=partition, error_code=code, error_message=message))
     return ElectLeadersResponse(
-        throttle_time_ms=0, error_code=0,
-        replica_election_results=[_Result(topic=t, partition_result=ps)
-                                  for t, ps in sorted(by_topic.items())])
+        throttle_time_ms=0, error_code=0, replica_election_results=by_topic(
+            ((topic, _Partition(partition_id=partition, error_code=code, error_message=message))
+             for topic, partition, code, message in sorted(answers, key=lambda a: a[0])),
+            _Result, name="topic", partitions="partition_result"))

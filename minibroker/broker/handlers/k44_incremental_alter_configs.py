@@ -27,7 +27,7 @@ from minibroker.broker.dispatch import handles
 from minibroker.broker.handlers.k32_describe_configs import (LIST, TOPIC_CONFIG_TYPES,
                                                              broker_values)
 from minibroker.broker.handlers.k33_alter_configs import (BROKER, GROUP, Outcome, alter_each,
-                                                           group_configs_served)
+                                                           forward_alter, group_configs_served)
 from minibroker.controller import group_configs
 from minibroker.controller import dynamic_broker_configs as dyn
 from minibroker.log import config as log_config
@@ -86,27 +86,22 @@ async def handle_incremental_alter_configs(ctx: RequestContext,
                 **{k.name: k.default for k in group_configs.KEYS.values()},
                 **await ctx.controller.describe_group_configs(r.resource_name)}
             changes, code, message = changes_for(current, r.configs, broker=True)
-            if changes is None:
-                return code, message
-            res = await ctx.controller.alter_group_configs(
-                r.resource_name, changes, validate_only=req.validate_only)
-            return res.error_code, res.message
-        if broker:
-            dynamic = ctx.node.dynamic_configs or {}
-            current = {**broker_values(ctx.services), **dynamic.get("", {}),
-                       **dynamic.get(r.resource_name, {})}
         else:
-            topic = ctx.metadata.topics.get(r.resource_name)
-            current = topic.configs if topic else {}
-        changes, code, message = changes_for(current, r.configs, broker)
+            current = _current_configs(ctx, r.resource_name, broker)
+            changes, code, message = changes_for(current, r.configs, broker)
         if changes is None:
             return code, message
-        if broker:
-            res = await ctx.controller.alter_broker_configs(
-                r.resource_name, changes, validate_only=req.validate_only)
-        else:
-            res = await ctx.controller.alter_topic_configs(
-                r.resource_name, changes, replace=False, validate_only=req.validate_only)
-        return res.error_code, res.message
+        return await forward_alter(ctx, r, changes, validate_only=req.validate_only,
+                                   replace=False)
     return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=await alter_each(
         req.resources, _Result, alter, dynamic_brokers=True, groups=group_configs_served(ctx)))
+
+
+def _current_configs(ctx: RequestContext, name: str, broker: bool) -> Mapping[str, str | None]:
+    """What APPEND / SUBTRACT start from: a broker's dynamic values over its static ones, or
+    the topic's configs in this broker's metadata cache."""
+    if broker:
+        dynamic = ctx.node.dynamic_configs or {}
+        return {**broker_values(ctx.services), **dynamic.get("", {}), **dynamic.get(name, {})}
+    topic = ctx.metadata.topics.get(name)
+    return topic.configs if topic else {}

@@ -19,6 +19,7 @@ from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
+from minibroker.broker.handler_helper import by_topic
 
 _Topic = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 _Part = _Topic.ReassignablePartitionResponse
@@ -32,11 +33,8 @@ async def handle_alter_partition_reassignments(ctx: RequestContext,
     items = [(t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
              for t in req.topics for p in t.partitions]
     results = await ctx.controller.alter_partition_reassignments(items, allow)
-    by_topic: dict[str, list[Any]] = {}
-    for topic, pid, code, msg in results:
-        by_topic.setdefault(topic, []).append(
-            _Part(partition_index=pid, error_code=code, error_message=msg))
     return AlterPartitionReassignmentsResponse(
         throttle_time_ms=0, allow_replication_factor_change=allow, error_code=0,
-        error_message=None,
-        responses=[_Topic(name=n, partitions=ps) for n, ps in by_topic.items()])
+        error_message=None, responses=by_topic(
+            ((topic, _Part(partition_index=pid, error_code=code, error_message=msg))
+             for topic, pid, code, msg in results), _Topic))

@@ -14,6 +14,7 @@ from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
+from minibroker.broker.handler_helper import by_topic
 
 _Topic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
 _Part = _Topic.OngoingPartitionReassignment
@@ -26,12 +27,9 @@ async def handle_list_partition_reassignments(ctx: RequestContext,
     wanted = None if req.topics is None else {
         t.name: list(t.partition_indexes) for t in req.topics}
     moving = await ctx.controller.list_partition_reassignments(wanted)
-    by_topic: dict[str, list[Any]] = {}
-    for topic, pid, reg in moving:
-        by_topic.setdefault(topic, []).append(_Part(
-            partition_index=pid, replicas=list(reg.replicas),
-            adding_replicas=list(reg.adding_replicas),
-            removing_replicas=list(reg.removing_replicas)))
     return ListPartitionReassignmentsResponse(
-        throttle_time_ms=0, error_code=0, error_message=None,
-        topics=[_Topic(name=n, partitions=ps) for n, ps in by_topic.items()])
+        throttle_time_ms=0, error_code=0, error_message=None, topics=by_topic(
+            ((topic, _Part(partition_index=pid, replicas=list(reg.replicas),
+                           adding_replicas=list(reg.adding_replicas),
+                           removing_replicas=list(reg.removing_replicas)))
+             for topic, pid, reg in moving), _Topic))

@@ -12,6 +12,7 @@ from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
+from minibroker.broker.handler_helper import partition_codes
 
 _Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
 _Part = _Topic.OffsetDeleteResponsePartition
@@ -22,8 +23,5 @@ async def handle_offset_delete(ctx: RequestContext, req: OffsetDeleteRequest
         ) -> OffsetDeleteResponse:
     wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     code, results = await ctx.groups.offsets.delete_offsets(req.group_id, wanted)
-    topics = [] if code else [
-        _Topic(name=t.name, partitions=[
-            _Part(partition_index=p.partition_index, error_code=results[(t.name, p.partition_index)])
-            for p in t.partitions]) for t in req.topics]
+    topics = [] if code else partition_codes(req.topics, _Topic, _Part, results)
     return OffsetDeleteResponse(error_code=code, throttle_time_ms=0, topics=topics)

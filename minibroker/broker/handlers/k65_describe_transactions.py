@@ -7,6 +7,7 @@ from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
+from minibroker.broker.handler_helper import by_topic
 
 _State = DescribeTransactionsResponse.TransactionState
 _Topic = _State.TopicData
@@ -23,12 +24,9 @@ async def handle_describe_transactions(ctx: RequestContext, req: DescribeTransac
                               transaction_timeout_ms=0, transaction_start_time_ms=-1,
                               producer_id=-1, producer_epoch=-1, topics=[]))
             continue
-        by_topic: dict[str, list[int]] = {}
-        for topic, partition in sorted(txn.partitions):
-            by_topic.setdefault(topic, []).append(partition)
         out.append(_State(error_code=0, transactional_id=tid, transaction_state=txn.state_name,
                           transaction_timeout_ms=txn.timeout_ms,
                           transaction_start_time_ms=txn.start_ms, producer_id=txn.producer_id,
                           producer_epoch=txn.producer_epoch,
-                          topics=[_Topic(topic=t, partitions=ps) for t, ps in by_topic.items()]))
+                          topics=by_topic(sorted(txn.partitions), _Topic, name="topic")))
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=out)

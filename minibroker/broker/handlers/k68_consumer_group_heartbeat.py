@@ -10,27 +10,21 @@ Not implemented: members on the classic protocol inside a consumer group (online
 from __future__ import annotations
 
 import asyncio
-from typing import cast
 
-from kafka.errors import UnsupportedVersionError
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
-from minibroker.broker.error_response import error_response
+from minibroker.broker.handler_helper import consumer_group_protocol
 from minibroker.broker.handlers.k11_join_group import client_host
 from minibroker.protocol.messages import (ConsumerGroupHeartbeatRequest,
                                           ConsumerGroupHeartbeatResponse)
 
 
 @handles(ApiKey.ConsumerGroupHeartbeat, ConsumerGroupHeartbeatRequest, versions=(0, 1))
+@consumer_group_protocol
 async def handle_consumer_group_heartbeat(ctx: RequestContext, req: ConsumerGroupHeartbeatRequest
                                           ) -> ConsumerGroupHeartbeatResponse:
-    if not ctx.services.consumer_group_protocol:
-        # An emulated 3.x release: its brokers advertised the API but refused it unless
-        # group.coordinator.rebalance.protocols named "consumer" (default "classic", KafkaApis).
-        return cast(ConsumerGroupHeartbeatResponse,
-                    error_response(req, ctx.api_version, UnsupportedVersionError.errno))
     waiter: asyncio.Future[ConsumerGroupHeartbeatResponse] = ctx.groups.consumer.heartbeat(
         req, ctx.api_version, ctx.header.client_id or "", client_host(ctx))
     return await waiter

@@ -9,27 +9,20 @@ Not implemented: Kafka also refuses a group whose assigned topics the caller may
 """
 from __future__ import annotations
 
-from typing import cast
-
-from kafka.errors import UnsupportedVersionError
 from kafka.protocol.api_key import ApiKey
 
 from minibroker.broker import acl_operations
 from minibroker.broker.context import RequestContext
 from minibroker.broker.dispatch import handles
-from minibroker.broker.error_response import error_response
+from minibroker.broker.handler_helper import consumer_group_protocol
 from minibroker.protocol.messages import (ConsumerGroupDescribeRequest,
                                           ConsumerGroupDescribeResponse)
 
 
 @handles(ApiKey.ConsumerGroupDescribe, ConsumerGroupDescribeRequest, versions=(0, 1))
+@consumer_group_protocol
 async def handle_consumer_group_describe(ctx: RequestContext, req: ConsumerGroupDescribeRequest
                                          ) -> ConsumerGroupDescribeResponse:
-    if not ctx.services.consumer_group_protocol:
-        # An emulated 3.x release: its brokers advertised the API but refused it unless
-        # group.coordinator.rebalance.protocols named "consumer" (default "classic", KafkaApis).
-        return cast(ConsumerGroupDescribeResponse,
-                    error_response(req, ctx.api_version, UnsupportedVersionError.errno))
     groups = ctx.groups.consumer.describe(list(req.group_ids))
     if req.include_authorized_operations:
         for g in groups:

@@ -10,7 +10,7 @@ import asyncio
 
 import kafka.errors as Errors
 
-from minibroker.coordinator.context import CoordinatorPart
+from minibroker.coordinator.context import CoordinatorPart, group_shard
 from minibroker.coordinator.errors import (
     COMMON_WRITE_ERRORS, GROUP_ID_NOT_FOUND, INVALID_GROUP_ID, NON_EMPTY_GROUP, NONE,
     REBALANCE_IN_PROGRESS)
@@ -36,9 +36,7 @@ class ClassicGroupAdmin(CoordinatorPart):
     def describe_group(self, group_id: str) -> tuple[int, str, str, str, list]:
         """(error, state, protocol_type, protocol_data, members) with members as
         (member_id, group_instance_id, client_id, client_host, metadata, assignment)."""
-        if not group_id:
-            return INVALID_GROUP_ID, "", "", "", []
-        shard, code = self.rt.shard_for(group_id)
+        shard, code = group_shard(self.rt, group_id)
         if code:
             return code, "", "", "", []
         group = shard.groups.get(group_id)

@@ -28,9 +28,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from minibroker.coordinator.context import group_shard
 from minibroker.coordinator.errors import (
     COORDINATOR_NOT_AVAILABLE, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, ILLEGAL_GENERATION,
-    INCONSISTENT_GROUP_PROTOCOL, INVALID_GROUP_ID, INVALID_REQUEST, INVALID_SESSION_TIMEOUT,
+    INCONSISTENT_GROUP_PROTOCOL, INVALID_REQUEST, INVALID_SESSION_TIMEOUT,
     MEMBER_ID_REQUIRED, NONE, NOT_COORDINATOR, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID)
 from minibroker.coordinator.group.classic_group import (
     COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup,
@@ -58,10 +59,7 @@ class ClassicGroupCoordinator(ClassicGroupSync):
         """A future of JoinResult, completed when the rebalance completes (or at once on error).
         supports_skip_assignment: JoinGroup v9+ (KIP-814)."""
         fut = asyncio.get_running_loop().create_future()
-        if not group_id:
-            fut.set_result(JoinResult(INVALID_GROUP_ID, member_id))
-            return fut
-        shard, code = self.rt.shard_for(group_id)
+        shard, code = group_shard(self.rt, group_id)
         if code:
             fut.set_result(JoinResult(code, member_id))
             return fut
@@ -447,9 +445,7 @@ class ClassicGroupCoordinator(ClassicGroupSync):
     # ================================================================== Heartbeat
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
                   generation_id: int) -> int:
-        if not group_id:
-            return INVALID_GROUP_ID
-        shard, code = self.rt.shard_for(group_id)
+        shard, code = group_shard(self.rt, group_id)
         if code:
             return code
         group = shard.groups.get(group_id)
@@ -471,9 +467,7 @@ class ClassicGroupCoordinator(ClassicGroupSync):
     def leave_group(self, group_id: str, members: list[tuple[str, str | None, str | None]]
                     ) -> tuple[int, list[int]]:
         """members: (member_id, group_instance_id, reason). Returns (error, per-member errors)."""
-        if not group_id:
-            return INVALID_GROUP_ID, []
-        shard, code = self.rt.shard_for(group_id)
+        shard, code = group_shard(self.rt, group_id)
         if code:
             return code, []
         group = shard.groups.get(group_id)

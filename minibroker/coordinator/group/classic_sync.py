@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from minibroker.coordinator.context import group_shard
 from minibroker.coordinator.errors import (
-    COORDINATOR_NOT_AVAILABLE, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, INVALID_GROUP_ID,
+    COORDINATOR_NOT_AVAILABLE, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL,
     NONE, REBALANCE_IN_PROGRESS, UNKNOWN_MEMBER_ID)
 from minibroker.coordinator.group.classic_admin import ClassicGroupAdmin
 from minibroker.coordinator.group.classic_group import COMPLETING_REBALANCE, DEAD, SyncResult
@@ -38,10 +39,7 @@ class ClassicGroupSync(ClassicGroupAdmin):
                    group_instance_id: str | None, protocol_type: str | None,
                    protocol_name: str | None, assignments: list[tuple[str, bytes]]) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
-        if not group_id:
-            fut.set_result(SyncResult(INVALID_GROUP_ID))
-            return fut
-        shard, code = self.rt.shard_for(group_id)
+        shard, code = group_shard(self.rt, group_id)
         if code:
             fut.set_result(SyncResult(code))
             return fut

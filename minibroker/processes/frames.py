@@ -1,0 +1,20 @@
+"""The supervisor's pipes: pickled frames, length first. Only the supervisor and one broker
+process hold each end (a socketpair): nothing listens for them."""
+from __future__ import annotations
+
+import asyncio
+import pickle
+import struct
+from typing import Any
+
+_LEN = struct.Struct(">I")
+
+
+def frame(obj: Any) -> bytes:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return _LEN.pack(len(data)) + data
+
+
+async def read(reader: asyncio.StreamReader) -> Any:
+    (n,) = _LEN.unpack(await reader.readexactly(_LEN.size))
+    return pickle.loads(await reader.readexactly(n))

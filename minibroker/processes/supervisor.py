@@ -1,0 +1,165 @@
+"""The parent of `serve --processes`: starts brokers 1..N each in its own process, relays what
+they say to each other, and starts again one that died. It holds no broker and no controller.
+
+Each child gets one end of a socketpair (nothing listens: only the supervisor and that child hold
+it). A child's ("to", node, message) is passed on as ("from", child, message), or answered
+("gone", node, message) when that node's process is not running; every child is told ("peers",
+ids) whenever the set of running processes changes, which is how the quorum hears at once that
+a voter's process died.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+from minibroker.config import ClusterConfig
+from minibroker.ids import IdSource, random_cluster_id
+from minibroker.log.config import broker_defaults
+from minibroker.log.meta_properties import stored_cluster_id
+from minibroker.processes.frames import frame, read
+
+log = logging.getLogger("minibroker.processes")
+
+
+def cluster_id_for(config: ClusterConfig) -> str:
+    """The cluster id a Cluster of `config` would have (the seed's first draw, else random; a data
+    directory's own), without loading a broker here. ValueError: a config no broker takes."""
+    broker_defaults(config.describe())      # a log.* override's value, as a Broker would refuse it
+    seeded = config.seed is not None
+    drawn = IdSource(config.seed or 0).cluster_id()
+    cluster_id = config.cluster_id or (drawn if seeded else random_cluster_id())
+    if config.data_dir is not None:
+        cluster_id = stored_cluster_id(config.data_dir, config.brokers, cluster_id)
+    return cluster_id
+
+
+class Supervisor:
+    """`start()` returns once every broker process registered with the controller."""
+
+    # Restart back-off: doubled per death within RESTART_RESET_S of the last start, capped.
+    RESTART_MIN_S, RESTART_MAX_S, RESTART_RESET_S = 0.5, 30.0, 60.0
+
+    def __init__(self, config: ClusterConfig, cluster_id: str, restart: bool = True) -> None:
+        self.config, self.cluster_id = config, cluster_id
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.endpoints: dict[int, str] = {}
+        self._registered: dict[int, asyncio.Future] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._writers: dict[int, asyncio.StreamWriter] = {}
+        self.stopping = False
+        self.restart = restart
+        self.restarts: dict[int, int] = {}          # node id -> times started again
+        self._started_at: dict[int, float] = {}
+        self._backoff: dict[int, float] = {}
+
+    async def start(self, timeout: float = 60.0) -> None:
+        for node_id in range(1, self.config.brokers + 1):
+            await self._spawn(node_id, restarted=False)
+        await asyncio.wait_for(asyncio.gather(*self._registered.values()), timeout)
+
+    async def _spawn(self, node_id: int, restarted: bool) -> None:
+        """Start broker `node_id`'s process and relay what it says."""
+        loop = asyncio.get_running_loop()
+        ours, theirs = socket.socketpair()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        self.procs[node_id] = subprocess.Popen(
+            [sys.executable, "-m", "minibroker.processes", str(theirs.fileno()), str(node_id),
+             logging.getLevelName(logging.getLogger().level)],
+            pass_fds=(theirs.fileno(),), env=env, start_new_session=False)
+        theirs.close()
+        self._started_at[node_id] = loop.time()
+        reader, writer = await asyncio.open_connection(sock=ours)
+        # Started again: on the port it had (with --port 0 too), so clients' bootstrap lists
+        # and cached addresses stay good.
+        port = int(self.endpoints[node_id].rsplit(":", 1)[1]) if node_id in self.endpoints else 0
+        writer.write(frame(("init", self.config, self.cluster_id, restarted, port)))
+        self._writers[node_id] = writer
+        self._registered[node_id] = loop.create_future()
+        self._tasks.append(loop.create_task(self._serve(node_id, reader)))
+        self._tell_peers()
+
+    def _tell_peers(self) -> None:
+        live = tuple(sorted(self._writers))
+        for w in self._writers.values():
+            w.write(frame(("peers", live, None)))
+
+    async def _serve(self, node_id: int, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                message = await read(reader)
+                if message[0] == "to":
+                    self._relay(node_id, message[1], message[2])
+                elif message[0] == "ready":
+                    self.endpoints[node_id] = message[1]
+                    if not self._registered[node_id].done():
+                        self._registered[node_id].set_result(None)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        self._writers.pop(node_id, None)
+        if not self._registered[node_id].done():
+            self._registered[node_id].set_exception(
+                RuntimeError(f"broker {node_id}'s process ended before registering"))
+        if self.stopping:
+            return
+        self._tell_peers()                      # the others fence it, or elect a new leader
+        code = await self._reap(node_id)
+        log.warning("broker %d's process ended (%s)", node_id, code)
+        if self.restart:
+            await self._restart(node_id)
+
+    def _relay(self, src: int, dest: int, message: tuple) -> None:
+        w = self._writers.get(dest)
+        if w is not None:
+            w.write(frame(("from", src, message)))
+        elif src in self._writers:
+            self._writers[src].write(frame(("gone", dest, message)))
+
+    async def _reap(self, node_id: int) -> str:
+        """Wait for the dead child's exit status (no <defunct> left behind)."""
+        proc = self.procs[node_id]
+        await _exited(proc, 10.0)
+        rc = proc.returncode
+        return f"signal {-rc}" if rc is not None and rc < 0 else f"exit status {rc}"
+
+    async def _restart(self, node_id: int) -> None:
+        loop = asyncio.get_running_loop()
+        lived = loop.time() - self._started_at.get(node_id, 0.0)
+        delay = self.RESTART_MIN_S if lived > self.RESTART_RESET_S else min(
+            self.RESTART_MAX_S, self._backoff.get(node_id, self.RESTART_MIN_S / 2) * 2)
+        self._backoff[node_id] = delay
+        log.warning("starting broker %d's process again in %.1f s", node_id, delay)
+        await asyncio.sleep(delay)
+        if self.stopping:
+            return
+        self.restarts[node_id] = self.restarts.get(node_id, 0) + 1
+        await self._spawn(node_id, restarted=True)
+
+    def bootstrap(self) -> str:
+        return ",".join(self.endpoints[i] for i in sorted(self.endpoints))
+
+    async def stop(self) -> None:
+        self.stopping = True
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs.values():
+            await _exited(p, 5.0)
+        for w in self._writers.values():
+            w.close()
+        for t in self._tasks:
+            t.cancel()
+
+
+async def _exited(proc: subprocess.Popen, seconds: float) -> None:
+    """Until `proc` exited (reaped: no <defunct> left behind); killed after `seconds`."""
+    for _ in range(int(seconds / 0.05)):
+        if proc.poll() is not None:
+            return
+        await asyncio.sleep(0.05)
+    proc.kill()
+    proc.wait()

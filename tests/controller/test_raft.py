@@ -1,0 +1,237 @@
+"""The metadata quorum across processes (controller/raft.py), its voters wired by an in-memory
+network that delivers messages only when pumped and drops those to or from a stopped voter:
+majority elections, majority commit, the election restriction, a lagging or divergent follower
+given the leader's copy, and a voter that lost its log standing only once given it."""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+
+import pytest
+
+from minibroker.controller import records
+from minibroker.controller.image import MetadataImage
+from minibroker.controller.metadata_log import MetadataLog
+from minibroker.controller.quorum import NotLeader
+from minibroker.controller.raft import CANDIDATE, FOLLOWER, LEADER, RaftNode
+
+
+class Network:
+    def __init__(self, n: int = 3) -> None:
+        self.queue: list[tuple[int, int, tuple]] = []
+        self.down: set[int] = set()
+        self.led: list[tuple[int, int]] = []           # (voter, epoch) each on_leader
+        ids = list(range(1, n + 1))
+        self.nodes = {i: self._node(i, ids) for i in ids}
+
+    def _node(self, i: int, ids: list[int], can_stand: bool = True) -> RaftNode:
+        node = RaftNode(i, ids, ids, MetadataLog(), lambda dest, m: self.queue.append((i, dest, m)),
+                        1000, random.Random(i), lambda: 0, can_stand=can_stand)
+        node.on_leader = lambda epoch: self.led.append((i, epoch))
+        return node
+
+    def restart_empty(self, i: int) -> RaftNode:
+        """Voter i back without its log (serve --processes without --data-dir)."""
+        self.down.discard(i)
+        self.nodes[i] = self._node(i, sorted(self.nodes), can_stand=False)
+        return self.nodes[i]
+
+    async def pump(self, rounds: int = 50) -> None:
+        for _ in range(rounds):
+            await asyncio.sleep(0)                     # appends' replication, scheduled soon
+            if not self.queue:
+                await asyncio.sleep(0)
+                if not self.queue:
+                    return
+            batch, self.queue = self.queue, []
+            for src, dest, msg in batch:
+                if src not in self.down and dest not in self.down:
+                    self.nodes[dest].receive(src, msg)
+        raise AssertionError("messages still flowing after 50 rounds")
+
+    def entries(self, i: int) -> list:
+        log = self.nodes[i].log
+        return [log.entry(o) for o in range(log.base, len(log))]
+
+
+def fence(i: int):
+    return records.fence_broker(i, 1)
+
+
+async def elect(net: Network, i: int) -> RaftNode:
+    net.nodes[i].stand()
+    await net.pump()
+    assert net.nodes[i].role == LEADER
+    return net.nodes[i]
+
+
+async def test_a_majority_elects_and_every_voter_learns_the_leader():
+    net = Network()
+    leader = await elect(net, 1)
+    assert leader.epoch == 1 and net.led == [(1, 1)]        # nothing to commit first: leads
+    assert [(n.role, n.leader_id, n.epoch) for n in net.nodes.values()] == \
+        [(LEADER, 1, 1), (FOLLOWER, 1, 1), (FOLLOWER, 1, 1)]
+
+
+async def test_one_voter_of_three_is_no_majority():
+    net = Network()
+    net.down = {2, 3}
+    net.nodes[1].stand()
+    await net.pump()
+    assert net.nodes[1].role == CANDIDATE and net.led == []
+
+
+async def test_a_record_commits_once_a_majority_holds_it_and_not_before():
+    net = Network()
+    leader = await elect(net, 1)
+    net.down = {2, 3}
+    leader.append(1, fence(5))
+    waiting = asyncio.ensure_future(leader.commit_to(1, 1))
+    await net.pump()
+    assert not waiting.done() and leader.commit == 0        # only the leader holds it
+    net.down = {3}
+    leader._replicate(asyncio.get_running_loop().time() + 10)   # the lost append sent again
+    await net.pump()
+    await asyncio.wait_for(waiting, 1)
+    assert leader.commit == 1 and net.entries(2) == net.entries(1)
+    assert net.nodes[2].commit <= 1 and len(net.nodes[3].log) == 0
+
+
+async def committed_without_3(net: Network) -> RaftNode:
+    """Voter 1 leads; one record committed while voter 3 is down."""
+    leader = await elect(net, 1)
+    net.down = {3}
+    leader.append(1, fence(5))
+    await net.pump()
+    return leader
+
+
+async def test_a_shorter_log_is_refused_the_vote_and_the_longest_wins():
+    net = Network()
+    leader = await committed_without_3(net)
+    assert leader.commit == 1 and len(net.nodes[3].log) == 0
+    net.down = {1}                                           # the leader's process died
+    net.nodes[3].stand()                                     # behind: 2 refuses
+    await net.pump()
+    assert net.nodes[3].role == CANDIDATE
+    new = await elect(net, 2)
+    assert new.epoch == 3 and net.entries(2) == net.entries(3)   # 3 got the committed record
+    assert (2, 3) in net.led
+
+
+async def test_a_deposed_leader_writes_nothing_more():
+    net = Network()
+    old = await elect(net, 1)
+    net.down = {1}
+    await elect(net, 2)
+    net.down = set()
+    old.append(1, fence(5))                                  # it still thinks it leads epoch 1
+    waiting = asyncio.ensure_future(old.commit_to(1, len(old.log)))
+    await net.pump()                                         # its append meets epoch 2
+    with pytest.raises(NotLeader):
+        await waiting
+    with pytest.raises(NotLeader):
+        old.append(1, fence(6))
+    assert old.role == FOLLOWER and old.epoch == 2
+
+
+async def test_a_divergent_tail_is_replaced_by_the_new_leaders_copy():
+    net = Network()
+    old = await elect(net, 1)
+    net.down = {2, 3}
+    old.append(1, fence(7))                                  # never reaches a majority
+    await net.pump()
+    net.down = {1}
+    new = await elect(net, 2)
+    new.append(new.epoch, fence(8))
+    waiting = asyncio.ensure_future(new.commit_to(new.epoch, len(new.log)))
+    await net.pump()
+    await asyncio.wait_for(waiting, 1)
+    net.down = set()
+    new._replicate(asyncio.get_running_loop().time() + 10)  # heartbeat: 1 follows, mismatches
+    await net.pump()
+    assert net.entries(1) == net.entries(2) == net.entries(3)
+    assert [e[0] for e in net.entries(1)] == ["FenceBrokerRecord"]
+    assert old.role == FOLLOWER and old.leader_id == 2
+
+
+async def test_a_voter_that_lost_its_log_stands_only_once_given_it():
+    net = Network()
+    leader = await elect(net, 1)
+    leader.append(1, fence(5))
+    await net.pump()
+    empty = net.restart_empty(3)
+    empty.stand()
+    assert empty.role == FOLLOWER and empty.epoch == 0       # did not stand
+    leader._replicate(asyncio.get_running_loop().time() + 10)
+    await net.pump()
+    assert empty.can_stand and net.entries(3) == net.entries(1)
+
+
+async def test_a_new_leader_commits_the_tail_it_inherited_before_it_leads():
+    net = Network()
+    old = await committed_without_3(net)
+    old.append(1, fence(6))                                  # reaches 2, not yet committed
+    await asyncio.sleep(0)
+    net.queue = [m for m in net.queue if m[2][0] != "appended"]  # 2's answer is lost
+    for src, dest, msg in list(net.queue):
+        if dest == 2:
+            net.nodes[2].receive(src, msg)
+    net.queue.clear()
+    assert len(net.nodes[2].log) == 2 and net.nodes[2].commit == 1
+    net.down = {1}
+    new = await elect(net, 2)
+    assert new.commit == 2 and (2, new.epoch) in net.led     # proposed again, committed, leads
+    assert new.epoch_at(1) == new.epoch
+
+
+async def test_the_leader_describes_each_voters_acknowledged_end():
+    net = Network()
+    leader = await elect(net, 2)
+    net.down = {3}
+    leader.append(1, fence(5))
+    await net.pump()
+    info = leader.describe()
+    assert (info.leader_id, info.leader_epoch, info.high_watermark) == (2, 1, 1)
+    assert [(r.replica_id, r.log_end_offset) for r in info.voters] == [(1, 1), (2, 1), (3, 0)]
+    assert info.voters[2].last_caught_up_timestamp == -1 and info.observers == ()
+
+
+async def test_a_leader_gone_quiet_is_replaced_after_the_election_timeout():
+    """No word that the leader's process died: a follower stands once it heard nothing for
+    the election timeout (the voters' own clocks run)."""
+    net = Network()
+    await elect(net, 1)
+    net.down = {1}
+    clocks = [asyncio.ensure_future(net.nodes[i].run()) for i in (2, 3)]
+    try:
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            await net.pump()
+            if any(net.nodes[i].role == LEADER for i in (2, 3)):
+                break
+    finally:
+        for c in clocks:
+            c.cancel()
+    assert sorted(n.role for i, n in net.nodes.items() if i != 1) == [FOLLOWER, LEADER]
+    assert net.nodes[2].epoch == net.nodes[3].epoch > 1
+
+
+async def test_after_a_snapshot_the_followers_get_it_instead_of_keeping_every_record():
+    net = Network()
+    leader = await elect(net, 1)
+    for i in range(5):
+        leader.append(1, fence(i))
+    await net.pump()
+    before = leader.log.base
+    leader.log.maybe_snapshot(_image_at(len(leader.log) - 1), 0, 1)
+    leader.snapshotted(before)
+    leader._replicate(asyncio.get_running_loop().time())
+    await net.pump()
+    assert [n.log.base for n in net.nodes.values()] == [5, 5, 5]
+    assert all(n.log.record_count == 0 for n in net.nodes.values())
+
+
+def _image_at(offset: int) -> MetadataImage:
+    return dataclasses.replace(MetadataImage(), offset=offset)
