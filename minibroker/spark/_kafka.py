@@ -4,8 +4,8 @@ Every function opens its own connections (asyncio.run) and closes them: the meth
 data source run in short-lived or freshly unpickled processes that share nothing with the driver.
 
 `fetch_range` is the read path: Fetch requests from the partition's leader from `start` until
-`end`, each response's record batches decoded by kafka-python's record reader straight into
-column lists (no per-record objects), returned as pyarrow RecordBatches.
+`end`, each response's record batches decoded into columns by minibroker.spark.decode (numpy and
+Arrow kernels, no per-record objects), grouped into lists of about `rows_per_batch` records.
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from kafka.protocol.consumer import FetchResponse
 from minibroker.client import Admin, TopicPartition
 from minibroker.client.kip253 import epoch_end_offset, kip253_counts, partition_leader_epochs
 from minibroker.client.list_offsets import list_offsets
-from minibroker.client.records import batches_after
 from minibroker.protocol.errors import INVALID_PARTITION_METADATA
 from minibroker.protocol.messages import FetchRequestKip253
+from minibroker.spark import decode
 from minibroker.spark.security import ClientConf
 
 EARLIEST, LATEST = -2, -1
@@ -149,57 +149,14 @@ def run_with_admin(bootstrap: ClientConf | str, fn):
 
 
 # ---------------------------------------------------------------------------- fetching
-class Columns:
-    """Column lists one fetched range is decoded into."""
-    __slots__ = ("key", "value", "offset", "timestamp", "ttype", "epoch", "headers")
-
-    def __init__(self, with_headers: bool) -> None:
-        self.key: list = []
-        self.value: list = []
-        self.offset: list = []
-        self.timestamp: list = []
-        self.ttype: list = []          # (count, type) runs: one per batch
-        self.epoch: list = []          # (count, epoch) runs
-        self.headers: list | None = [] if with_headers else None
-
-    def __len__(self) -> int:
-        return len(self.offset)
-
-
-def decode_into(cols: Columns, data, fetch_offset: int, end: int) -> int:
-    """Decode records with fetch_offset <= offset < end; return the next offset to fetch."""
-    nxt = fetch_offset
-    key_a, val_a, off_a, ts_a = cols.key.append, cols.value.append, cols.offset.append, cols.timestamp.append
-    hdr = cols.headers
-    for batch in batches_after(bytes(data), fetch_offset):
-        nxt = max(nxt, batch.next_offset)
-        if batch.is_control_batch or batch.base_offset >= end:
-            continue
-        before = len(cols.offset)
-        for rec in batch:
-            o = rec.offset
-            if o < fetch_offset or o >= end:
-                continue
-            off_a(o)
-            ts_a(rec.timestamp)
-            key_a(rec.key)
-            val_a(rec.value)
-            if hdr is not None:
-                hdr.append([(k, v) for k, v in rec.headers])
-        n = len(cols.offset) - before
-        if n:
-            cols.ttype.append((n, batch.timestamp_type))
-            cols.epoch.append((n, getattr(batch, "leader_epoch", -1)))
-    return nxt
-
-
 async def _fetch(admin: Admin, topic: str, partition: int, start: int, end: int,
                  fail_on_data_loss: bool, with_headers: bool, max_bytes: int,
                  rows_per_batch: int, emit) -> None:
     md = admin.metadata
     await md.refresh([topic])
     offset = start
-    cols = Columns(with_headers)
+    chunks: list[decode.Decoded] = []
+    rows = 0
     errors = 0
     absent = _Absence()
     while offset < end:
@@ -260,7 +217,11 @@ async def _fetch(admin: Admin, topic: str, partition: int, start: int, end: int,
             await md.refresh([topic])
             continue
         errors = 0
-        nxt = decode_into(cols, p.records, offset, end) if p.records else offset
+        chunk, nxt = decode.decode_answer(p.records, offset, end, with_headers) if p.records \
+            else (None, offset)
+        if chunk is not None:
+            chunks.append(chunk)
+            rows += len(chunk)
         if nxt == offset:
             if p.high_watermark <= offset:
                 # Planned past the high watermark: the log was truncated (an unclean leader
@@ -274,11 +235,11 @@ async def _fetch(admin: Admin, topic: str, partition: int, start: int, end: int,
                 raise Errors.KafkaTimeoutError(f"fetch {topic}-{partition} at {offset}: no progress")
             continue
         offset = nxt
-        if len(cols) >= rows_per_batch:
-            emit(cols)
-            cols = Columns(with_headers)
-    if len(cols):
-        emit(cols)
+        if rows >= rows_per_batch:
+            emit(chunks)
+            chunks, rows = [], 0
+    if chunks:
+        emit(chunks)
 
 
 class _Absence:
@@ -319,8 +280,8 @@ def _removed(md, topic: str, partition: int, offset: int, end: int, fail_on_data
 
 def fetch_range(bootstrap: ClientConf | str, topic: str, partition: int, start: int, end: int, *,
                 fail_on_data_loss: bool = True, with_headers: bool = False,
-                max_bytes: int = 8 << 20, rows_per_batch: int = 65536) -> list[Columns]:
-    out: list[Columns] = []
+                max_bytes: int = 8 << 20, rows_per_batch: int = 65536) -> list[list[decode.Decoded]]:
+    out: list[list[decode.Decoded]] = []
 
     async def go(admin):
         await _fetch(admin, topic, partition, start, end, fail_on_data_loss, with_headers,

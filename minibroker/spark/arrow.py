@@ -1,41 +1,43 @@
-"""Decoded column lists -> a pyarrow RecordBatch in the source's schema (vectorised, no per-row work
-except the headers column, which only `includeHeaders=true` asks for)."""
+"""Decoded Fetch answers -> a pyarrow RecordBatch in the source's schema (vectorised: the
+columns are numpy and Arrow arrays already, minibroker.spark.decode)."""
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 
-from minibroker.spark._kafka import Columns
+from minibroker.spark.decode import HEADER_TYPE, Decoded
 
-HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+__all__ = ["HEADER_TYPE", "TIMESTAMP", "to_record_batch"]
+
 TIMESTAMP = pa.timestamp("us", tz="UTC")
+NAMES = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
 
 
-def _runs(runs: list[tuple[int, int]], n: int) -> pa.Array:
-    if not runs:
-        return pa.array(np.zeros(n, np.int32))
-    counts = np.fromiter((c for c, _ in runs), np.int64, len(runs))
-    values = np.fromiter((v for _, v in runs), np.int32, len(runs))
-    return pa.array(np.repeat(values, counts))
+def _joined(chunks: list[Decoded], name: str):
+    parts = [getattr(c, name) for c in chunks]
+    if len(parts) == 1:
+        return parts[0]
+    if isinstance(parts[0], np.ndarray):
+        return np.concatenate(parts)
+    return pa.concat_arrays(parts)
 
 
-def to_record_batch(cols: Columns, topic: str, partition: int, include_headers: bool) -> pa.RecordBatch:
-    n = len(cols)
-    ts_ms = np.fromiter(cols.timestamp, np.int64, n)
+def to_record_batch(chunks: list[Decoded], topic: str, partition: int,
+                    include_headers: bool) -> pa.RecordBatch:
+    n = sum(len(c) for c in chunks)
     arrays = [
-        pa.array(cols.key, pa.binary()),
-        pa.array(cols.value, pa.binary()),
+        _joined(chunks, "key"),
+        _joined(chunks, "value"),
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.array(np.full(n, partition, np.int32)),
-        pa.array(np.fromiter(cols.offset, np.int64, n)),
-        pa.array(ts_ms * 1000, TIMESTAMP),
-        _runs(cols.ttype, n),
+        pa.array(_joined(chunks, "offset")),
+        pa.array(_joined(chunks, "timestamp") * 1000, TIMESTAMP),
+        pa.array(_joined(chunks, "ttype")),
     ]
-    names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+    names = list(NAMES)
     if include_headers:
-        arrays.append(pa.array([[{"key": k, "value": v} for k, v in h] for h in cols.headers],
-                               HEADER_TYPE))
+        arrays.append(_joined(chunks, "headers"))
         names.append("headers")
-    arrays.append(_runs(cols.epoch, n))
+    arrays.append(pa.array(_joined(chunks, "epoch")))
     names.append("leaderEpoch")
     return pa.RecordBatch.from_arrays(arrays, names=names)
