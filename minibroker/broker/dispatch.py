@@ -79,11 +79,14 @@ def supported_versions(control_plane: bool = False, handlers: dict[int, Handler]
 
 
 class RawResponse:
-    """A response already encoded as a list of buffers (fast paths: Fetch, Produce)."""
-    __slots__ = ("parts",)
+    """A response already encoded as a list of buffers (fast paths: Fetch, Produce). `source`:
+    what the encoder was given, if the trace can summarise that instead of decoding the bytes
+    (Fetch's: broker/trace_json.fetch_json)."""
+    __slots__ = ("parts", "source")
 
-    def __init__(self, parts: Parts) -> None:
+    def __init__(self, parts: Parts, source: tuple[Any, ...] | None = None) -> None:
         self.parts = parts
+        self.source = source
 
 
 def decode_exact(cls: Any, data: memoryview, version: int) -> Any:

@@ -14,10 +14,10 @@ gets a "closed" line with the reason.
 Off by default and free then: dispatch.handler_for wraps dispatch only when a broker has a
 tracer. On, dispatch shows the tracer each request as it decoded it, before the handler runs
 (Produce's raw body is summarised then: the handler may patch the batch headers in place), and
-the handler's response object before encoding it; only a response already encoded (Fetch's and
-Produce's fast paths) is decoded again. Lines are written as text from per-connection
-fragments and per-message-version generated functions (broker/trace_json.py), not as dicts
-through a JSON encoder.
+the handler's response object before encoding it; Fetch's fast path hands over what it encoded
+(RawResponse.source, trace_json.fetch_json) and only Produce's encoded answer is decoded again.
+Lines are written as text from per-connection fragments and per-message-version generated
+functions (broker/trace_json.py), not as dicts through a JSON encoder.
 """
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ from kafka.errors import for_code
 from kafka.protocol.api_message import ResponseClassRegistry
 
 from minibroker.broker.dispatch import RawResponse, decode_exact, handler_for
-from minibroker.broker.trace_json import ENCODE, batches, batches_json, fields_json, quote
+from minibroker.broker.trace_json import (
+    ENCODE, batches, batches_json, fetch_json, fields_json, quote)
 from minibroker.protocol.fast import ProduceRequestView, decode_produce
 from minibroker.protocol.framing import API_PREFIX, ProtocolViolation, parse_request_header
 from minibroker.network.client import decode_response
@@ -395,12 +396,17 @@ class Tracer:
         codes: set[int] = set()
         resp = ex.resp
         text = None
-        if resp is not _UNSEEN and resp is not None and type(resp) is not RawResponse:
-            try:
+        try:
+            if type(resp) is RawResponse:
+                if key == 1 and resp.source is not None:    # Fetch: the encoder's arguments
+                    text = fetch_json(version, resp.source, codes)
+                    if resp.source[0]:
+                        out["throttle_ms"] = resp.source[0]
+            elif resp is not _UNSEEN and resp is not None:
                 text = fields_json(resp, version if key != 18 or resp.error_code == 0 else 0,
                                    codes)
-            except Exception:  # noqa: BLE001 — not a message object: read what was sent
-                codes.clear()
+        except Exception:  # noqa: BLE001 — not what was expected: read what was sent
+            codes.clear()
         if text is None:
             try:
                 resp = decode_response(response_class(handler.request_class),

@@ -9,10 +9,12 @@ and encoding them was most of the trace's cost.
 """
 from __future__ import annotations
 
+import functools
 import json
 import keyword
 import struct
 import uuid
+from collections.abc import Sequence
 from json.encoder import encode_basestring_ascii
 from typing import Any, Callable, cast
 
@@ -20,6 +22,7 @@ from typing import Any, Callable, cast
 # count (the partition leader epoch, crc, last offset delta and timestamps skipped)
 _BATCH = struct.Struct(">qi4xb4xh20xqhii")
 _HEAD = struct.Struct(">qiib")
+_HEADER = _BATCH.size                   # a magic 2 batch header's bytes (61)
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _CODEC_OF = CODECS + (5, 6, 7)          # attributes & 7 → its name, else the number
 # attributes & 0x3f → its codec, transactional and control as JSON (bit 3, the timestamp type,
@@ -40,11 +43,11 @@ def ENCODE(value: Any) -> str:  # noqa: N802 — the module's encoder, as a cons
     return "null" if value is None else _ENCODER(value)
 
 
-def batches_json(records: Any) -> str:
-    """The record batches of a record set summarised as JSON text, one %-format per batch
-    (magic 2; older formats by size only; a fetch may end in a partial batch)."""
-    buf = memoryview(records).cast("B") if not isinstance(records, memoryview) else records
-    out, pos, end = [], 0, len(buf)
+def _batch_items(buf: memoryview, out: list[str]) -> int:
+    """Appends the summary of each batch header in `buf` to `out`; returns where the last
+    batch ends against the buffer's end: 0, less (the last batch runs past the end: summarised
+    by its size) or more (bytes left over, too few for a header: a fetch may end in a part)."""
+    pos, end = 0, len(buf)
     whole, head = _BATCH.unpack_from, _HEAD.unpack_from
     while pos + 17 <= end:
         if pos + _BATCH.size <= end:     # one unpack for the whole header (most batches)
@@ -59,8 +62,60 @@ def batches_json(records: Any) -> str:
                        f'"producer_epoch":{pepoch},"base_sequence":{seq},'
                        f'{_ATTRS_JSON[attrs & 0x3f]},"size":{size}}}')
         pos += size
-    if pos < end:
-        out.append('{"partial":%d}' % (end - pos))
+    return end - pos
+
+
+def batches_json(records: Any) -> str:
+    """The record batches of a record set summarised as JSON text, one %-format per batch
+    (magic 2; older formats by size only; a fetch may end in a partial batch)."""
+    buf = memoryview(records).cast("B") if not isinstance(records, memoryview) else records
+    out: list[str] = []
+    left = _batch_items(buf, out)
+    if left > 0:
+        out.append('{"partial":%d}' % left)
+    return "[" + ",".join(out) + "]"
+
+
+_ITEM = ('{"base_offset":%d,"count":%d,"producer_id":%d,"producer_epoch":%d,"base_sequence":%d,'
+         '%s,"size":%d}')
+
+
+@functools.lru_cache(maxsize=64)
+def _items_format(count: int) -> str:
+    """The format of `count` whole batches' summaries: filled by one % for them all."""
+    return "[" + ",".join([_ITEM] * count) + "]"
+
+
+def _whole_batches_json(buffers: Sequence[Any]) -> str | None:
+    """buffers_json when each buffer is one whole magic 2 batch (as Fetch sends the stored
+    slices), else None: the headers unpacked, then written by one % format."""
+    values: list[Any] = []
+    add, whole = values.extend, _BATCH.unpack_from
+    for b in buffers:
+        n = len(b)
+        if n < _HEADER:
+            return None
+        base_offset, length, magic, attrs, pid, pepoch, seq, count = whole(b, 0)
+        if length + 12 != n or magic != 2:
+            return None
+        add((base_offset, count, pid, pepoch, seq, _ATTRS_JSON[attrs & 0x3f], n))
+    return _items_format(len(buffers)) % tuple(values)
+
+
+def buffers_json(buffers: Sequence[Any]) -> str:
+    """batches_json of buffers sent back to back (a Fetch answer's stored batches), read in
+    place: joined only if a batch straddles two of them."""
+    text = _whole_batches_json(buffers)
+    if text is not None:
+        return text
+    out: list[str] = []
+    last = len(buffers) - 1
+    for i, b in enumerate(buffers):
+        left = _batch_items(b if type(b) is memoryview else memoryview(b), out)
+        if left and i < last:       # a batch across two buffers: read as sent
+            return batches_json(b"".join(buffers))
+        if left > 0:
+            out.append('{"partial":%d}' % left)
     return "[" + ",".join(out) + "]"
 
 
@@ -151,3 +206,48 @@ def _walk(schema: Any, version: int) -> Walk:
     exec(compile(code, f"<trace json {schema.__class__.__name__} v{version}>", "exec"), scope)
     walk = _WALKS[(id(schema), version)] = cast(Walk, scope["walk"])
     return walk
+
+
+def fetch_json(version: int, source: tuple[Any, ...], errors: set[int]) -> str:
+    """A Fetch response as JSON text, from what its fast encoder (protocol.fast
+    encode_fetch_response) was given: (throttle, error code, session id, topics, node
+    endpoints). What decoding the bytes sent gives, without decoding them."""
+    throttle, error_code, session_id, topics, endpoints = source
+    if error_code:
+        errors.add(error_code)
+    head = '{"throttle_time_ms":%d' % throttle
+    if version >= 7:
+        head += ',"error_code":%d,"session_id":%d' % (error_code, session_id)
+    by_id, tagged = version >= 13, version >= 12
+    out = []
+    for name, parts in topics:
+        items = []
+        for p in parts:
+            if p.error_code:
+                errors.add(p.error_code)
+            text = '{"partition_index":%d,"error_code":%d,"high_watermark":%d,' \
+                '"last_stable_offset":%d' % (p.partition_index, p.error_code, p.high_watermark,
+                                             p.last_stable_offset)
+            if version >= 5:
+                text += ',"log_start_offset":%d' % p.log_start_offset
+            if tagged:
+                div, leader = p.diverging_epoch, p.current_leader
+                text += ',"diverging_epoch":%s,"current_leader":%s,"snapshot_id":null' % (
+                    "null" if div is None else '{"epoch":%d,"end_offset":%d}' % div,
+                    "null" if leader is None else '{"leader_id":%d,"leader_epoch":%d}' % leader)
+            aborted = p.aborted_transactions
+            text += ',"aborted_transactions":' + ("null" if aborted is None else "[%s]" % ",".join(
+                '{"producer_id":%d,"first_offset":%d}' % a for a in aborted))
+            if version >= 11:
+                text += ',"preferred_read_replica":%d' % p.preferred_read_replica
+            records = p.records
+            items.append(text + ',"records":%s}' % (
+                "null" if records is None else buffers_json(records)))
+        out.append('{%s,"partitions":[%s]}' % (
+            '"topic_id":"%s"' % name if by_id else '"topic":' + quote(name), ",".join(items)))
+    text = head + ',"responses":[' + ",".join(out) + "]"
+    if version >= 16:
+        text += ',"node_endpoints":[%s]' % ",".join(
+            '{"node_id":%d,"host":%s,"port":%d,"rack":%s}' % (
+                e.node_id, quote(e.host), e.port, ENCODE(e.rack)) for e in endpoints)
+    return text + "}"

@@ -1,9 +1,11 @@
-"""The trace summarises responses from the handlers' own objects (broker/trace.py): what it
-writes must be what decoding the bytes sent would give, for every API a real client's session
-uses; and an answer a handler serves from its cache is not summarised stale."""
+"""The trace summarises responses from the handlers' own objects (broker/trace.py), Fetch's from
+its encoder's arguments: what it writes must be what decoding the bytes sent would give, for
+every API a real client's session uses and every Fetch version; and an answer a handler serves
+from its cache is not summarised stale."""
 from __future__ import annotations
 
 import json
+import uuid
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
@@ -12,9 +14,12 @@ from kafka.protocol.metadata import MetadataRequest
 from cluster_helpers import connect
 from minibroker.broker import trace
 from minibroker.broker.dispatch import RawResponse
-from minibroker.broker.trace_json import fields_json
+from minibroker.broker.trace_json import fetch_json, fields_json
 from minibroker.cluster import Cluster
+from minibroker.log.batch import build_batch
 from minibroker.network.client import decode_response
+from minibroker.protocol.fast import FetchPartition, NodeEndpoint, encode_fetch_response
+from minibroker.protocol.messages import FetchRequestKip253
 from minibroker.testing.threaded import ThreadedCluster
 
 
@@ -26,8 +31,8 @@ def _compare_with_wire(monkeypatch) -> tuple[list, list]:
 
     def both(ex, handler, key, version, parts, out):
         resp, text = summarise(ex, handler, key, version, parts, out)
-        if ex.resp is not None and ex.resp is not trace._UNSEEN and \
-                type(ex.resp) is not RawResponse:
+        if ex.resp is not None and ex.resp is not trace._UNSEEN and (
+                type(ex.resp) is not RawResponse or ex.resp.source is not None):
             wire = decode_response(trace.response_class(handler.request_class),
                                    memoryview(b"".join(parts))[4:], version)
             shown = version if key != 18 or wire.error_code == 0 else 0
@@ -67,7 +72,7 @@ def test_handler_objects_read_as_the_bytes_sent(tmp_path, monkeypatch):
         producer.close()
     assert differ == []
     apis = {name for name, _ in checked}
-    assert {"FindCoordinator", "JoinGroup", "SyncGroup", "OffsetCommit", "OffsetFetch",
+    assert {"Fetch", "FindCoordinator", "JoinGroup", "SyncGroup", "OffsetCommit", "OffsetFetch",
             "CreateTopics", "DescribeConfigs", "DescribeGroups", "ListGroups",
             "DescribeCluster", "DescribeLogDirs", "DeleteTopics"} <= apis, apis
     lines = [json.loads(x) for x in path.read_text().splitlines()]
@@ -89,3 +94,34 @@ async def test_a_cached_answer_that_changed_is_traced_anew(tmp_path):
     names = [sorted(t["name"] for t in a["topics"]) for a in answers]
     assert names == [["first"], ["first"], ["first", "second"]]
     assert answers[0] == answers[1]
+
+
+def _fetch_answers(version: int):
+    """Fetch answers' encoder arguments: every field set, batches whole, split across
+    buffers, cut short (a fetch may end in part of one), legacy magic and null records."""
+    one = bytes(build_batch([(None, b"x" * 10, [])], timestamp=1))
+    legacy = b"\0" * 16 + b"\x01" + b"\0" * 20          # a magic 1 header
+    sets = [None, [], [memoryview(one)], [memoryview(one), one], [memoryview(one + one[:30])],
+            [memoryview(one + one[:10])], [memoryview(one[:40]), memoryview(one[40:] + one)],
+            [legacy]]
+    name = uuid.UUID(int=5) if version >= 13 else 't\u00e9"'
+    for records in sets:
+        for endpoints in ([], [NodeEndpoint(1, "h", 9, None), NodeEndpoint(2, "h\u00e9", 9, "r")]):
+            part = FetchPartition(0, 0, 5, 4, 1, records, (1, 2) if version >= 12 else None,
+                                  [(3, 4)], 2, (1, 7) if version >= 12 else None)
+            topics = [(name, [part, FetchPartition(1, 6, -1, -1, -1, None)])]
+            yield (0, 3 if version >= 7 else 0, 7 if version >= 7 else 0, topics, endpoints)
+
+
+def test_a_fetch_answer_reads_as_its_bytes_at_every_version():
+    response = trace.response_class(FetchRequestKip253)
+    compared = 0
+    for version in range(4, 18):
+        for source in _fetch_answers(version):
+            parts = encode_fetch_response(version, 9, *source)
+            wire = decode_response(response, memoryview(b"".join(parts))[4:], version)
+            ours, theirs = set(), set()
+            assert fetch_json(version, source, ours) == fields_json(wire, version, theirs)
+            assert ours == theirs == ({3, 6} if version >= 7 else {6})
+            compared += 1
+    assert compared == 14 * 16

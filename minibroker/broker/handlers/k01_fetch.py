@@ -52,8 +52,10 @@ def _response(ctx: RequestContext, error_code: int, topics: Answers, session_id:
     endpoints: Sequence[NodeEndpoint] = ()
     if ctx.api_version >= 13:
         topics, endpoints = _by_topic_id(ctx, topics)
+    # the encoder's arguments go along: the trace summarises them, not the bytes (trace_json)
     return RawResponse(encode_fetch_response(ctx.api_version, ctx.header.correlation_id, 0,
-                                             error_code, session_id, topics, endpoints))
+                                             error_code, session_id, topics, endpoints),
+                       (0, error_code, session_id, topics, endpoints))
 
 
 def _resolve_topic_ids(ctx: RequestContext, req: FetchRequest) -> None:
