@@ -70,12 +70,28 @@ def test_seeds_0_to_29_give_the_same_digest_on_two_passes():
     assert len(set(first.values())) == 30
 
 
-def test_a_simulation_serves_on_the_port_it_is_given():
+def _three_free_ports() -> int:
+    """A port whose two successors are free too (three brokers take port, port+1, port+2): all
+    three bound at once, then let go; a busy successor means trying another."""
     import socket
-    with socket.socket() as s:          # a free port, and the two after it, for three brokers
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    sim = Simulation(5, steps=1, port=port)
+    for _ in range(50):
+        socks = [socket.socket() for _ in range(3)]
+        try:
+            socks[0].bind(("127.0.0.1", 0))
+            port = socks[0].getsockname()[1]
+            socks[1].bind(("127.0.0.1", port + 1))
+            socks[2].bind(("127.0.0.1", port + 2))
+            return port
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise AssertionError("no three consecutive free ports in 50 tries")
+
+
+def test_a_simulation_serves_on_the_port_it_is_given():
+    sim = Simulation(5, steps=1, port=_three_free_ports())
     seen = []
     original = sim._act
 
@@ -84,7 +100,7 @@ def test_a_simulation_serves_on_the_port_it_is_given():
         await original(cluster, admin, step)
     sim._act = act
     sim.run()
-    assert seen and seen[0][0] == port
+    assert seen and seen[0][0] == sim.port
 
 
 class LosesAnAckedRecord(Simulation):
