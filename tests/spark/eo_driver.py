@@ -1,9 +1,11 @@
 """A streaming copy topic -> topic through the minibroker sink, as its own process (kill -9-able).
 
-    python eo_driver.py BOOTSTRAP SRC DST CHECKPOINT WORKDIR EXACTLY_ONCE FAIL_AT
+    python eo_driver.py BOOTSTRAP SRC DST CHECKPOINT WORKDIR EXACTLY_ONCE FAIL_AT HOLD_AT
 
 local[2,3]: a failed task is retried (up to 3 attempts). The first attempt of the task that meets
-value FAIL_AT raises (once per WORKDIR: an injected Spark task failure, mid-write). Runs until
+value FAIL_AT raises (once per WORKDIR: an injected Spark task failure, mid-write). The task that
+meets HOLD_AT first (once per WORKDIR, WORKDIR/held) stops there, so that the test's kill -9
+lands inside a micro-batch. Runs until
 WORKDIR/stop exists.
 """
 from __future__ import annotations
@@ -17,14 +19,14 @@ SLOW_MACHINE = {"spark.python.authenticate.socketTimeout": "180s"}
 
 
 def main() -> None:
-    bootstrap, src, dst, ckpt, work, exactly, fail_at = sys.argv[1:8]
+    bootstrap, src, dst, ckpt, work, exactly, fail_at, hold_at = sys.argv[1:9]
     from pyspark import TaskContext
     from pyspark.sql import functions as F
 
     from minibroker.spark.session import local_session
     spark = local_session("local[2,3]", "minibroker-eo-driver", conf=SLOW_MACHINE)
-    flag = os.path.join(work, "failed-once")
-    target = int(fail_at)
+    flag, held = os.path.join(work, "failed-once"), os.path.join(work, "held")
+    target, hold = int(fail_at), int(hold_at)
 
     @F.udf("string")
     def passthrough(v):
@@ -32,6 +34,13 @@ def main() -> None:
                 and not os.path.exists(flag):
             open(flag, "w").close()
             raise RuntimeError(f"injected task failure at value {v}")
+        if int(v) == hold and not os.path.exists(held):
+            # The first run stops here, inside a micro-batch, until the test kills it: the
+            # kill lands mid-batch however fast or slow the machine is.
+            open(held, "w").close()
+            end = time.monotonic() + 600
+            while time.monotonic() < end and os.getppid() != 1:   # orphaned once killed
+                time.sleep(0.5)
         return v
 
     def start():

@@ -90,7 +90,7 @@ def scenario(kafka, name: str, exactly_once: bool) -> tuple[collections.Counter,
     _produce(b, src)
     work, ckpt = tempfile.mkdtemp(prefix="eo-work-"), tempfile.mkdtemp(prefix="eo-ckpt-")
     args = [sys.executable, os.path.join(HERE, "eo_driver.py"), b, src, dst, ckpt, work,
-            str(exactly_once).lower(), str(FAIL_AT)]
+            str(exactly_once).lower(), str(FAIL_AT), str(ROWS // 2)]
     logs = []
 
     def start():
@@ -105,10 +105,15 @@ def scenario(kafka, name: str, exactly_once: bool) -> tuple[collections.Counter,
     proc = start()
     try:
         deadline = time.monotonic() + 900
-        while _hw(b, dst, 4) < ROWS // 2:                 # past the injected failure
+        held = os.path.join(work, "held")
+        while not os.path.exists(held):                  # the driver holds a micro-batch open
             assert proc.poll() is None, tail()
             assert time.monotonic() < deadline, "no progress\n" + tail()
             time.sleep(0.3)
+        before, settle = -1, time.monotonic() + 60       # the batch's other task writes its rows
+        while _hw(b, dst, 4) != before and time.monotonic() < settle:
+            before = _hw(b, dst, 4)
+            time.sleep(2)
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
         mid_batch = _pending_batch(ckpt)
