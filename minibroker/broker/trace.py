@@ -52,6 +52,8 @@ _UNSEEN = object()      # dispatch never showed the response (it answered before
 _ABSENT = object()      # no client id read (a frame too short or of an unknown API)
 _FRAGS_PER_CONN = 64    # (API, version, client id) fragments kept per connection
 _ANSWERS_KEPT = 64      # cached response bodies summarised (Tracer._answers)
+FLUSH_S = 0.1           # a trace file is written at most this long after a line...
+FLUSH_BYTES = 1 << 16   # ...or at once when this much is gathered
 
 
 def error_name(code: int) -> str:
@@ -147,6 +149,7 @@ class Tracer:
                  ) -> None:
         # (mypy does not narrow a union by hasattr)
         self.stream = cast("TextIO | None", sink if hasattr(sink, "write") else None)
+        self._flush: Callable[[], None] = lambda: None      # a stream's writer replaces it
         write = self._to(self.stream) if self.stream is not None \
             else cast("Callable[[str], None] | None", sink)
         if write is not None:
@@ -158,32 +161,43 @@ class Tracer:
         self._answers: dict[int, tuple[bytes, tuple[int, int], Any, dict[str, Any]]] = {}
 
     def _to(self, stream: TextIO) -> Callable[[str], None]:
-        """Lines are gathered and written (and flushed) once per event-loop turn: one write
-        call and one flush per turn, not per line."""
+        """Lines are gathered and written (and flushed) at most every FLUSH_S seconds, or at
+        once past FLUSH_BYTES: one write call and one flush per interval, not per line or per
+        loop turn (a flush per turn was most of Metadata's traced cost). `flush()` writes what
+        is gathered now (the pytest plugin calls it before reading a failing test's lines)."""
         pending: list[str] = []
-        context = contextvars.Context()     # flush reads no context variable: none copied per turn
+        size = [0]
+        context = contextvars.Context()     # flush reads no context variable: none copied
 
         def flush() -> None:
             if pending and not stream.closed:
                 stream.write("\n".join(pending) + "\n")
                 stream.flush()
             pending.clear()
+            size[0] = 0
 
         def write(line: str) -> None:
             if not pending:
                 try:
-                    asyncio.get_running_loop().call_soon(flush, context=context)
+                    asyncio.get_running_loop().call_later(FLUSH_S, flush, context=context)
                 except RuntimeError:        # no loop: at once
                     pending.append(line)
                     flush()
                     return
             pending.append(line)
+            size[0] += len(line)
+            if size[0] > FLUSH_BYTES:
+                flush()                     # the timer finds nothing pending, or a later line
         self._flush = flush
         return write
 
+    def flush(self) -> None:
+        """Write the lines gathered so far (call it on the cluster's loop)."""
+        self._flush()
+
     def close(self) -> None:
         if self.stream is not None:
-            self._flush()               # what this loop turn wrote
+            self._flush()               # what the last interval gathered
             if self.stream is not sys.stderr:
                 self.stream.close()
 

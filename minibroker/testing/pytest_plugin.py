@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from typing import Any
 
 import pytest
 
@@ -62,8 +63,8 @@ def pytest_configure(config) -> None:
         config.addinivalue_line("filterwarnings", line)
 
 
-# Trace files of the fixtures' running clusters (--minibroker-trace).
-_TRACES: list[str] = []
+# Trace files of the fixtures' running clusters (--minibroker-trace), and their clusters.
+_TRACES: dict[str, Any] = {}
 _STRICT: list = []          # the fixtures' running ThreadedClusters in strict mode
 _TRACE_START = pytest.StashKey[dict]()
 
@@ -74,13 +75,14 @@ def _cluster(request, config: dict):
     if request.config.getoption("--minibroker-trace"):
         fd, trace = tempfile.mkstemp(prefix="minibroker-trace-", suffix=".jsonl")
         os.close(fd)
-        _TRACES.append(trace)
     strict = request.config.getoption("--minibroker-strict")
     cluster = ThreadedCluster(brokers=request.config.getoption("--minibroker-brokers"),
                               kafka_version=request.config.getoption("--minibroker-kafka-version"),
                               trace=trace, strict=strict, **{**FIXTURE_CONFIG, **config})
     if strict:
         _STRICT.append(cluster)
+    if trace is not None:
+        _TRACES[trace] = cluster
     return cluster
 
 
@@ -117,7 +119,8 @@ def pytest_runtest_makereport(item, call):
     if not report.failed or not _TRACES:
         return
     start = item.stash.get(_TRACE_START, {})
-    for path in list(_TRACES):
+    for path, cluster in list(_TRACES.items()):
+        cluster.flush_trace()               # the tracer writes its lines on a timer
         with open(path, "rb") as f:
             f.seek(start.get(path, 0))
             lines = [timeline_line(json.loads(raw), False) for raw in f.read().splitlines()
@@ -152,5 +155,4 @@ def _forget_trace(cluster) -> None:
     if cluster in _STRICT:
         _STRICT.remove(cluster)
     path = cluster._kw.get("trace")
-    if path in _TRACES:
-        _TRACES.remove(path)
+    _TRACES.pop(path, None)

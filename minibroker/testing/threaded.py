@@ -117,6 +117,12 @@ class ThreadedCluster(LoopThread):
             fn(*args, **kw)
         self.call(run)
 
+    def flush_trace(self) -> None:
+        """Write the trace lines gathered so far to the trace file (Cluster(trace=...))."""
+        tracer = self.cluster.tracer if self.cluster is not None else None
+        if tracer is not None and self._loop is not None and self._loop.is_running():
+            self._on_loop(tracer.flush)
+
     def set_metadata_propagation_delay(self, broker_id: int, delay_ms: int | None) -> None:
         self._on_loop(self.cluster.set_metadata_propagation_delay, broker_id, delay_ms)
 

@@ -113,3 +113,26 @@ async def test_trace_command_filters(tmp_path, capsys):
 def test_serve_refuses_trace_with_processes():
     with pytest.raises(SystemExit, match="not with --processes"):
         cli_main(["serve", "--processes", "--trace", "-", "--port", "0"])
+
+
+async def test_a_trace_file_is_written_on_a_timer_and_when_flushed(tmp_path):
+    # A write and a flush per loop turn were most of a traced Metadata's cost: lines are gathered
+    # for trace.FLUSH_S (or FLUSH_BYTES), and flush() writes them at once (the pytest plugin's
+    # failing-test report reads the file while the cluster runs).
+    from minibroker.broker import trace
+    path = tmp_path / "trace.jsonl"
+    async with Cluster(brokers=1, trace=str(path), seed=1) as c:
+        conn = await connect(c, 1, client_id="timer")
+        await conn.request(MetadataRequest(topics=None), 1)
+        await asyncio.sleep(trace.FLUSH_S + 0.2)
+        written = lines(path)
+        assert [x["dir"] for x in written][-2:] == ["request", "response"]
+        await conn.request(MetadataRequest(topics=None), 1)
+        assert len(lines(path)) == len(written)             # gathered, not yet written
+        c.tracer.flush()
+        assert len(lines(path)) == len(written) + 2
+        many = trace.FLUSH_BYTES // 200 + 10                # a Metadata pair is over 200 bytes
+        await asyncio.gather(*(conn.request(MetadataRequest(topics=None), 1)
+                               for _ in range(many)))
+        assert len(lines(path)) > len(written) + 2          # past FLUSH_BYTES: written at once
+        conn.close()
