@@ -26,6 +26,7 @@ from minibroker.controller.controller import Controller
 from minibroker.controller.metadata_log import MetadataLog
 from minibroker.controller.metadata_store import MetadataStore
 from minibroker.controller.quorum import METADATA_DIR
+from minibroker.controller.quorum_state import QuorumStateStore
 from minibroker.controller.raft import LEADER, RaftLog, RaftNode
 from minibroker.controller.result import ControllerHalted, ControllerMoved
 from minibroker.ids import IdSource
@@ -61,14 +62,16 @@ class ProcessNode:
                                                          IdSource(node_id + 7919).rng))
         self.broker.metadata.cluster_id = cluster_id
         self.broker.control_plane_sockets = True   # the controller may be in another process
-        store = None if config.data_dir is None else MetadataStore(
-            os.path.join(config.data_dir, f"broker-{node_id}", METADATA_DIR))
-        # Restarted without its log: it may lack records it acknowledged, so it does not stand
-        # for election until a leader gave it the log.
+        metadata_dir = None if config.data_dir is None else os.path.join(
+            config.data_dir, f"broker-{node_id}", METADATA_DIR)
+        store = None if metadata_dir is None else MetadataStore(metadata_dir)
+        # Restarted without its log and election state: it may lack records it acknowledged and
+        # have voted in an epoch still deciding (controller/raft.py).
         self.raft = RaftNode(node_id, config.quorum_voters(), self.nodes, MetadataLog(store),
                              self._send, config.controller_quorum_election_timeout_ms,
                              random.Random(seed * 1000 + node_id), self.clock.now_ms,
-                             can_stand=not (restarted and config.data_dir is None))
+                             forgot=restarted and metadata_dir is None,
+                             state=None if metadata_dir is None else QuorumStateStore(metadata_dir))
         self.raft.on_leader = self._lead
         self.raft.on_resign = self._resign
         self.controller: Controller | None = None
