@@ -33,11 +33,14 @@ from minibroker.ids import IdSource
 from minibroker.log.memory import keep_freed_batches_for_reuse
 from minibroker.processes.channel import CALLS, PeerGone, RemoteControllerChannel
 from minibroker.processes.frames import frame, read
+from minibroker.processes.heartbeats import BrokerHeartbeatManager
 from minibroker.security.credentials import SCRAM_MECHANISM_IDS, Upsertion, store_for_users
 
 log = logging.getLogger("minibroker.processes")
 
 RAFT_MESSAGES = frozenset({"vote", "voted", "append", "appended", "copy"})
+# Calls a broker process makes of the active controller besides ControllerChannel's.
+PROCESS_CALLS = frozenset({"register_broker", "broker_heartbeat"})
 # How long a call to this process's controller waits for it to finish starting.
 CONTROLLER_START_WAIT_S = 10.0
 
@@ -75,6 +78,7 @@ class ProcessNode:
         self.raft.on_leader = self._lead
         self.raft.on_resign = self._resign
         self.controller: Controller | None = None
+        self.sessions: BrokerHeartbeatManager | None = None     # while the controller runs
         self._controller_ready = asyncio.Event()
         self._call_ids = itertools.count(1)
         self._pending: dict[int, tuple[int, asyncio.Future]] = {}
@@ -134,20 +138,29 @@ class ProcessNode:
                          fault_enabled=lambda site: False, on_halt=lambda c: None,
                          network=self.broker.faults.network)
         gone = tuple(n for n in self.nodes if n not in self.live and n != self.node_id)
+        # Sessions start with the epoch and heartbeats count while the controller starts: a
+        # broker stopped meanwhile is fenced a session timeout after this voter was elected,
+        # however long the start waited on it.
+        self.sessions = sessions = BrokerHeartbeatManager(
+            ctl, self.clock.now_ms, self.config.broker_session_timeout_ms,
+            self.config.broker_heartbeat_interval_ms)
         try:
             await ctl.start(gone)
         except ControllerHalted:
             pass
         if self.raft.role != LEADER or self.raft.epoch != epoch or not ctl.running:
+            if self.sessions is sessions:
+                self.sessions = None
             await ctl.stop()                    # lost the epoch while starting
             return
         log.info("broker %d is the active controller (epoch %d)", self.node_id, epoch)
         self.controller = ctl
+        self.spawn(sessions.run())
         self._controller_ready.set()
         await self._record_users(ctl)
 
     def _resign(self) -> None:
-        ctl, self.controller = self.controller, None
+        ctl, self.controller, self.sessions = self.controller, None, None
         self._controller_ready.clear()
         if ctl is not None:
             log.info("broker %d stops being the active controller", self.node_id)
@@ -189,8 +202,10 @@ class ProcessNode:
             if self.raft.role != LEADER:
                 raise ControllerMoved(self.node_id)
             return self.raft.describe()
-        if method not in CALLS and method != "register_broker":
+        if method not in CALLS and method not in PROCESS_CALLS:
             raise ValueError(f"unknown controller call {method!r}")
+        if method == "broker_heartbeat" and self.sessions is not None:
+            return await self.sessions.heartbeat(*args)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CONTROLLER_START_WAIT_S
         while self.controller is None:
@@ -201,6 +216,8 @@ class ProcessNode:
             except asyncio.TimeoutError:
                 pass
         ctl = self.controller
+        if method == "broker_heartbeat":            # its sessions started with it
+            return await self.sessions.heartbeat(*args) if self.sessions else True
         if method == "auto_create_topics":
             return await ctl.create_topics([(n, -1, -1, None, {}) for n in args[0]],
                                            validate_only=False)
@@ -211,7 +228,10 @@ class ProcessNode:
         fut = asyncio.get_running_loop().create_future()
         self._pending[call_id] = (dest, fut)
         self._send(dest, ("call", call_id, method, args, kw))
-        return await fut
+        try:
+            return await fut
+        finally:
+            self._pending.pop(call_id, None)        # given up on (a heartbeat), or answered
 
     async def _answer(self, src: int, call_id: int, method: str, args: tuple, kw: dict) -> None:
         try:
@@ -228,12 +248,42 @@ class ProcessNode:
         self.spawn(self._pipe(reader, stop))
         await self.broker.start()
         self.spawn(self.raft.run(first_boot=not self.restarted))
+        await self._register()
+        b = self.broker
+        self._writer.write(frame(("ready", f"{b.host}:{b.port}")))
+        self.spawn(self._heartbeats())
+        await stop.wait()
+
+    async def _register(self) -> None:
         b = self.broker
         b.broker_epoch = await self.channel.call(
             "register_broker", self.node_id, b.host, b.port, b.rack, b.control_port,
             b.registration_listeners())
-        self._writer.write(frame(("ready", f"{b.host}:{b.port}")))
-        await stop.wait()
+
+    async def _heartbeats(self) -> None:
+        """KRaft's BrokerLifecycleManager: a heartbeat to the active controller each
+        broker.heartbeat.interval.ms (heartbeats.py); registered again if the controller no
+        longer knows this broker's epoch. Not through the channel, which waits for an answer
+        from a controller's process however long it is stopped: one not answered within the
+        interval is given up, and the next goes to the voter leading by then."""
+        interval = self.config.broker_heartbeat_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            leader, args = self.raft.leader_id, (self.node_id, self.broker.broker_epoch)
+            try:
+                if leader < 0:
+                    continue
+                if leader == self.node_id:
+                    known = await self.local_call("broker_heartbeat", args, {})
+                else:
+                    known = await asyncio.wait_for(
+                        self.remote_call(leader, "broker_heartbeat", args, {}), interval)
+                if not known:
+                    log.info("broker %d: its registration is stale: registering again",
+                             self.node_id)
+                    await self._register()
+            except Exception as e:  # noqa: BLE001 — no controller now: the next one is tried
+                log.info("broker %d: heartbeat to %d not answered: %r", self.node_id, leader, e)
 
     async def _pipe(self, reader: asyncio.StreamReader, stop: asyncio.Event) -> None:
         try:
