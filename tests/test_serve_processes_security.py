@@ -1,7 +1,7 @@
 """`serve --processes` with a secured client listener (issue 41): each broker process serves the
 client listener clients are given and, for replication, a SASL_PLAINTEXT listener of the brokers'
 own that only the cluster user passes (tests/security/test_inter_broker_listener.py). Real
-processes, real clients: acks=all writes to an RF-3 topic come back, a killed process comes back
+processes, real clients: acks=all writes to an RF-3 topic and a transaction's come back, a killed process comes back
 on its client port and rejoins the ISR, and an unauthenticated stranger sending each broker
 process's other ports a replica's Fetch or the controller's requests is closed unanswered."""
 from __future__ import annotations
@@ -60,6 +60,19 @@ def _wait(cond, what: str, timeout: float = 60.0):
     return result
 
 
+def _transaction(sec: dict, topic: str) -> list[bytes]:
+    """Committed records on every partition: the coordinator's WriteTxnMarkers reach the other
+    broker processes' BROKER listeners (a read_committed consumer sees them only then)."""
+    producer = Producer({**sec, "transactional.id": "tx", "acks": "all"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    values = [b"tx-%d" % i for i in range(30)]
+    for i, v in enumerate(values):
+        producer.produce(topic, v, partition=i % 3)
+    producer.commit_transaction(30)
+    return values
+
+
 def test_sasl_ssl_processes_replicate_acks_all_and_keep_strangers_out(tmp_path):
     tls = tmp_path / "tls"
     with serve("--processes", "--security-protocol", "SASL_SSL", "--tls-dir", str(tls),
@@ -101,8 +114,10 @@ def test_sasl_ssl_processes_replicate_acks_all_and_keep_strangers_out(tmp_path):
                 _wait(isr_full, "broker 2 never rejoined the ISRs")
                 assert admin.list_topics(timeout=10).brokers[2].port == _ports(bootstrap)[1]
         assert producer.flush(60) == 0 and errors == []
+        values += _transaction(sec, "t")
 
-        consumer = Consumer({**sec, "group.id": "g", "auto.offset.reset": "earliest"})
+        consumer = Consumer({**sec, "group.id": "g", "auto.offset.reset": "earliest",
+                             "isolation.level": "read_committed"})
         consumer.subscribe(["t"])
         got: list[bytes] = []
         deadline = time.monotonic() + 60
