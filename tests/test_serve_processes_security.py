@@ -1,9 +1,10 @@
 """`serve --processes` with a secured client listener (issue 41): each broker process serves the
 client listener clients are given and, for replication, a SASL_PLAINTEXT listener of the brokers'
 own that only the cluster user passes (tests/security/test_inter_broker_listener.py). Real
-processes, real clients: acks=all writes to an RF-3 topic and a transaction's come back, a killed process comes back
-on its client port and rejoins the ISR, and an unauthenticated stranger sending each broker
-process's other ports a replica's Fetch or the controller's requests is closed unanswered."""
+processes, real clients: acks=all writes to an RF-3 topic and a transaction's come back, a killed
+process comes back on its client port and rejoins the ISR, and an unauthenticated stranger
+sending each broker process's other ports a replica's Fetch or the controller's requests is
+closed unanswered."""
 from __future__ import annotations
 
 import os

@@ -57,8 +57,9 @@ def cluster_only_gate(handle: Handle, config: Any, clock: Any) -> Handle:
     store = CredentialStore()
     store.set_scram(CONTROL_PLANE_USER, CLUSTER_MECHANISM,
                     scram_credential(CLUSTER_MECHANISM, config.minibroker_control_plane_password))
+    delay_ms = config.connection_failed_authentication_delay_ms
     return SaslGate(handle, SaslSettings((CLUSTER_MECHANISM,), store, clock.now_ms,
-                                         failed_delay_ms=config.connection_failed_authentication_delay_ms))
+                                         failed_delay_ms=delay_ms))
 
 
 def control_plane_handle(handle: Handle, config: Any, clock: Any, network: Any) -> Handle:

@@ -230,9 +230,11 @@ class ProcessNode:
         b.broker_epoch = await self.channel.call(
             "register_broker", self.node_id, b.host, b.port, b.rack, b.control_port,
             b.registration_listeners())
-        # Clients' addresses (never the cluster listener's) and every listener's bound port.
+        # Clients' addresses and bound ports, to start again on; never the cluster listener's
+        # (its peers learn a new one from the registration, and a port kept could be taken).
         self._writer.write(frame(("ready", b.client_endpoints(),
-                                  {spec.name: spec.port for spec in b.listeners})))
+                                  {spec.name: spec.port for spec in b.listeners
+                                   if spec.name != b.cluster_listener})))
         await stop.wait()
 
     async def _pipe(self, reader: asyncio.StreamReader, stop: asyncio.Event) -> None:

@@ -48,7 +48,7 @@ class Supervisor:
         self.config, self.cluster_id = config, cluster_id
         self.procs: dict[int, subprocess.Popen] = {}
         self.endpoints: dict[int, str] = {}
-        # node id -> {listener name: host:port} clients use / {listener name: bound port}.
+        # node id -> {listener name: host:port} / {listener name: bound port}, clients' listeners.
         self.listener_endpoints: dict[int, dict[str, str]] = {}
         self.ports: dict[int, dict[str, int]] = {}
         self._registered: dict[int, asyncio.Future] = {}
