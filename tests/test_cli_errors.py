@@ -80,6 +80,12 @@ BAD = [  # (argv, what the one line must say)
      "the following arguments are required: --ms"),
     (["serve", "--faults", "--processes"], "--faults works in one process only"),
     (["serve", "--processes", "--metrics-port", "0"], "--metrics-port reads the brokers of one"),
+    (["serve", "--processes", "--security-protocol", "SASL_PLAINTEXT", "--override",
+      "inter.broker.listener.name=SASL_PLAINTEXT"], "--processes: inter.broker.listener.name="
+     "SASL_PLAINTEXT is a SASL_PLAINTEXT listener; leave it unset"),
+    (["serve", "--processes", "--override", "listeners=BROKER://127.0.0.1:0", "--override",
+      "listener.security.protocol.map=BROKER:SASL_PLAINTEXT"],
+     "the listener name BROKER is the brokers' own"),
     (["bogus-command"], "invalid choice: 'bogus-command'"),
     ([], "the following arguments are required: COMMAND"),
 ]

@@ -43,8 +43,9 @@ from minibroker.security.principal import ANONYMOUS
 from minibroker.security.credentials import CredentialStore
 from minibroker.security.listeners import (
     PROTOCOL_IDS, Listener as ListenerConfig, advertised, broker_listeners, primary)
-from minibroker.broker.listener_security import (CONTROL_PLANE_USER, control_plane_handle,
-                                                 listener_security)
+from minibroker.broker.listener_security import (
+    CONTROL_PLANE_USER, cluster_listener, control_plane_handle, inter_broker_handle,
+    listener_security)
 
 log = logging.getLogger("minibroker.broker")
 
@@ -62,7 +63,9 @@ def _authorizer(config: ClusterConfig) -> StandardAuthorizer | None:
 class Broker:
     def __init__(self, node_id: int, config: ClusterConfig, clock: Clock, ids: IdSource,
                  controller_channel: ControllerChannel, faults: Faults, port: int = 0,
-                 rack: str | None = None, credentials: CredentialStore | None = None) -> None:
+                 rack: str | None = None, credentials: CredentialStore | None = None,
+                 listener_ports: dict[str, int] | None = None) -> None:
+        """listener_ports: {name: port} for listeners on port 0 (a restarted broker process's)."""
         self.node_id = node_id
         self.config = config
         self.clock = clock
@@ -120,11 +123,11 @@ class Broker:
         # process they use in-memory pipes and no port exists for anyone else to find.
         self.control_plane_sockets = config.minibroker_inter_broker_sockets
         # Kafka's listeners (security/listeners.py): one server each; the inter-broker one's
-        # address is this broker's registered one (self.port). With no `listeners` config, one
-        # PLAINTEXT listener on the port the cluster gave.
-        self.listeners = (broker_listeners(config, node_id) if config.listeners
-                          else [ListenerConfig("PLAINTEXT", "PLAINTEXT", self.host, port)])
+        # address is this broker's registered one (self.port).
+        self.listeners = self._listener_specs(port, listener_ports or {})
         self.inter_broker_listener = primary(config, self.listeners).name
+        # serve --processes' own listener, if any: only the cluster user passes it; not for clients.
+        self.cluster_listener = cluster_listener(config, primary(config, self.listeners))
         self._servers: list[Listener] = []
         queued = self.config.queued_max_request_bytes
         self.request_pool = RequestMemoryPool(queued) if queued > 0 else None
@@ -137,6 +140,13 @@ class Broker:
         # Bumped on each start, sent in registration so the controller can fence stale ones.
         self.broker_epoch = -1
         self._producer_ids: list[int] = []
+
+    def _listener_specs(self, port: int, ports: dict[str, int]) -> list[ListenerConfig]:
+        """`listeners` for this broker (none configured: one PLAINTEXT listener on the port the
+        cluster gave), a port left to the system taken from `ports` when it names one."""
+        specs = (broker_listeners(self.config, self.node_id) if self.config.listeners
+                 else [ListenerConfig("PLAINTEXT", "PLAINTEXT", self.host, port)])
+        return [dataclasses.replace(s, port=s.port or ports.get(s.name, 0)) for s in specs]
 
     def _coordinators(self) -> tuple[GroupCoordinatorRuntime, TransactionCoordinator]:
         """The group and transaction coordinators, each writing its internal topic through the
@@ -193,6 +203,7 @@ class Broker:
             log.info("broker %d listening on %s", self.node_id,
                      ", ".join(str(listener) for listener in self.listeners))
             if self.authorizer is not None and self.control_plane_sockets and \
+                    self.cluster_listener is None and \
                     str(ANONYMOUS) not in self.authorizer.super_users:
                 # Over PLAINTEXT sockets the brokers and the controller are User:ANONYMOUS
                 log.warning("broker %d: the authorizer is on and brokers reach each other over "
@@ -205,8 +216,12 @@ class Broker:
         (network/sasl.py), a TLS one wraps it in TLS (network/tls.py)."""
         bound = []
         for spec in self.listeners:
-            handle, ctx, principal_of = listener_security(
-                spec, self.handle, self.config, self.credentials, self.clock)
+            if spec.name == self.cluster_listener:
+                handle, ctx, principal_of = inter_broker_handle(
+                    self.handle, self.config, self.clock, self.faults.network), None, None
+            else:
+                handle, ctx, principal_of = listener_security(
+                    spec, self.handle, self.config, self.credentials, self.clock)
             server = await start_listener(
                 handle, spec.host, spec.port, connections=self.connections,
                 max_request_bytes=self.config.socket_request_max_bytes,
@@ -234,6 +249,12 @@ class Broker:
         """Metadata's addresses for this broker, one per listener, inter-broker first."""
         listeners = advertised(self.config, self.node_id, self.listeners)
         return sorted(listeners, key=lambda l: l.name != self.inter_broker_listener)
+
+    def client_endpoints(self) -> dict[str, str]:
+        """{listener name: advertised host:port} of the listeners clients use (all but the
+        cluster listener), the inter-broker one first if it is among them."""
+        return {a.name: f"{a.host}:{a.port}" for a in self.advertised_listeners()
+                if a.name != self.cluster_listener}
 
     def _listen_in_memory(self) -> None:
         """Other brokers and the controller in this process reach our listeners through memory

@@ -45,7 +45,21 @@ def listener_security(spec: Listener, handle: Handle, config: Any,
     return handle, ctx, principal_of
 
 
+# The brokers' one principal among themselves (serve --processes), as Kafka's brokers usually
+# share one: the controller on the control plane and the followers on the inter-broker listener.
 CONTROL_PLANE_USER = "minibroker-controller"
+CLUSTER_MECHANISM = "SCRAM-SHA-512"
+
+
+def cluster_only_gate(handle: Handle, config: Any, clock: Any) -> Handle:
+    """`handle` behind SASL/SCRAM-SHA-512 that only the cluster user, with
+    minibroker.control.plane.password, passes: no client's credentials are known there."""
+    store = CredentialStore()
+    store.set_scram(CONTROL_PLANE_USER, CLUSTER_MECHANISM,
+                    scram_credential(CLUSTER_MECHANISM, config.minibroker_control_plane_password))
+    delay_ms = config.connection_failed_authentication_delay_ms
+    return SaslGate(handle, SaslSettings((CLUSTER_MECHANISM,), store, clock.now_ms,
+                                         failed_delay_ms=delay_ms))
 
 
 def control_plane_handle(handle: Handle, config: Any, clock: Any, network: Any) -> Handle:
@@ -56,8 +70,23 @@ def control_plane_handle(handle: Handle, config: Any, clock: Any, network: Any) 
     if not password:
         return handle
     network.control_plane_credentials = (CONTROL_PLANE_USER, password)
-    store = CredentialStore()
-    store.set_scram(CONTROL_PLANE_USER, "SCRAM-SHA-512",
-                    scram_credential("SCRAM-SHA-512", password))
-    return SaslGate(handle, SaslSettings(("SCRAM-SHA-512",), store, clock.now_ms,
-                                         failed_delay_ms=config.connection_failed_authentication_delay_ms))
+    return cluster_only_gate(handle, config, clock)
+
+
+def cluster_listener(config: Any, inter_broker: Listener) -> str | None:
+    """The inter-broker listener's name when only the cluster user may use it: a SASL_PLAINTEXT
+    one with minibroker.control.plane.password set (serve --processes with a secured client
+    listener, Kafka's inter.broker.listener.name with sasl.mechanism.inter.broker.protocol
+    SCRAM-SHA-512); else None."""
+    if config.minibroker_control_plane_password and \
+            inter_broker.security_protocol == "SASL_PLAINTEXT":
+        return inter_broker.name
+    return None
+
+
+def inter_broker_handle(handle: Handle, config: Any, clock: Any, network: Any) -> Handle:
+    """The cluster listener's handle; this process's followers and transaction markers then
+    authenticate as the cluster user (network/partitions.py), so every connection there did."""
+    network.inter_broker_credentials = (CONTROL_PLANE_USER,
+                                        config.minibroker_control_plane_password)
+    return cluster_only_gate(handle, config, clock)

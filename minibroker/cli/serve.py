@@ -9,7 +9,8 @@ import signal
 import sys
 
 from minibroker.cli.common import fail, one_line, os_reason, port
-from minibroker.cli.serve_security import add_security_flags, ca_line, security_overrides
+from minibroker.cli.serve_security import (
+    add_security_flags, ca_line, inter_broker_overrides, security_overrides)
 from minibroker.config import ClusterConfig, emulated_releases
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -73,12 +74,15 @@ def _config(args) -> ClusterConfig:
         from minibroker.log.memory import default_max_bytes
         overrides["log_memory_max_bytes"] = default_max_bytes(args.brokers)
     try:
-        return ClusterConfig(brokers=args.brokers, host=args.host, port=args.port, racks=racks,
-                             seed=args.seed, data_dir=args.data_dir,
-                             kafka_version=args.kafka_version, trace=args.trace,
-                             strict=args.strict, **overrides)
+        config = ClusterConfig(brokers=args.brokers, host=args.host, port=args.port, racks=racks,
+                               seed=args.seed, data_dir=args.data_dir,
+                               kafka_version=args.kafka_version, trace=args.trace,
+                               strict=args.strict, **overrides)
+        if args.processes and args.brokers > 1:
+            config = config.with_overrides(**inter_broker_overrides(config))
     except ValueError as e:
         fail(one_line(e))
+    return config
 
 
 def _host(text: str) -> str:
@@ -162,9 +166,10 @@ async def _serve(args, config: ClusterConfig) -> None:
         print(f"CONSOLE {console.url}", flush=True)
     if ca_line(args) is not None:
         print(ca_line(args), flush=True)
-    if children is None and len(cluster.brokers[1].listeners) > 1:
-        for listener in cluster.brokers[1].listeners:    # each listener's bootstrap
-            print(f"LISTENER {listener.name} {cluster.bootstrap_for(listener.name)}", flush=True)
+    names = ([spec.name for spec in cluster.brokers[1].listeners] if children is None
+             else children.client_listeners())  # not the brokers' own (--processes)
+    for name in names if len(names) > 1 else ():    # each listener's bootstrap
+        print(f"LISTENER {name} {(children or cluster).bootstrap_for(name)}", flush=True)
     cap = config.log_memory_max_bytes
     overflow = "" if cap < 0 else (
         " (past it the oldest batches spill to files in a temporary directory, removed at exit)"

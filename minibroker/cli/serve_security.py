@@ -7,7 +7,7 @@ import secrets
 
 from minibroker.cli.common import fail
 from minibroker.security.credentials import parse_user
-from minibroker.security.listeners import SECURITY_PROTOCOLS
+from minibroker.security.listeners import SECURITY_PROTOCOLS, broker_listeners, primary
 from minibroker.security.sasl import MECHANISMS
 
 STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
@@ -35,9 +35,6 @@ def security_overrides(args) -> dict:
     out: dict = {}
     proto = args.security_protocol
     if proto != "PLAINTEXT":
-        if args.processes and args.brokers > 1:
-            fail(f"--security-protocol {proto} works in one process only for now: drop "
-                 "--processes (inter-broker listeners do not authenticate yet)")
         out["listeners"] = f"{proto}://{args.host}:{args.port}"
     mechanisms = [m.strip().upper() for m in args.sasl_mechanisms.split(",") if m.strip()]
     unknown = [m for m in mechanisms if m not in MECHANISMS]
@@ -73,6 +70,38 @@ def security_overrides(args) -> dict:
         except OSError as e:
             fail(f"--tls-dir {args.tls_dir}: {e}")
     return out
+
+
+# The brokers' own listener with --processes: Kafka's inter.broker.listener.name.
+INTER_BROKER_LISTENER = "BROKER"
+
+
+def inter_broker_overrides(config) -> dict:
+    """With --processes: when replication would run on a secured listener, the configs that move
+    it to a SASL_PLAINTEXT listener of the brokers' own, which only the cluster user passes
+    (SCRAM-SHA-512 with the generated password; broker/listener_security.py). Not the control
+    plane: in Kafka that carries the controller's requests only, and followers fetch on the
+    inter-broker listener. Not TLS: the processes all run on this host, so the traffic never
+    crosses a network, and authentication is what keeps strangers out."""
+    try:
+        specs = broker_listeners(config, 1)
+        inter = primary(config, specs)
+    except ValueError as e:
+        fail(str(e))
+    if inter.security_protocol == "PLAINTEXT":
+        return {}
+    if config.inter_broker_listener_name:
+        fail(f"--processes: inter.broker.listener.name={config.inter_broker_listener_name} is "
+             f"a {inter.security_protocol} listener; leave it unset (the brokers then replicate "
+             f"over a SASL listener of their own) or name a PLAINTEXT one")
+    if any(spec.name == INTER_BROKER_LISTENER for spec in specs):
+        fail(f"--processes: the listener name {INTER_BROKER_LISTENER} is the brokers' own "
+             "(their inter-broker listener): name yours differently")
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    return {"listeners": f"{config.listeners},{INTER_BROKER_LISTENER}://{host}:0",
+            "listener_security_protocol_map":
+                f"{config.listener_security_protocol_map},{INTER_BROKER_LISTENER}:SASL_PLAINTEXT",
+            "inter_broker_listener_name": INTER_BROKER_LISTENER}
 
 
 def ca_line(args) -> str | None:

@@ -46,6 +46,9 @@ class NetworkPartitions:
         # (user, password) the controller authenticates with to control-plane listeners over
         # TCP (serve --processes); None: they do not authenticate.
         self.control_plane_credentials: tuple[str, str] | None = None
+        # The same for the brokers' inter-broker listener, when only the cluster user may use it
+        # (serve --processes with a secured client listener); None: it does not authenticate.
+        self.inter_broker_credentials: tuple[str, str] | None = None
 
     # ------------------------------------------------------------------ state
     @property
@@ -114,11 +117,14 @@ class NetworkPartitions:
         else:
             conn = await KafkaClientConnection.connect(host, port, client_id=client_id,
                                                        timeout=timeout)
-            if control_plane and self.control_plane_credentials is not None:
+            creds = (self.control_plane_credentials if control_plane
+                     else self.inter_broker_credentials)
+            if creds is not None:
                 try:
-                    await scram_authenticate(conn, *self.control_plane_credentials)
+                    await scram_authenticate(conn, *creds)
                 except BaseException:
-                    conn.close("control-plane authentication failed")
+                    conn.close(f"{'control-plane' if control_plane else 'inter-broker'} "
+                               "authentication failed")
                     raise
         if not self.reachable(src, dst):        # cut while connecting
             conn.close(f"network partition between broker {src} and broker {dst}")

@@ -1,7 +1,8 @@
-"""The client side of SASL for minibroker's own connections: the controller authenticating to the
-brokers' control-plane listeners when they are TCP (serve --processes), and the reference client
-(Admin, Producer, Consumer, the tools, Spark) with `sasl.mechanism` set. SaslHandshake v1, then
-the tokens inside SaslAuthenticate v2 (KIP-152), as Kafka's Java client does."""
+"""The client side of SASL for minibroker's own connections: the controller and the followers
+authenticating to the brokers' control-plane and inter-broker listeners (serve --processes), and
+the reference client (Admin, Producer, Consumer, the tools, Spark) with `sasl.mechanism` set.
+SaslHandshake v1, then the tokens inside SaslAuthenticate v2 (KIP-152), as Kafka's Java client
+does."""
 from __future__ import annotations
 
 import base64

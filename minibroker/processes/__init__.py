@@ -9,9 +9,11 @@ a broker and a voter of the metadata quorum with its own copy of the metadata lo
 appends each record to its copy, replicates it to the other voters and counts it committed once
 a majority holds it. Everything brokers say to each other stays on the wire as before (the
 controller's LeaderAndIsr / UpdateMetadata on the control-plane listeners, authenticated with the
-SCRAM credentials generated at start; followers' Fetch requests); the pipes carry the quorum's
-messages and what a broker asks of the controller (ControllerChannel's calls, channel.py), each
-sent to whichever process the quorum elected, and again to the next one on NOT_CONTROLLER.
+SCRAM credentials generated at start; followers' Fetch requests on the inter-broker listener, with
+a secured client listener one of the brokers' own authenticated the same way); the pipes carry
+the quorum's messages and what a broker asks of the controller (ControllerChannel's calls,
+channel.py), each sent to whichever process the quorum elected, and again to the next one on
+NOT_CONTROLLER.
 
 When a process dies (SIGKILL included), the supervisor tells the others at once: if it ran the
 active controller, the other voters elect a new one (without that notice, after

@@ -47,8 +47,8 @@ CONTROLLER_START_WAIT_S = 10.0
 
 class ProcessNode:
     def __init__(self, node_id: int, config: ClusterConfig, cluster_id: str, restarted: bool,
-                 writer: asyncio.StreamWriter, port: int = 0) -> None:
-        """port: the one this broker had before it was started again (0: from the config)."""
+                 writer: asyncio.StreamWriter, ports: dict[str, int] | None = None) -> None:
+        """ports: {listener name: port} this broker had before it was started again."""
         self.node_id, self.config, self._writer = node_id, config, writer
         self.restarted = restarted
         seed = config.seed or 0
@@ -56,13 +56,14 @@ class ProcessNode:
                            else SEEDED_WALL_BASE_MS if config.seed is not None else None)
         self.nodes = list(range(1, config.brokers + 1))
         self.live: set[int] = set()
-        port = port or (config.port + node_id - 1 if config.port else 0)
+        port = config.port + node_id - 1 if config.port else 0
         self.channel = RemoteControllerChannel(self)
         self.broker = Broker(node_id, config, self.clock,
                              IdSource(seed * 1000 + node_id, random_ids=config.seed is None),
                              self.channel, Faults(), port=port, rack=config.rack_of(node_id),
                              credentials=store_for_users(config.users,
-                                                         IdSource(node_id + 7919).rng))
+                                                         IdSource(node_id + 7919).rng),
+                             listener_ports=ports)
         self.broker.metadata.cluster_id = cluster_id
         self.broker.control_plane_sockets = True   # the controller may be in another process
         metadata_dir = None if config.data_dir is None else os.path.join(
@@ -250,7 +251,11 @@ class ProcessNode:
         self.spawn(self.raft.run(first_boot=not self.restarted))
         await self._register()
         b = self.broker
-        self._writer.write(frame(("ready", f"{b.host}:{b.port}")))
+        # Clients' addresses and bound ports, to start again on; never the cluster listener's
+        # (its peers learn a new one from the registration, and a port kept could be taken).
+        self._writer.write(frame(("ready", b.client_endpoints(),
+                                  {spec.name: spec.port for spec in b.listeners
+                                   if spec.name != b.cluster_listener})))
         self.spawn(self._heartbeats())
         await stop.wait()
 
@@ -306,9 +311,9 @@ class ProcessNode:
 
 async def child_main(fd: int, node_id: int) -> None:
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
-    _, config, cluster_id, restarted, port = await read(reader)
+    _, config, cluster_id, restarted, ports = await read(reader)
     keep_freed_batches_for_reuse(config.minibroker_log_heap_huge_pages)
-    node = ProcessNode(node_id, config, cluster_id, restarted, writer, port)
+    node = ProcessNode(node_id, config, cluster_id, restarted, writer, ports)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)

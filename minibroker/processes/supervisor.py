@@ -48,6 +48,9 @@ class Supervisor:
         self.config, self.cluster_id = config, cluster_id
         self.procs: dict[int, subprocess.Popen] = {}
         self.endpoints: dict[int, str] = {}
+        # node id -> {listener name: host:port} / {listener name: bound port}, clients' listeners.
+        self.listener_endpoints: dict[int, dict[str, str]] = {}
+        self.ports: dict[int, dict[str, int]] = {}
         self._registered: dict[int, asyncio.Future] = {}
         self._tasks: list[asyncio.Task] = []
         self._writers: dict[int, asyncio.StreamWriter] = {}
@@ -74,10 +77,10 @@ class Supervisor:
         theirs.close()
         self._started_at[node_id] = loop.time()
         reader, writer = await asyncio.open_connection(sock=ours)
-        # Started again: on the port it had (with --port 0 too), so clients' bootstrap lists
+        # Started again: on the ports it had (with --port 0 too), so clients' bootstrap lists
         # and cached addresses stay good.
-        port = int(self.endpoints[node_id].rsplit(":", 1)[1]) if node_id in self.endpoints else 0
-        writer.write(frame(("init", self.config, self.cluster_id, restarted, port)))
+        writer.write(frame(("init", self.config, self.cluster_id, restarted,
+                            self.ports.get(node_id, {}))))
         self._writers[node_id] = writer
         self._registered[node_id] = loop.create_future()
         self._tasks.append(loop.create_task(self._serve(node_id, reader)))
@@ -95,7 +98,8 @@ class Supervisor:
                 if message[0] == "to":
                     self._relay(node_id, message[1], message[2])
                 elif message[0] == "ready":
-                    self.endpoints[node_id] = message[1]
+                    _, self.listener_endpoints[node_id], self.ports[node_id] = message
+                    self.endpoints[node_id] = next(iter(message[1].values()))
                     if not self._registered[node_id].done():
                         self._registered[node_id].set_result(None)
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -140,7 +144,19 @@ class Supervisor:
         await self._spawn(node_id, restarted=True)
 
     def bootstrap(self) -> str:
+        """Each broker's first client listener (the inter-broker one, unless only brokers use
+        it)."""
         return ",".join(self.endpoints[i] for i in sorted(self.endpoints))
+
+    def client_listeners(self) -> list[str]:
+        """The names of the listeners clients use, as broker 1 reported them."""
+        return list(self.listener_endpoints.get(1, {}))
+
+    def bootstrap_for(self, listener: str) -> str:
+        """The brokers' addresses on the listener named `listener`."""
+        return ",".join(self.listener_endpoints[i][listener]
+                        for i in sorted(self.listener_endpoints)
+                        if listener in self.listener_endpoints[i])
 
     async def stop(self) -> None:
         self.stopping = True

@@ -20,11 +20,12 @@ from tests.security.acl_helpers import STANDARD
 pytestmark = pytest.mark.timeout(60)
 
 
-def listening_ports_of_this_process() -> set[int]:
+def listening_ports(pid: int | str) -> set[int]:
+    """The TCP ports process `pid` listens on, as any local process can list them."""
     inodes = set()
-    for fd in os.listdir("/proc/self/fd"):
+    for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             continue
         if target.startswith("socket:["):
@@ -46,7 +47,7 @@ async def test_one_process_has_no_control_plane_port_to_find(caplog):
         await c.create_topic("t", 1, 3)
         leader = await c.leader_of("t", 0)
         before = {i: c.brokers[i].replica_manager.log_range("t", 0) for i in c.brokers}
-        ports = listening_ports_of_this_process()
+        ports = listening_ports("self")
         assert ports == {b.port for b in c.brokers.values()}
         for port in sorted(ports):
             for req, version in attacks(leader).values():
