@@ -5,7 +5,7 @@ Everything to other processes goes through the supervisor's pipe as ("to", node,
 comes back is ("from", node, message), ("gone", node, message) for a message to a process that is
 not running, or ("peers", ids) each time the set of running broker processes changes. Messages:
 the quorum's (controller/raft.py) and controller calls, ("call", id, method, args, kw) answered
-("reply", id, ok, value).
+("reply", id, ok, value), among them each broker's heartbeat (processes/heartbeats.py).
 """
 from __future__ import annotations
 
