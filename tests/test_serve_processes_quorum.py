@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Any, Callable
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
@@ -105,11 +106,12 @@ def _wait_for_new_process(serve_pid: int, node: int, old_pid: int, limit_s: floa
         time.sleep(0.1)
 
 
-def _everything(bootstrap: str, limit: int) -> list[bytes]:
-    """Every record of TOPIC, read from the start of each partition by a fresh consumer."""
+def _everything(bootstrap: str, limit: int, topic: str = TOPIC,
+                partitions: int = PARTITIONS) -> list[bytes]:
+    """Every record of `topic`, read from the start of each partition by a fresh consumer."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader",
                   "enable.auto.commit": False})
-    c.assign([TopicPartition(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     got: list[bytes] = []
     quiet = 0
     try:
@@ -191,5 +193,84 @@ def test_with_a_data_dir_the_controllers_process_killed_and_every_process_starte
         everything = _everything(bootstrap, len(sent))
         assert sorted(everything) == sorted(sent)
     finally:
+        _stop(serve)
+    assert serve.returncode == 0
+
+
+def _partition(bootstrap: str, topic: str) -> Any:
+    """Partition 0 of `topic` as a fresh client bootstrapped with `bootstrap` sees it (None: no
+    answer in 5 s). A fresh client: a long-lived one may ask the stopped process and wait."""
+    try:
+        md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=5)
+        return md.topics[topic].partitions[0]
+    except Exception:  # noqa: BLE001 — no answer this time: asked again
+        return None
+
+
+def _until(what: str, check: Callable[[], Any], limit_s: float = 60) -> Any:
+    deadline = time.monotonic() + limit_s
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("the_controllers", [False, True])
+def test_a_stopped_process_is_fenced_and_rejoins_the_isr_after_sigcont(the_controllers):
+    """Issue 42: a SIGSTOPped broker process is alive but silent. Its heartbeats stop, so after
+    broker.session.timeout.ms the active controller fences it: the partition it led moves within
+    the ISR and an acks=all producer (min.insync.replicas=2) keeps getting acks. After SIGCONT
+    its next heartbeat unfences it, it catches up and rejoins the ISR, and the preferred-leader
+    check gives it its leadership back."""
+    serve, bootstrap = _serve("--override", "broker.session.timeout.ms=3000",
+                              "--override", "broker.heartbeat.interval.ms=500",
+                              "--override", "leader.imbalance.check.interval.seconds=1")
+    stopped = None
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        controller = admin.describe_cluster().result(10).controller.id
+        victim = controller if the_controllers else next(n for n in (3, 2, 1) if n != controller)
+        others = [n for n in (1, 2, 3) if n != victim]
+        live = ",".join(a for n, a in enumerate(bootstrap.split(","), 1) if n != victim)
+        admin.create_topics([NewTopic("stopped", 1, replica_assignment=[[victim, *others]])]
+                            )["stopped"].result(30)
+        _wait_isr(admin, "stopped", {1, 2, 3})
+        _until("the victim never led", lambda: getattr(_partition(bootstrap, "stopped"),
+                                                       "leader", None) == victim)
+        # A request to the stopped process is given up after 3 s (librdkafka waits 60 s for a
+        # Metadata answer by default: socket.timeout.ms).
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                      "linger.ms": 5, "request.timeout.ms": 3000, "socket.timeout.ms": 3000,
+                      "topic.metadata.refresh.interval.ms": 1000})
+        assert _delivered(p, "stopped", [b"before-%d" % i for i in range(200)]) == []
+        stopped = _children(serve.pid)[victim]
+        os.kill(stopped, signal.SIGSTOP)
+        at = time.monotonic()
+        md = _until("the stopped process was never fenced", lambda: (
+            lambda m: m if m is not None and m.leader in others and victim not in m.isrs
+            else None)(_partition(live, "stopped")))
+        print(f"broker {victim} fenced {time.monotonic() - at:.1f} s after SIGSTOP: {md}")
+        assert _delivered(p, "stopped", [b"during-%d" % i for i in range(200)]) == []
+        print(f"acknowledged {time.monotonic() - at:.1f} s after SIGSTOP")
+        os.kill(stopped, signal.SIGCONT)
+        stopped = None
+        at = time.monotonic()
+        # Asked of the others: the resumed process answers from what it knew when stopped.
+        _until("the resumed process never rejoined the ISR", lambda: set(getattr(
+            _partition(live, "stopped"), "isrs", ())) == {1, 2, 3})
+        print(f"back in the ISR {time.monotonic() - at:.1f} s after SIGCONT")
+        _until("the preferred leader never led again", lambda: getattr(
+            _partition(live, "stopped"), "leader", None) == victim)
+        print(f"leads again {time.monotonic() - at:.1f} s after SIGCONT")
+        assert _delivered(p, "stopped", [b"after-%d" % i for i in range(200)]) == []
+        got = _everything(bootstrap, 600, "stopped", 1)
+        assert sorted(got) == sorted([b"%s-%d" % (w, i) for w in (b"before", b"during", b"after")
+                                      for i in range(200)])
+        assert serve.poll() is None
+    finally:
+        if stopped is not None:
+            os.kill(stopped, signal.SIGCONT)
         _stop(serve)
     assert serve.returncode == 0

@@ -5,6 +5,8 @@ change leader or ISR in the same records as its registration or fencing.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from minibroker.controller import records
 from minibroker.controller.image import MetadataImage
 from minibroker.controller.result import Result
@@ -21,13 +23,30 @@ def register_broker(image: MetadataImage, broker_id: int, host: str, port: int,
                                    # lists from JSON too, made tuples
                                    tuple(map(tuple, listeners))),  # type: ignore[arg-type]
            records.unfence_broker(broker_id, epoch)]
-    # Partitions left without a leader that this broker is in sync for get it back.
+    return Result(tuple(out + _leaderless_led_by(image, broker_id)), epoch)
+
+
+def unfence_broker(image: MetadataImage, broker_id: int, broker_epoch: int) -> Result[bool]:
+    """A heartbeat from a registered broker (KRaft's BrokerHeartbeat): unfence it if it was
+    fenced; response False if `broker_epoch` is not its registration's (it registers again)."""
+    b = image.brokers.get(broker_id)
+    if b is None or b.broker_epoch != broker_epoch:
+        return Result((), False)
+    if not b.fenced:
+        return Result((), True)
+    out = [records.unfence_broker(broker_id, broker_epoch)]
+    return Result(tuple(out + _leaderless_led_by(image, broker_id)), True)
+
+
+def _leaderless_led_by(image: MetadataImage, broker_id: int) -> list[Any]:
+    """Partitions left without a leader that this broker is in sync for get it back."""
+    out: list[Any] = []
     for name in sorted(image.topics):
         t = image.topics[name]
         for pid, p in t.partitions.items():
             if p.leader == -1 and broker_id in p.isr:
                 out.append(records.partition_change(t.topic_id, pid, leader=broker_id))
-    return Result(tuple(out), epoch)
+    return out
 
 
 def fence_broker(image: MetadataImage, broker_id: int) -> Result[None]:

@@ -71,7 +71,9 @@ class Controller:
         self._fault_enabled = fault_enabled
         self._on_halt = on_halt
         self.image = MetadataImage()
-        self.propagator = Propagator(self.controller_id, controller_epoch, network)
+        # A broker silent for its session is fenced; the controller waits no longer on it.
+        self.propagator = Propagator(self.controller_id, controller_epoch, network,
+                                     config.broker_session_timeout_ms / 1000)
         self._lock = _ActiveLock(self)
         self._tasks: list[asyncio.Task[None]] = []
         self.running = False
@@ -192,6 +194,11 @@ class Controller:
     async def fence_broker(self, broker_id: int) -> None:
         async with self._lock:
             await self._write(brokers.fence_broker(self.image, broker_id))
+
+    async def unfence_broker(self, broker_id: int, broker_epoch: int) -> bool:
+        """A fenced broker heard from again; False: not with its registered epoch."""
+        async with self._lock:
+            return await self._write(brokers.unfence_broker(self.image, broker_id, broker_epoch))
 
     # ------------------------------------------------------------------ partitions
     async def alter_partition(self, broker_id: int, topic: str, partition: int, leader_epoch: int,

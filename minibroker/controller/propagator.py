@@ -123,8 +123,13 @@ class Propagator:
     """One per controller: its id and epoch stamp every request it sends."""
 
     def __init__(self, controller_id: int, controller_epoch: int,
-                 network: NetworkPartitions | None = None) -> None:
+                 network: NetworkPartitions | None = None, request_timeout_s: float = 30.0
+                 ) -> None:
+        """request_timeout_s: how long a broker may take to answer (connecting included)
+        before it is given up: a broker stopped but not yet fenced (serve --processes) would
+        otherwise hold every commit, and a new controller's start."""
         self.controller_id = controller_id
+        self.request_timeout_s = request_timeout_s
         self.network = network if network is not None else NetworkPartitions()
         self.controller_epoch = controller_epoch
         self._conns: dict[int, KafkaClientConnection] = {}
@@ -268,11 +273,12 @@ class Propagator:
         common = dict(controller_id=self.controller_id, is_k_raft_controller=False,
                       controller_epoch=self.controller_epoch, broker_epoch=b.broker_epoch)
         try:
-            conn = await self._conn(broker_id, b.host, _control_port(b))
+            conn = await asyncio.wait_for(self._conn(broker_id, b.host, _control_port(b)),
+                                          self.request_timeout_s)
             for chunk in _chunks(lai_topics or [], _lai_piece):
                 await conn.request(LeaderAndIsrRequest(
                     request_type=0, topic_states=chunk, live_leaders=[], **common),
-                    LEADER_AND_ISR_VERSION)
+                    LEADER_AND_ISR_VERSION, timeout=self.request_timeout_s)
             configs = [_UConfig(resource_name=n, name=k, value=v)
                        for n, cs in image.broker_configs.items() for k, v in sorted(cs.items())]
             acls = _acls(image)
@@ -282,7 +288,7 @@ class Propagator:
                     max_partition_epoch=image.max_partition_epoch, broker_configs=configs,
                     acls=acls, scram_credentials=_scram(image), metadata_offset=image.offset,
                     **common),
-                    UPDATE_METADATA_VERSION)
+                    UPDATE_METADATA_VERSION, timeout=self.request_timeout_s)
             stopping = stops or ()
             for i in range(0, len(stopping), CHUNK_PARTITIONS):
                 by_topic: dict[str, list[Any]] = {}
@@ -291,7 +297,7 @@ class Propagator:
                         _SPart(partition_index=pid, leader_epoch=-1, delete_partition=delete))
                 await conn.request(StopReplicaRequest(topic_states=[
                     _STopic(topic_name=n, partition_states=ps) for n, ps in by_topic.items()],
-                    **common), STOP_REPLICA_VERSION)
+                    **common), STOP_REPLICA_VERSION, timeout=self.request_timeout_s)
         except Exception as e:  # noqa: BLE001 — the broker is down; it gets a full sync on return
             log.info("controller: broker %d unreachable: %r", broker_id, e)
             c = self._conns.pop(broker_id, None)

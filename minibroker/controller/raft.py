@@ -17,11 +17,17 @@ caller delivers (processes/: relayed by the supervisor), so nothing here knows o
   epoch (Raft's rule; the earlier ones commit with it). A new leader proposes its uncommitted tail
   again under its own epoch, and its controller starts once that tail is committed (so it replays
   only what a majority holds);
-- a voter restarted without its log (no --data-dir) does not stand until a leader gave it the
-  log (it may be missing records it acknowledged before). It still grants votes, so two voters
-  where one lost its disk elect again; KRaft (KIP-853) would refuse that vote too.
-Not kept across a restart: a voter's epoch and vote (KRaft's quorum-state file); records read
-back from --data-dir count as epoch 0.
+- a voter knowing the leader of its epoch grants no vote in it (KRaft's FollowerState);
+- with --data-dir a voter's epoch, vote and known leader are in its quorum-state file
+  (controller/quorum_state.py), written before it grants a vote or acts in a new epoch, so a
+  voter started again cannot vote twice in one epoch;
+- a voter restarted without its log and state (no --data-dir) does not stand until a leader gave
+  it the log (it may be missing records it acknowledged before), and grants no vote until it
+  heard from a leader or one election timeout passed (an epoch it voted in before may still be
+  deciding; after that, any election it voted in is over: KIP-853 would instead make it a new
+  voter). Once a voter's process died, the leader no longer counts what it acknowledged.
+Not kept across a restart: the epochs of the records read back from --data-dir (they count as
+epoch 0).
 """
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ from minibroker.controller.image import MetadataImage
 from minibroker.controller.metadata_log import MetadataLog
 from minibroker.controller.metadata_store import Entry
 from minibroker.controller.quorum import NotLeader, QuorumInfo, ReplicaState
+from minibroker.controller.quorum_state import ElectionState, QuorumStateStore
 from minibroker.controller.snapshot import from_text, to_text
 
 FOLLOWER, CANDIDATE, LEADER = "follower", "candidate", "leader"
@@ -43,15 +50,25 @@ MAX_RECORDS_PER_APPEND = 1000
 class RaftNode:
     def __init__(self, node_id: int, voters: list[int], nodes: list[int], log: MetadataLog,
                  send: Callable[[int, Message], None], election_timeout_ms: int,
-                 rng: random.Random, now_ms: Callable[[], int], can_stand: bool = True) -> None:
+                 rng: random.Random, now_ms: Callable[[], int], forgot: bool = False,
+                 state: QuorumStateStore | None = None) -> None:
         """`nodes`: every broker; those not among `voters` observe (they get the log and learn
-        the leader, but neither stand, vote nor count)."""
+        the leader, but neither stand, vote nor count). `forgot`: started again without its
+        log and election state; `state`: where the election state is kept (None: memory)."""
         self.node_id, self.voters, self.log = node_id, sorted(voters), log
         self.others = [v for v in sorted(nodes) if v != node_id]
         self._send, self.rng, self.now_ms = send, rng, now_ms
         self.timeout = election_timeout_ms / 1000
-        self.can_stand = can_stand and node_id in self.voters
+        self.can_stand = not forgot and node_id in self.voters
         self.epoch, self.voted_for, self.leader_id, self.role = 0, -1, -1, FOLLOWER
+        self._epoch_leader = -1                     # the leader heard from in this epoch
+        self._state = state
+        saved = state.load() if state is not None else None
+        if saved is not None:
+            self.epoch, self.voted_for, self._epoch_leader = saved
+        self._saved = saved or ElectionState(0, -1, -1)
+        # Forgot whom it voted for: no vote until a leader is heard or the election is over.
+        self._no_votes_until = asyncio.get_running_loop().time() + self.timeout if forgot else 0.0
         self.epochs = [0] * log.record_count        # the epoch of each record after the snapshot
         self.snapshot_epoch = 0
         self.commit = log.base                      # the committed length (high watermark)
@@ -135,7 +152,9 @@ class RaftNode:
 
     def peer_died(self, node: int) -> None:
         """The supervisor saw `node`'s process end: if it led, stand soon instead of waiting
-        out the election timeout."""
+        out the election timeout; if this voter leads, what `node` acknowledged no longer counts
+        (started again without its log, it no longer holds it)."""
+        self._match.pop(node, None)
         if node == self.leader_id and self.role != LEADER:
             self.leader_id = -1
             self._reset_timer(soon=True)
@@ -159,6 +178,8 @@ class RaftNode:
         self._resign_if_leading()
         self.epoch += 1
         self.role, self.voted_for, self.leader_id = CANDIDATE, self.node_id, -1
+        self._epoch_leader = -1
+        self._persist()
         self._votes = {self.node_id}
         self._notify()
         last_epoch, end = self.last()
@@ -171,17 +192,29 @@ class RaftNode:
         kind, epoch = msg[0], msg[1]
         if epoch > self.epoch:
             self._resign_if_leading()
-            self.epoch, self.voted_for, self.role = epoch, -1, FOLLOWER
+            self.epoch, self.voted_for, self.role, self._epoch_leader = epoch, -1, FOLLOWER, -1
+            self._persist()
             if self.leader_id != -1:
                 self.leader_id = -1
                 self._notify()
         getattr(self, "_on_" + kind)(src, *msg[1:])
 
+    def _persist(self) -> None:
+        """The election state on disk before anything is done in it (a vote, a new epoch)."""
+        now = ElectionState(self.epoch, self.voted_for, self._epoch_leader)
+        if now != self._saved:
+            if self._state is not None:
+                self._state.save(now)
+            self._saved = now
+
     def _on_vote(self, src: int, epoch: int, candidate: int, last_epoch: int, end: int) -> None:
         grant = (epoch == self.epoch and self.role == FOLLOWER and self.node_id in self.voters
-                 and self.voted_for in (-1, candidate) and (last_epoch, end) >= self.last())
+                 and self.voted_for in (-1, candidate) and self._epoch_leader == -1
+                 and (last_epoch, end) >= self.last()
+                 and asyncio.get_running_loop().time() >= self._no_votes_until)
         if grant:
             self.voted_for = candidate
+            self._persist()
             self._reset_timer()
         self._send(src, ("voted", self.epoch, grant))
 
@@ -194,6 +227,8 @@ class RaftNode:
         if self.role != CANDIDATE or 2 * len(self._votes) <= len(self.voters):
             return
         self.role, self.leader_id, self._lost = LEADER, self.node_id, 0
+        self._epoch_leader = self.node_id
+        self._persist()
         # The uncommitted tail, proposed again under this epoch: it commits with this epoch.
         for i in range(max(self.commit - self.log.base, 0), len(self.epochs)):
             self.epochs[i] = self.epoch
@@ -221,6 +256,8 @@ class RaftNode:
         if self.leader_id != leader:
             self.leader_id = leader
             self._notify()
+        self._epoch_leader, self._no_votes_until = leader, 0.0
+        self._persist()
         self._lost = 0
         self._reset_timer()
 
@@ -267,7 +304,8 @@ class RaftNode:
             self._match[src], self._next[src] = end, end
             self._copy.discard(src)
             self._advance()
-        else:
+        else:                                       # it holds at most `end` records now
+            self._match[src] = min(self._match.get(src, 0), end)
             self._copy.add(src)
         if src in self._copy or self._next[src] < len(self.log):
             self._send_to(src, asyncio.get_running_loop().time())

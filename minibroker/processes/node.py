@@ -5,7 +5,7 @@ Everything to other processes goes through the supervisor's pipe as ("to", node,
 comes back is ("from", node, message), ("gone", node, message) for a message to a process that is
 not running, or ("peers", ids) each time the set of running broker processes changes. Messages:
 the quorum's (controller/raft.py) and controller calls, ("call", id, method, args, kw) answered
-("reply", id, ok, value).
+("reply", id, ok, value), among them each broker's heartbeat (processes/heartbeats.py).
 """
 from __future__ import annotations
 
@@ -26,17 +26,21 @@ from minibroker.controller.controller import Controller
 from minibroker.controller.metadata_log import MetadataLog
 from minibroker.controller.metadata_store import MetadataStore
 from minibroker.controller.quorum import METADATA_DIR
+from minibroker.controller.quorum_state import QuorumStateStore
 from minibroker.controller.raft import LEADER, RaftLog, RaftNode
 from minibroker.controller.result import ControllerHalted, ControllerMoved
 from minibroker.ids import IdSource
 from minibroker.log.memory import keep_freed_batches_for_reuse
 from minibroker.processes.channel import CALLS, PeerGone, RemoteControllerChannel
 from minibroker.processes.frames import frame, read
+from minibroker.processes.heartbeats import BrokerHeartbeatManager
 from minibroker.security.credentials import SCRAM_MECHANISM_IDS, Upsertion, store_for_users
 
 log = logging.getLogger("minibroker.processes")
 
 RAFT_MESSAGES = frozenset({"vote", "voted", "append", "appended", "copy"})
+# Calls a broker process makes of the active controller besides ControllerChannel's.
+PROCESS_CALLS = frozenset({"register_broker", "broker_heartbeat"})
 # How long a call to this process's controller waits for it to finish starting.
 CONTROLLER_START_WAIT_S = 10.0
 
@@ -62,17 +66,20 @@ class ProcessNode:
                              listener_ports=ports)
         self.broker.metadata.cluster_id = cluster_id
         self.broker.control_plane_sockets = True   # the controller may be in another process
-        store = None if config.data_dir is None else MetadataStore(
-            os.path.join(config.data_dir, f"broker-{node_id}", METADATA_DIR))
-        # Restarted without its log: it may lack records it acknowledged, so it does not stand
-        # for election until a leader gave it the log.
+        metadata_dir = None if config.data_dir is None else os.path.join(
+            config.data_dir, f"broker-{node_id}", METADATA_DIR)
+        store = None if metadata_dir is None else MetadataStore(metadata_dir)
+        # Restarted without its log and election state: it may lack records it acknowledged and
+        # have voted in an epoch still deciding (controller/raft.py).
         self.raft = RaftNode(node_id, config.quorum_voters(), self.nodes, MetadataLog(store),
                              self._send, config.controller_quorum_election_timeout_ms,
                              random.Random(seed * 1000 + node_id), self.clock.now_ms,
-                             can_stand=not (restarted and config.data_dir is None))
+                             forgot=restarted and metadata_dir is None,
+                             state=None if metadata_dir is None else QuorumStateStore(metadata_dir))
         self.raft.on_leader = self._lead
         self.raft.on_resign = self._resign
         self.controller: Controller | None = None
+        self.sessions: BrokerHeartbeatManager | None = None     # while the controller runs
         self._controller_ready = asyncio.Event()
         self._call_ids = itertools.count(1)
         self._pending: dict[int, tuple[int, asyncio.Future]] = {}
@@ -132,20 +139,29 @@ class ProcessNode:
                          fault_enabled=lambda site: False, on_halt=lambda c: None,
                          network=self.broker.faults.network)
         gone = tuple(n for n in self.nodes if n not in self.live and n != self.node_id)
+        # Sessions start with the epoch and heartbeats count while the controller starts: a
+        # broker stopped meanwhile is fenced a session timeout after this voter was elected,
+        # however long the start waited on it.
+        self.sessions = sessions = BrokerHeartbeatManager(
+            ctl, self.clock.now_ms, self.config.broker_session_timeout_ms,
+            self.config.broker_heartbeat_interval_ms)
         try:
             await ctl.start(gone)
         except ControllerHalted:
             pass
         if self.raft.role != LEADER or self.raft.epoch != epoch or not ctl.running:
+            if self.sessions is sessions:
+                self.sessions = None
             await ctl.stop()                    # lost the epoch while starting
             return
         log.info("broker %d is the active controller (epoch %d)", self.node_id, epoch)
         self.controller = ctl
+        self.spawn(sessions.run())
         self._controller_ready.set()
         await self._record_users(ctl)
 
     def _resign(self) -> None:
-        ctl, self.controller = self.controller, None
+        ctl, self.controller, self.sessions = self.controller, None, None
         self._controller_ready.clear()
         if ctl is not None:
             log.info("broker %d stops being the active controller", self.node_id)
@@ -187,8 +203,10 @@ class ProcessNode:
             if self.raft.role != LEADER:
                 raise ControllerMoved(self.node_id)
             return self.raft.describe()
-        if method not in CALLS and method != "register_broker":
+        if method not in CALLS and method not in PROCESS_CALLS:
             raise ValueError(f"unknown controller call {method!r}")
+        if method == "broker_heartbeat" and self.sessions is not None:
+            return await self.sessions.heartbeat(*args)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CONTROLLER_START_WAIT_S
         while self.controller is None:
@@ -199,6 +217,8 @@ class ProcessNode:
             except asyncio.TimeoutError:
                 pass
         ctl = self.controller
+        if method == "broker_heartbeat":            # its sessions started with it
+            return await self.sessions.heartbeat(*args) if self.sessions else True
         if method == "auto_create_topics":
             return await ctl.create_topics([(n, -1, -1, None, {}) for n in args[0]],
                                            validate_only=False)
@@ -209,7 +229,10 @@ class ProcessNode:
         fut = asyncio.get_running_loop().create_future()
         self._pending[call_id] = (dest, fut)
         self._send(dest, ("call", call_id, method, args, kw))
-        return await fut
+        try:
+            return await fut
+        finally:
+            self._pending.pop(call_id, None)        # given up on (a heartbeat), or answered
 
     async def _answer(self, src: int, call_id: int, method: str, args: tuple, kw: dict) -> None:
         try:
@@ -226,16 +249,46 @@ class ProcessNode:
         self.spawn(self._pipe(reader, stop))
         await self.broker.start()
         self.spawn(self.raft.run(first_boot=not self.restarted))
+        await self._register()
         b = self.broker
-        b.broker_epoch = await self.channel.call(
-            "register_broker", self.node_id, b.host, b.port, b.rack, b.control_port,
-            b.registration_listeners())
         # Clients' addresses and bound ports, to start again on; never the cluster listener's
         # (its peers learn a new one from the registration, and a port kept could be taken).
         self._writer.write(frame(("ready", b.client_endpoints(),
                                   {spec.name: spec.port for spec in b.listeners
                                    if spec.name != b.cluster_listener})))
+        self.spawn(self._heartbeats())
         await stop.wait()
+
+    async def _register(self) -> None:
+        b = self.broker
+        b.broker_epoch = await self.channel.call(
+            "register_broker", self.node_id, b.host, b.port, b.rack, b.control_port,
+            b.registration_listeners())
+
+    async def _heartbeats(self) -> None:
+        """KRaft's BrokerLifecycleManager: a heartbeat to the active controller each
+        broker.heartbeat.interval.ms (heartbeats.py); registered again if the controller no
+        longer knows this broker's epoch. Not through the channel, which waits for an answer
+        from a controller's process however long it is stopped: one not answered within the
+        interval is given up, and the next goes to the voter leading by then."""
+        interval = self.config.broker_heartbeat_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            leader, args = self.raft.leader_id, (self.node_id, self.broker.broker_epoch)
+            try:
+                if leader < 0:
+                    continue
+                if leader == self.node_id:
+                    known = await self.local_call("broker_heartbeat", args, {})
+                else:
+                    known = await asyncio.wait_for(
+                        self.remote_call(leader, "broker_heartbeat", args, {}), interval)
+                if not known:
+                    log.info("broker %d: its registration is stale: registering again",
+                             self.node_id)
+                    await self._register()
+            except Exception as e:  # noqa: BLE001 — no controller now: the next one is tried
+                log.info("broker %d: heartbeat to %d not answered: %r", self.node_id, leader, e)
 
     async def _pipe(self, reader: asyncio.StreamReader, stop: asyncio.Event) -> None:
         try:

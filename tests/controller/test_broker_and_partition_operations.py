@@ -5,7 +5,8 @@ from __future__ import annotations
 import kafka.errors as Errors
 
 from minibroker.controller import records
-from minibroker.controller.brokers import allocate_producer_ids, fence_broker, register_broker
+from minibroker.controller.brokers import (allocate_producer_ids, fence_broker, register_broker,
+                                          unfence_broker)
 from minibroker.controller.image import BrokerRegistration
 from minibroker.controller.partitions import alter_partition, elect_leader
 from minibroker.controller.result import Result
@@ -43,6 +44,22 @@ def test_fencing_moves_leadership_and_shrinks_isrs_and_the_broker_gets_it_back_o
     assert back.records[2:] == (records.partition_change(A, 2, leader=3),)
     p = replay(back.records, fenced).topics["a"].partitions[2]
     assert (p.leader, p.leader_epoch, p.isr) == (3, 2, (3,))
+
+
+def test_a_heartbeat_unfences_a_fenced_broker_with_its_epoch_and_refuses_another_epoch():
+    """serve --processes: a broker fenced for a lost session (SIGSTOP) is unfenced by its next
+    heartbeat, keeping its epoch (KRaft's UnfenceBrokerRecord); leaderless partitions it is in
+    sync for get it back, as on a registration."""
+    fenced = replay(fence_broker(_image(), 3).records, _image())
+    assert unfence_broker(fenced, 3, 104) == Result((), False)      # not its epoch: register
+    assert unfence_broker(fenced, 9, 1) == Result((), False)
+    res = unfence_broker(fenced, 3, 103)
+    assert res == Result((records.unfence_broker(3, 103),
+                          records.partition_change(A, 2, leader=3)), True)
+    back = replay(res.records, fenced)
+    assert not back.brokers[3].fenced and back.brokers[3].broker_epoch == 103
+    assert back.topics["a"].partitions[2].leader == 3
+    assert unfence_broker(back, 3, 103) == Result((), True)         # unfenced: nothing to write
 
 
 def test_fencing_a_leader_elects_the_next_in_sync_replica():

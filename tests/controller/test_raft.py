@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+import pathlib
 import random
+from typing import Callable
 
 import pytest
 
@@ -14,28 +17,56 @@ from minibroker.controller import records
 from minibroker.controller.image import MetadataImage
 from minibroker.controller.metadata_log import MetadataLog
 from minibroker.controller.quorum import NotLeader
+from minibroker.controller.quorum_state import ElectionState, QuorumStateStore
 from minibroker.controller.raft import CANDIDATE, FOLLOWER, LEADER, RaftNode
 
 
 class Network:
-    def __init__(self, n: int = 3) -> None:
+    def __init__(self, n: int = 3, timeout_ms: int = 1000, state_dir: pathlib.Path | None = None
+                 ) -> None:
+        """state_dir: each voter keeps its election state in a quorum-state file under it."""
         self.queue: list[tuple[int, int, tuple]] = []
         self.down: set[int] = set()
         self.led: list[tuple[int, int]] = []           # (voter, epoch) each on_leader
+        self.timeout_ms, self.state_dir = timeout_ms, state_dir
+        self.on_disk_when_sent: list[tuple[int, tuple, ElectionState | None]] = []
         ids = list(range(1, n + 1))
         self.nodes = {i: self._node(i, ids) for i in ids}
 
-    def _node(self, i: int, ids: list[int], can_stand: bool = True) -> RaftNode:
-        node = RaftNode(i, ids, ids, MetadataLog(), lambda dest, m: self.queue.append((i, dest, m)),
-                        1000, random.Random(i), lambda: 0, can_stand=can_stand)
+    def _node(self, i: int, ids: list[int], forgot: bool = False) -> RaftNode:
+        store = None if self.state_dir is None else QuorumStateStore(str(self.state_dir / str(i)))
+
+        def send(dest: int, m: tuple) -> None:
+            self.queue.append((i, dest, m))
+            if store is not None:
+                self.on_disk_when_sent.append((i, m, store.load()))
+        node = RaftNode(i, ids, ids, MetadataLog(), send, self.timeout_ms, random.Random(i),
+                        lambda: 0, forgot=forgot, state=store)
         node.on_leader = lambda epoch: self.led.append((i, epoch))
         return node
 
     def restart_empty(self, i: int) -> RaftNode:
-        """Voter i back without its log (serve --processes without --data-dir)."""
+        """Voter i back without its log and election state (serve --processes without
+        --data-dir)."""
         self.down.discard(i)
-        self.nodes[i] = self._node(i, sorted(self.nodes), can_stand=False)
+        self.nodes[i] = self._node(i, sorted(self.nodes), forgot=True)
         return self.nodes[i]
+
+    def restart(self, i: int) -> RaftNode:
+        """Voter i back with its election state read from its quorum-state file."""
+        self.down.discard(i)
+        self.nodes[i] = self._node(i, sorted(self.nodes))
+        return self.nodes[i]
+
+    def deliver(self, keep: Callable[[int, int, tuple], bool]) -> None:
+        """One round: the queued messages `keep` accepts are delivered, the others lost."""
+        batch, self.queue = self.queue, []
+        for src, dest, msg in batch:
+            if keep(src, dest, msg):
+                self.nodes[dest].receive(src, msg)
+
+    def leaders(self, epoch: int) -> list[int]:
+        return [i for i, n in self.nodes.items() if n.role == LEADER and n.epoch == epoch]
 
     async def pump(self, rounds: int = 50) -> None:
         for _ in range(rounds):
@@ -235,3 +266,108 @@ async def test_after_a_snapshot_the_followers_get_it_instead_of_keeping_every_re
 
 def _image_at(offset: int) -> MetadataImage:
     return dataclasses.replace(MetadataImage(), offset=offset)
+
+
+def voted_for_1_in_epoch_1(net: Network) -> None:
+    """Voter 1 stands in epoch 1 and is elected with voter 2's vote; voter 3 hears nothing, and
+    neither hears from 1 as leader (its appends are lost)."""
+    net.nodes[1].stand()
+    net.deliver(lambda src, dest, m: dest == 2)            # 1's request reaches 2 only
+    net.deliver(lambda src, dest, m: dest == 1)            # 2's vote reaches 1: it leads
+    net.queue.clear()
+    assert net.leaders(1) == [1] and net.nodes[3].epoch == 0 and net.nodes[2].voted_for == 1
+
+
+async def test_a_voter_started_again_without_its_state_votes_only_once_it_heard_a_leader():
+    net = Network()
+    voted_for_1_in_epoch_1(net)
+    forgetful = net.restart_empty(2)                     # its vote for 1 in epoch 1 forgotten
+    net.nodes[3].stand()                                 # epoch 1 too: it heard nothing of 1
+    await net.pump()
+    assert net.leaders(1) == [1] and net.nodes[3].role == CANDIDATE   # not a second leader
+    assert (forgetful.epoch, forgetful.voted_for) == (1, -1)
+    net.nodes[1]._replicate(asyncio.get_running_loop().time() + 10)   # 1's heartbeat
+    net.deliver(lambda src, dest, m: dest == 2)
+    assert forgetful.leader_id == 1
+    forgetful.receive(3, ("vote", 1, 3, -1, 0))          # 3's request again, delayed
+    assert net.queue[-1] == (2, 3, ("voted", 1, False))  # 1 leads epoch 1: no vote in it
+    await net.pump()
+    net.down = {1}
+    await elect(net, 3)                                  # epoch 2: 2's vote elects 3
+    assert forgetful.voted_for == 3
+
+
+async def test_a_voter_that_forgot_its_vote_votes_again_after_an_election_timeout():
+    """The leader's process died too: nobody leads to hear from, so the vote waits out one
+    election timeout (any election it voted in before is over) and a majority elects again."""
+    net = Network(timeout_ms=200)
+    voted_for_1_in_epoch_1(net)
+    net.down = {1}
+    forgetful = net.restart_empty(2)
+    net.nodes[3].stand()
+    await net.pump()
+    assert net.nodes[3].role == CANDIDATE and forgetful.voted_for == -1
+    for _ in range(100):                                 # 3 stands again until elected
+        await asyncio.sleep(0.02)
+        net.nodes[3].stand()
+        await net.pump()
+        if net.nodes[3].role == LEADER:
+            break
+    assert net.nodes[3].role == LEADER and forgetful.voted_for == 3
+
+
+async def test_the_election_state_survives_a_restart_in_the_quorum_state_file(tmp_path):
+    net = Network(state_dir=tmp_path)
+    voted_for_1_in_epoch_1(net)
+    granted = [disk for src, m, disk in net.on_disk_when_sent if src == 2 and m[0] == "voted"]
+    assert granted == [ElectionState(1, 1, -1)]          # on disk before the vote left
+    assert json.loads((tmp_path / "2" / "quorum-state").read_text()) == \
+        {"leaderEpoch": 1, "votedId": 1, "leaderId": -1, "data_version": 1}
+    again = net.restart(2)
+    assert (again.epoch, again.voted_for, again.role) == (1, 1, FOLLOWER)
+    net.nodes[3].stand()                                 # epoch 1: 2 already voted in it
+    await net.pump()
+    assert net.leaders(1) == [1] and net.nodes[3].role == CANDIDATE
+    net.nodes[1]._replicate(asyncio.get_running_loop().time() + 10)
+    await net.pump()                                     # 2 and 3 follow 1: written down
+    assert QuorumStateStore(str(tmp_path / "3")).load() == ElectionState(1, 3, 1)   # its own
+    assert QuorumStateStore(str(tmp_path / "1")).load() == ElectionState(1, 1, 1)
+
+
+async def test_a_voters_acknowledgement_stops_counting_once_its_process_died():
+    net = Network(n=5)
+    leader = await elect(net, 1)
+    net.down = {3, 4, 5}
+    leader.append(1, fence(5))
+    await net.pump()
+    assert leader.commit == 0 and len(net.nodes[2].log) == 1   # 2 of 5 hold it
+    leader.peer_died(2)
+    net.restart_empty(2)
+    net.down = {2, 4, 5}
+    leader._replicate(asyncio.get_running_loop().time() + 10)
+    await net.pump()
+    assert len(net.nodes[3].log) == 1 and leader.commit == 0   # 1 and 3: 2 lost its copy
+    net.down = {4, 5}
+    leader._replicate(asyncio.get_running_loop().time() + 20)
+    await net.pump()
+    assert leader.commit == 1 and len(net.nodes[2].log) == 1
+
+
+async def test_a_voter_answering_without_the_records_no_longer_counts_for_them():
+    """No word of its process's death reached the leader first: its refusal says how much it
+    holds now."""
+    net = Network(n=5)
+    leader = await elect(net, 1)
+    net.down = {3, 4, 5}
+    leader.append(1, fence(5))
+    await net.pump()
+    net.restart_empty(2)
+    now = asyncio.get_running_loop().time()
+    leader._replicate(now + 10)                          # a heartbeat: 2 refuses it
+    net.deliver(lambda src, dest, m: dest == 2)
+    net.deliver(lambda src, dest, m: dest == 1)
+    net.queue.clear()                                    # the leader's copy to 2 is lost
+    net.down = {2, 4, 5}
+    leader._replicate(now + 20)
+    await net.pump()
+    assert len(net.nodes[3].log) == 1 and leader.commit == 0
