@@ -3,6 +3,7 @@
 restructuring must leave no row of run.py slower by more than the noise).
 
     python benchmarks/before_after.py --before 9385743 [--repeat 3] [--duration 10]
+                                      [--after-override NAME=VALUE ...]
 
 Uses ../shared/perf's anchor.py and load.py as run.py does (run.py's interleaved rounds: round r
 runs both brokers, in reverse order on odd rounds). The earlier commit is checked out in a
@@ -46,6 +47,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--duration", type=float, default=10)
     ap.add_argument("--max-bytes", type=float, default=2e10)
+    ap.add_argument("--after-override", action="append", default=[], metavar="NAME=VALUE",
+                    help="also run this checkout with these serve overrides, in the same rounds "
+                         "(e.g. log.memory.overflow=delete: the earlier commit's semantics)")
     a = ap.parse_args()
     run = _run_py()
     venv_py = run.ensure_setup()
@@ -57,23 +61,35 @@ def main() -> None:
             serve = f"exec {shlex.quote(sys.executable)} -m minibroker serve --port 0"
             cmds = {"before": (f"cd {shlex.quote(tree)} && {serve}", {"MB_PERF_RF": "1"}),
                     "after": (f"cd {shlex.quote(REPO)} && {serve}", {"MB_PERF_RF": "1"})}
-            got = run.run_rounds(["before", "after"], cmds, venv_py, a, tmp)
+            if a.after_override:
+                extra = " ".join(f"--override {shlex.quote(o)}" for o in a.after_override)
+                cmds["after+"] = (f"cd {shlex.quote(REPO)} && {serve} {extra}", {"MB_PERF_RF": "1"})
+            got = run.run_rounds(list(cmds), cmds, venv_py, a, tmp)
         finally:
             subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", tree],
                            capture_output=True)
     print(f"# README's serve at {a.before} (before) and at this checkout (after); {a.repeat} "
           f"interleaved rounds x {a.duration:g} s; load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(f"{'scenario':22} {'metric':12} {'before':>12} {'after':>12} {'after/before':>13} {'noise':>7}")
+    _table(run, got, "after")
+    if a.after_override:
+        print(f"# beside it, not instead: this checkout with --override "
+              f"{' --override '.join(a.after_override)} (after+)")
+        _table(run, got, "after+")
+
+
+def _table(run, got: dict, after: str) -> None:
+    print(f"{'scenario':22} {'metric':12} {'before':>12} {after:>12} {after + '/before':>13} "
+          f"{'noise':>7}")
     slower = 0
     for scenario, metric, higher in run.ROWS:
         b = got["before"]["median"].get(scenario, {}).get(metric)
-        f = got["after"]["median"].get(scenario, {}).get(metric)
+        f = got[after]["median"].get(scenario, {}).get(metric)
         if not b or not f:
             print(f"{scenario:22} {metric:12} {'-':>12} {'-':>12}")
             continue
         key = f"{scenario}.{metric}"
-        noise = max(_spread(got["before"]["rounds"][key]), _spread(got["after"]["rounds"][key]))
+        noise = max(_spread(got["before"]["rounds"][key]), _spread(got[after]["rounds"][key]))
         ratio = f / b
         worse = (1 - ratio) if higher else (ratio - 1)
         flag = "  SLOWER" if worse > noise else ""

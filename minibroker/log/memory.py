@@ -123,11 +123,18 @@ class LogMemory:
 
     def released(self, size: int) -> None:
         self.used -= size
-        if self._room_waiters and self.used <= self.max_bytes:
+        if self._room_waiters and (self.used <= self.max_bytes or self._writer_caught_up()):
             waiters, self._room_waiters = self._room_waiters, []
             for fut in waiters:
                 if not fut.done():
                     fut.set_result(None)
+
+    def spilled(self, size: int) -> None:
+        """A spill's file was written: its batches' bytes no longer count (the next round
+        starts at the cap again)."""
+        self.released(size)
+        if self.used <= self.max_bytes:
+            self._threshold = self.max_bytes
 
     def over(self) -> bool:
         """Past the cap by more than a round's slack even after a round now (high watermarks may
@@ -135,10 +142,18 @@ class LogMemory:
         limit = self.max_bytes + self.max_bytes // 16
         if self.max_bytes < 0 or self.used <= limit:
             return False
+        if self.spill is not None:
+            # Spilling does not wait for high watermarks, but for the disk: producers wait while
+            # the writer thread has more than a quarter of the cap to write (else memory would
+            # grow with a disk slower than the producers); what is left beyond that is what no
+            # round can free (spilled batches' objects), which holding producers back would not
+            # change.
+            return not self._writer_caught_up()
         self._evict()
-        # Spilling does not wait for high watermarks: what is left is what no round can free
-        # (spilled batches' objects), which holding producers back would not change.
-        return self.overflow == DELETE and self.used > limit
+        return self.used > limit
+
+    def _writer_caught_up(self) -> bool:
+        return self.spill is not None and self.spill.in_flight <= self.max_bytes // 4
 
     async def room(self, timeout_s: float) -> None:
         """Until a round brings the logs back under the cap, or `timeout_s`."""

@@ -25,7 +25,7 @@ Decisions (Kafka behaviour unless said):
 """
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from typing import Any, Callable, Iterator, NamedTuple, Protocol, Sequence, TypeVar
 
 from kafka.errors import (InvalidRecordError, KafkaError, MessageSizeTooLargeError,
@@ -231,6 +231,7 @@ class PartitionLog:
         # Batches below this offset were spilled (log/spill.py), except rewritten ones: a hint
         # for where the next spill starts looking.
         self._spilled_end = 0
+        self._spilling = 0              # bytes of ours the spill thread is writing
         # Compaction (log/cleaner.py): where the last cleaning ended, the earliest delete horizon of
         # the tombstones kept (-1: none), and the active segment (rolled on append by segment.ms /
         # segment.bytes, tracked only on compacted topics: its base offset, start time and bytes).
@@ -691,7 +692,9 @@ class PartitionLog:
         picked = []
         # At least spill.min_bytes a file (or all there is): each file is a mapping, and a
         # process has a bounded number of them (vm.max_map_count).
-        excess = max(self.held_bytes - share, spill.min_bytes)
+        if self.held_bytes - self._spilling <= share:
+            return 0                    # what is being written already brings it down
+        excess = max(self.held_bytes - self._spilling - share, spill.min_bytes)
         while i < len(stored) and excess > 0:
             batch = stored[i]
             i += 1
@@ -700,20 +703,40 @@ class PartitionLog:
                 excess -= batch.held - BATCH_OVERHEAD
         if not picked:
             return 0
+        # Not picked again while their file is written (nor after: they are spilled then).
+        self._spilled_end = max(self._spilled_end, picked[-1].last_offset + 1)
+        spilling = sum(b.held - BATCH_OVERHEAD for b in picked)
+        self._spilling += spilling
+        if spill.write_in_background(self.topic, self.partition, picked,
+                                     lambda views: self._spilled(picked, views, spilling)):
+            return len(picked)
         try:
             views = spill.write(self.topic, self.partition, picked)
         except OSError as e:            # disk full, no mapping left: kept in memory, not lost
             spill.failed(self.topic, self.partition, e)
-            return 0
+            views = None
+        self._spilled(picked, views, spilling)
+        return len(picked) if views is not None else 0
+
+    def _spilled(self, picked: list[StoredBatch], views: list[memoryview] | None,
+                 spilling: int) -> None:
+        """The picked batches' file is written (views: their bytes there) or could not be
+        (None: they stay in memory, to be picked again). Batches no longer in this log, or
+        rewritten meanwhile, keep what they have."""
+        self._spilling -= spilling
+        if views is None:
+            self._spilled_end = min(self._spilled_end, picked[0].base_offset)
+            return
         freed = 0
+        stored, bases, head = self._stored, self._bases, self._head
         for batch, view in zip(picked, views):
-            freed += batch.held - BATCH_OVERHEAD
-            batch.data = batch.view = view
-            batch.held = BATCH_OVERHEAD
+            i = bisect_left(bases, batch.base_offset, head)
+            if i < len(stored) and stored[i] is batch and batch.held > BATCH_OVERHEAD:
+                freed += batch.held - BATCH_OVERHEAD
+                batch.data = batch.view = view
+                batch.held = BATCH_OVERHEAD
         self.held_bytes -= freed
-        self.memory.released(freed)
-        self._spilled_end = max(self._spilled_end, picked[-1].last_offset + 1)
-        return len(picked)
+        self.memory.spilled(freed)
 
     def _start_at_first_batch(self) -> None:
         """After whole batches were dropped from the front: the log starts at what is left."""

@@ -4,14 +4,19 @@ the bytes read are the bytes produced, and the memory counted falls to the fair 
 when their batches are all deleted; the directory goes when the memory is closed (broker stop)."""
 from __future__ import annotations
 
+import asyncio
+import errno
 import gc
 import os
+
+import pytest
 
 from log_helpers import FixedClock, client_batch
 
 from minibroker.log.config import LogConfig
 from minibroker.log.memory import LogMemory
 from minibroker.log.partition_log import BATCH_OVERHEAD, PartitionLog
+from minibroker.log.spill import SpillDir
 from minibroker.log.untracked import untrack_pending
 
 SIZE = len(client_batch([b"x" * 1000])) + BATCH_OVERHEAD     # what one stored batch holds
@@ -171,4 +176,93 @@ def test_a_spill_that_cannot_be_written_keeps_the_batches_in_memory(caplog, tmp_
     assert len(_read_all(a)) == len(values) and a.log_start_offset == 0
     assert memory.used == a.held_bytes > memory.max_bytes
     assert any("cannot spill t-0" in r.getMessage() for r in caplog.records)
+    memory.close()
+
+
+class _Batch:
+    def __init__(self, data: bytes, base_offset: int) -> None:
+        self.view = memoryview(data)
+        self.size = len(data)
+        self.base_offset = base_offset
+
+
+def _write(spill: SpillDir, sizes: list[int]) -> tuple[list[bytes], list[memoryview], str]:
+    datas = [os.urandom(n) for n in sizes]
+    views = spill.write("t", 0, [_Batch(d, i) for i, d in enumerate(datas)])
+    path = _spill_files_in(spill.path)[-1]
+    return datas, views, path
+
+
+def _spill_files_in(root: str) -> list[str]:
+    return sorted(os.path.join(d, f) for d, _, files in os.walk(root) for f in files)
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_a_spill_file_holds_exactly_the_batches_bytes_written_direct_or_buffered(tmp_path, direct):
+    # O_DIRECT goes through an aligned buffer in whole blocks: batches that straddle the buffer's
+    # end and a tail that is no whole block must come out byte for byte, the file cut to size.
+    spill = SpillDir(str(tmp_path))
+    spill.direct = direct and spill.direct
+    sizes = [1, 4095, 4097, 3 << 20, 2 << 20, 12345, 61]      # past the 4 MiB buffer
+    datas, views, path = _write(spill, sizes)
+    assert [bytes(v) for v in views] == datas
+    with open(path, "rb") as f:
+        assert f.read() == b"".join(datas)
+    datas, views, _ = _write(spill, [8192])                  # a whole block, then a reused buffer
+    assert [bytes(v) for v in views] == datas
+    spill.close()
+
+
+def test_a_file_system_that_refuses_o_direct_gets_buffered_writes(tmp_path, monkeypatch):
+    real_open = os.open
+
+    def refusing(path, flags, *args):
+        if flags & getattr(os, "O_DIRECT", 0):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", refusing)
+    spill = SpillDir(str(tmp_path))
+    datas, views, _ = _write(spill, [100, 5000])
+    assert [bytes(v) for v in views] == datas and spill.direct is False
+    spill.close()
+
+
+async def _settled(memory: LogMemory) -> None:
+    for _ in range(3000):                   # bounded: the writer thread writes a few KB
+        if memory.spill.in_flight == 0:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the spill writer did not finish: {memory.spill.in_flight} {memory.spill._writer}")
+
+
+async def test_a_broker_spills_in_the_writer_thread_and_counts_the_bytes_until_written():
+    # On a running loop the file is written by the spill thread: the batches stay in memory,
+    # counted, until then; a batch deleted meanwhile is left as the deletion left it.
+    memory = LogMemory(4 * SIZE)
+    (a,) = _logs(memory, 1)
+    _fill(a, 12)
+    before = _read_all(a)
+    used = memory.used
+    picked = memory.maybe_evict()
+    assert picked > 0 and memory.spill.in_flight > 0 and memory.used == used
+    assert memory.maybe_evict() == 0                # not picked twice while being written
+    a.truncate_to(a.log_end_offset - 1)             # the newest batch goes meanwhile
+    await _settled(memory)
+    assert memory.used == a.held_bytes <= memory.max_bytes
+    assert _read_all(a) == before[:-1]
+    assert {b.held for b in a.batches_from(0)} == {BATCH_OVERHEAD}   # all 11 left were written
+    memory.close()
+
+
+async def test_producers_wait_while_the_writer_has_more_than_a_quarter_of_the_cap_to_write():
+    memory = LogMemory(8 * SIZE)
+    (a,) = _logs(memory, 1)
+    _fill(a, 24)
+    assert not memory.over()                        # nothing being written: nothing to wait for
+    assert memory.maybe_evict() > 0                 # 2x the cap handed to the writer at once
+    assert memory.over()
+    await asyncio.wait_for(memory.room(5), 10)      # woken when the writes bring it under
+    await _settled(memory)
+    assert not memory.over() and memory.used <= memory.max_bytes
     memory.close()
