@@ -115,7 +115,8 @@ def test_epochs_round_trip_through_the_records_and_a_snapshot(tmp_path):
         [f"{3:020d}-{3:010d}.checkpoint"]               # KRaft's snapshot id: end offset, epoch
     last = MetadataLog(MetadataStore(str(tmp_path)))
     assert (last.base, last.snapshot_epoch, last.snapshot) == (3, 3, _image_at(2))
-    assert [last.epoch_at(o) for o in (2, 3)] == [3, 5] and [r.id for _, r in last.read_all()] == [4]
+    assert [last.epoch_at(o) for o in (2, 3)] == [3, 5]
+    assert [r.id for _, r in last.read_all()] == [4]
 
 
 async def test_a_followers_copy_of_a_snapshot_keeps_its_epoch_on_disk(tmp_path):
