@@ -93,3 +93,13 @@ async def elect(net: Network, i: int) -> RaftNode:
     await net.pump()
     assert net.nodes[i].role == LEADER
     return net.nodes[i]
+
+
+async def elect_and_commit(net: Network, i: int, record) -> RaftNode:
+    """Voter i elected; `record` appended in its epoch and committed (a majority is up)."""
+    leader = await elect(net, i)
+    leader.append(leader.epoch, record)
+    waiting = asyncio.ensure_future(leader.commit_to(leader.epoch, len(leader.log)))
+    await net.pump()
+    await asyncio.wait_for(waiting, 1)
+    return leader

@@ -14,7 +14,7 @@ from minibroker.controller.image import MetadataImage
 from minibroker.controller.quorum import NotLeader
 from minibroker.controller.quorum_state import ElectionState, QuorumStateStore
 from minibroker.controller.raft import CANDIDATE, FOLLOWER, LEADER, RaftNode
-from tests.controller.raft_network import Network, elect, fence
+from tests.controller.raft_network import Network, elect, elect_and_commit, fence
 
 
 async def test_a_majority_elects_and_every_voter_learns_the_leader():
@@ -94,11 +94,7 @@ async def test_a_divergent_tail_is_replaced_by_the_new_leaders_copy():
     old.append(1, fence(7))                                  # never reaches a majority
     await net.pump()
     net.down = {1}
-    new = await elect(net, 2)
-    new.append(new.epoch, fence(8))
-    waiting = asyncio.ensure_future(new.commit_to(new.epoch, len(new.log)))
-    await net.pump()
-    await asyncio.wait_for(waiting, 1)
+    new = await elect_and_commit(net, 2, fence(8))
     net.down = set()
     new._replicate(asyncio.get_running_loop().time() + 10)  # heartbeat: 1 follows, mismatches
     await net.pump()

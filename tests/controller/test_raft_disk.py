@@ -4,7 +4,6 @@ matching compare the real epochs after a restart, and so does a snapshot (its la
 a directory written before records kept their epoch still loads, as epoch 0."""
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 import pathlib
@@ -18,7 +17,7 @@ from minibroker.controller.metadata_store import MetadataStore
 from minibroker.controller.raft import CANDIDATE
 from minibroker.controller.snapshot import to_text
 from minibroker.log.batch import crc32c
-from tests.controller.raft_network import Network, elect, fence
+from tests.controller.raft_network import Network, elect, elect_and_commit, fence
 
 
 def encoded(record, epoch: int) -> list:
@@ -46,11 +45,7 @@ async def test_after_a_whole_restart_a_longer_log_of_a_stale_epoch_loses_the_vot
     old.append(1, fence(12))                             # reaches nobody
     await net.pump()
     net.down = {1}
-    new = await elect(net, 2)
-    new.append(new.epoch, fence(20))
-    waiting = asyncio.ensure_future(new.commit_to(new.epoch, len(new.log)))
-    await net.pump()
-    await asyncio.wait_for(waiting, 1)                   # 2 and 3: a majority
+    await elect_and_commit(net, 2, fence(20))            # 2 and 3: a majority
     for i in (1, 2, 3):                                  # every process started again
         net.restart(i)
     assert [len(net.nodes[i].log) for i in (1, 2, 3)] == [3, 2, 2]
