@@ -17,6 +17,9 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from minibroker.controller.metadata_log import MetadataLog
+from minibroker.controller.metadata_store import MetadataStore
+from minibroker.controller.quorum import METADATA_DIR
 from tests.test_serve_processes import _children, _delivered, _serve, _stop, _wait_isr
 
 pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"),
@@ -186,6 +189,13 @@ def test_with_a_data_dir_the_controllers_process_killed_and_every_process_starte
     finally:
         _stop(serve)
     assert serve.returncode == 0
+    # On disk each record kept the epoch it was appended in: a later one after the kill.
+    for broker in (1, 2, 3):
+        store = MetadataStore(str(tmp_path / f"broker-{broker}" / METADATA_DIR))
+        copy = MetadataLog(store)
+        store.close()
+        epochs = [copy.epoch_at(o) for o in range(copy.base - 1, len(copy))]
+        assert epochs == sorted(epochs) and epochs[-1] >= 2, (broker, epochs)
     serve, bootstrap = _serve("--data-dir", str(tmp_path))
     try:
         admin = AdminClient({"bootstrap.servers": bootstrap})

@@ -134,11 +134,11 @@ class MetadataQuorum:
             raise NotLeader(f"controller {leader_id} epoch {epoch} is not the leader "
                             f"(leader {self.leader_id}, epoch {self.epoch})")
         own = self.copies[leader_id]
-        offset = own.append(record)
+        offset = own.append(record, epoch)
         entry = own.entry(offset)
         for v in self.voters:
             if v != leader_id and v in self.live:
-                self.copies[v].append_entry(entry)
+                self.copies[v].append_entry(entry, epoch)
         return offset
 
     async def commit(self, leader_id: int, epoch: int) -> None:
@@ -165,7 +165,7 @@ class MetadataQuorum:
             return
         for v in self.voters:
             if v in self.live:
-                self.copies[v].maybe_snapshot(image, max_bytes, epoch)
+                self.copies[v].maybe_snapshot(image, max_bytes)
 
     def wait_committed(self, end_offset: int) -> asyncio.Future[int]:
         """Resolves (to the log's length) at the first commit that leaves the log `end_offset`

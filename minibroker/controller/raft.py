@@ -2,7 +2,9 @@
 
 KRaft's Raft, reduced to what minibroker needs; the voters talk in messages (tuples) that the
 caller delivers (processes/: relayed by the supervisor), so nothing here knows of sockets:
-- each voter holds its own MetadataLog copy and, per record, the epoch whose leader wrote it;
+- each voter holds its own MetadataLog copy and, per record, the epoch whose leader wrote it
+  (with --data-dir on disk too, as KRaft's batches carry partitionLeaderEpoch, so a copy read
+  back compares as it did before the restart);
 - a follower that hears no leader for controller.quorum.election.timeout.ms (stretched by up to
   half, seeded, so two rarely stand at once), or is told its leader's process died, stands: epoch
   + 1, a vote for itself, a vote request to the others. A voter grants one vote per epoch, to a
@@ -11,12 +13,14 @@ caller delivers (processes/: relayed by the supervisor), so nothing here knows o
   not elected stands again after 50-200 ms (seeded: a split vote), doubling each time (KRaft's
   election back-off); at the first start every voter stands that soon;
 - the leader sends each follower the records after those it acknowledged (a heartbeat, empty, at
-  least every timeout / 4). A follower whose log does not end where the leader expects (another
-  epoch at the offset before) gets the leader's whole copy instead (KRaft's FetchSnapshot);
+  least every timeout / 4). A follower keeps the records it holds of the same epoch at the same
+  offset and replaces its tail from the first that differs (Raft's log matching); one whose log
+  does not end where the leader expects (another epoch at the offset before) gets the leader's
+  whole copy instead (KRaft's FetchSnapshot);
 - a record is committed once a majority of the voters acknowledged it and it is of the leader's
   epoch (Raft's rule; the earlier ones commit with it). A new leader proposes its uncommitted tail
-  again under its own epoch, and its controller starts once that tail is committed (so it replays
-  only what a majority holds);
+  again under its own epoch (rewritten so, on disk too, before it counts its own copy), and its
+  controller starts once that tail is committed (so it replays only what a majority holds);
 - a voter knowing the leader of its epoch grants no vote in it (KRaft's FollowerState);
 - with --data-dir a voter's epoch, vote and known leader are in its quorum-state file
   (controller/quorum_state.py), written before it grants a vote or acts in a new epoch, so a
@@ -26,8 +30,7 @@ caller delivers (processes/: relayed by the supervisor), so nothing here knows o
   heard from a leader or one election timeout passed (an epoch it voted in before may still be
   deciding; after that, any election it voted in is over: KIP-853 would instead make it a new
   voter). Once a voter's process died, the leader no longer counts what it acknowledged.
-Not kept across a restart: the epochs of the records read back from --data-dir (they count as
-epoch 0).
+Records in a --data-dir written before records kept their epoch count as epoch 0.
 """
 from __future__ import annotations
 
@@ -69,8 +72,6 @@ class RaftNode:
         self._saved = saved or ElectionState(0, -1, -1)
         # Forgot whom it voted for: no vote until a leader is heard or the election is over.
         self._no_votes_until = asyncio.get_running_loop().time() + self.timeout if forgot else 0.0
-        self.epochs = [0] * log.record_count        # the epoch of each record after the snapshot
-        self.snapshot_epoch = 0
         self.commit = log.base                      # the committed length (high watermark)
         self.on_leader: Callable[[int], None] = lambda epoch: None   # ready to lead `epoch`
         self.on_resign: Callable[[], None] = lambda: None
@@ -90,11 +91,7 @@ class RaftNode:
 
     # ------------------------------------------------------------------ the log
     def epoch_at(self, offset: int) -> int:
-        if offset < 0:
-            return -1
-        if offset < self.log.base:
-            return self.snapshot_epoch
-        return self.epochs[offset - self.log.base]
+        return self.log.epoch_at(offset)
 
     def last(self) -> tuple[int, int]:
         """(last epoch, length): how up to date this copy is."""
@@ -103,8 +100,7 @@ class RaftNode:
     def append(self, epoch: int, record: Any) -> int:
         if self.role != LEADER or epoch != self.epoch:
             raise NotLeader(f"voter {self.node_id} does not lead epoch {epoch}")
-        offset = self.log.append(record)
-        self.epochs.append(epoch)
+        offset = self.log.append(record, epoch)
         if not self._kicked:                        # one round of appends per turn of the loop
             self._kicked = True
             asyncio.get_running_loop().call_soon(self._replicate_now)
@@ -122,12 +118,9 @@ class RaftNode:
             await fut
 
     def snapshotted(self, before: int) -> None:
-        """The log's base moved from `before` (a snapshot): drop the epochs it covered, and
-        send the followers the snapshot (they hold no image to take their own, so their copies
-        would otherwise only grow)."""
+        """The log's base moved from `before` (a snapshot): send the followers the snapshot
+        (they hold no image to take their own, so their copies would otherwise only grow)."""
         if self.log.base > before:
-            self.snapshot_epoch = self.epoch_at(self.log.base - 1)
-            del self.epochs[:self.log.base - before]
             self._copy.update(self.others)
 
     # ------------------------------------------------------------------ time
@@ -229,9 +222,11 @@ class RaftNode:
         self.role, self.leader_id, self._lost = LEADER, self.node_id, 0
         self._epoch_leader = self.node_id
         self._persist()
-        # The uncommitted tail, proposed again under this epoch: it commits with this epoch.
-        for i in range(max(self.commit - self.log.base, 0), len(self.epochs)):
-            self.epochs[i] = self.epoch
+        # The uncommitted tail, proposed again under this epoch: it commits with this epoch. On
+        # disk before this copy counts as holding it: read back with the older epochs, it could
+        # vote for a stale log that overwrites the tail once committed.
+        self.log.relabel(self.commit, self.epoch)
+        self.log.flush()
         end = len(self.log)
         self._ready_at = end
         self._next = {v: end for v in self.others}
@@ -270,17 +265,18 @@ class RaftNode:
         self._follow(epoch, leader)
         ok = self.log.base <= prev_end <= len(self.log) and self.epoch_at(prev_end - 1) == prev_epoch
         if ok:
-            if prev_end < len(self.log):                # an uncommitted tail the leader lacks
-                self.log.truncate(prev_end)
-                del self.epochs[prev_end - self.log.base:]
-            for record_epoch, entry in entries:
-                self.log.append_entry(entry)
-                self.epochs.append(record_epoch)
-            if entries:
+            same = 0                                    # held already (same offset and epoch)
+            while same < len(entries) and prev_end + same < len(self.log) \
+                    and self.epoch_at(prev_end + same) == entries[same][0]:
+                same += 1
+            if same < len(entries):                     # from there on, the leader's
+                self.log.write_from(prev_end + same, entries[same:])
                 self.log.flush()
             self.can_stand = self.node_id in self.voters
-            self.commit = max(self.commit, min(commit, len(self.log)))
-        self._send(src, ("appended", self.epoch, ok, len(self.log)))
+            self.commit = max(self.commit, min(commit, prev_end + len(entries)))
+        # Matched: up to the last record sent (a tail it kept after them is not the leader's).
+        matched = prev_end + len(entries) if ok else len(self.log)
+        self._send(src, ("appended", self.epoch, ok, matched))
 
     def _on_copy(self, src: int, epoch: int, leader: int, snapshot: str | None, base: int,
                  entries: list[Entry], epochs: list[int], snapshot_epoch: int, commit: int) -> None:
@@ -288,8 +284,8 @@ class RaftNode:
             self._send(src, ("appended", self.epoch, False, len(self.log)))
             return
         self._follow(epoch, leader)
-        self.log.replace(None if snapshot is None else from_text(snapshot), base, entries)
-        self.epochs, self.snapshot_epoch = list(epochs), snapshot_epoch
+        self.log.replace(None if snapshot is None else from_text(snapshot), base,
+                         list(zip(epochs, entries)), snapshot_epoch)
         self.can_stand = self.node_id in self.voters
         self.commit = min(commit, len(self.log))
         self._send(src, ("appended", self.epoch, True, len(self.log)))
@@ -329,13 +325,14 @@ class RaftNode:
         log, nxt, end = self.log, self._next[v], len(self.log)
         if v in self._copy or nxt < log.base or nxt > end:
             snapshot = None if log.snapshot is None else to_text(log.snapshot)
+            records = log.records(log.base, end)
             msg: Message = ("copy", self.epoch, self.node_id, snapshot, log.base,
-                          [log.entry(i) for i in range(log.base, end)], list(self.epochs),
-                          self.snapshot_epoch, self.commit)
+                            [e for _, e in records], [epoch for epoch, _ in records],
+                            log.snapshot_epoch, self.commit)
         else:
             upto = min(end, nxt + MAX_RECORDS_PER_APPEND)
             msg = ("append", self.epoch, self.node_id, nxt, self.epoch_at(nxt - 1),
-                   [(self.epoch_at(i), log.entry(i)) for i in range(nxt, upto)], self.commit)
+                   log.records(nxt, upto), self.commit)
         self._inflight[v] = self._last_sent[v] = now
         self._send(v, msg)
 
@@ -398,7 +395,7 @@ class RaftLog:
         node = self.node
         if node.role == LEADER and node.epoch == self.epoch and node.commit == len(node.log):
             before = node.log.base
-            node.log.maybe_snapshot(image, max_bytes, self.epoch)
+            node.log.maybe_snapshot(image, max_bytes)
             node.snapshotted(before)
 
     def next_offset(self) -> int:

@@ -1,100 +1,20 @@
 """The metadata quorum across processes (controller/raft.py), its voters wired by an in-memory
-network that delivers messages only when pumped and drops those to or from a stopped voter:
-majority elections, majority commit, the election restriction, a lagging or divergent follower
-given the leader's copy, and a voter that lost its log standing only once given it."""
+network (raft_network.py): majority elections, majority commit, the election restriction, a
+lagging or divergent follower given the leader's copy, and a voter that lost its log standing
+only once given it. test_raft_disk.py: the voters' copies on disk."""
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import json
-import pathlib
-import random
-from typing import Callable
 
 import pytest
 
-from minibroker.controller import records
 from minibroker.controller.image import MetadataImage
-from minibroker.controller.metadata_log import MetadataLog
 from minibroker.controller.quorum import NotLeader
 from minibroker.controller.quorum_state import ElectionState, QuorumStateStore
 from minibroker.controller.raft import CANDIDATE, FOLLOWER, LEADER, RaftNode
-
-
-class Network:
-    def __init__(self, n: int = 3, timeout_ms: int = 1000, state_dir: pathlib.Path | None = None
-                 ) -> None:
-        """state_dir: each voter keeps its election state in a quorum-state file under it."""
-        self.queue: list[tuple[int, int, tuple]] = []
-        self.down: set[int] = set()
-        self.led: list[tuple[int, int]] = []           # (voter, epoch) each on_leader
-        self.timeout_ms, self.state_dir = timeout_ms, state_dir
-        self.on_disk_when_sent: list[tuple[int, tuple, ElectionState | None]] = []
-        ids = list(range(1, n + 1))
-        self.nodes = {i: self._node(i, ids) for i in ids}
-
-    def _node(self, i: int, ids: list[int], forgot: bool = False) -> RaftNode:
-        store = None if self.state_dir is None else QuorumStateStore(str(self.state_dir / str(i)))
-
-        def send(dest: int, m: tuple) -> None:
-            self.queue.append((i, dest, m))
-            if store is not None:
-                self.on_disk_when_sent.append((i, m, store.load()))
-        node = RaftNode(i, ids, ids, MetadataLog(), send, self.timeout_ms, random.Random(i),
-                        lambda: 0, forgot=forgot, state=store)
-        node.on_leader = lambda epoch: self.led.append((i, epoch))
-        return node
-
-    def restart_empty(self, i: int) -> RaftNode:
-        """Voter i back without its log and election state (serve --processes without
-        --data-dir)."""
-        self.down.discard(i)
-        self.nodes[i] = self._node(i, sorted(self.nodes), forgot=True)
-        return self.nodes[i]
-
-    def restart(self, i: int) -> RaftNode:
-        """Voter i back with its election state read from its quorum-state file."""
-        self.down.discard(i)
-        self.nodes[i] = self._node(i, sorted(self.nodes))
-        return self.nodes[i]
-
-    def deliver(self, keep: Callable[[int, int, tuple], bool]) -> None:
-        """One round: the queued messages `keep` accepts are delivered, the others lost."""
-        batch, self.queue = self.queue, []
-        for src, dest, msg in batch:
-            if keep(src, dest, msg):
-                self.nodes[dest].receive(src, msg)
-
-    def leaders(self, epoch: int) -> list[int]:
-        return [i for i, n in self.nodes.items() if n.role == LEADER and n.epoch == epoch]
-
-    async def pump(self, rounds: int = 50) -> None:
-        for _ in range(rounds):
-            await asyncio.sleep(0)                     # appends' replication, scheduled soon
-            if not self.queue:
-                await asyncio.sleep(0)
-                if not self.queue:
-                    return
-            batch, self.queue = self.queue, []
-            for src, dest, msg in batch:
-                if src not in self.down and dest not in self.down:
-                    self.nodes[dest].receive(src, msg)
-        raise AssertionError("messages still flowing after 50 rounds")
-
-    def entries(self, i: int) -> list:
-        log = self.nodes[i].log
-        return [log.entry(o) for o in range(log.base, len(log))]
-
-
-def fence(i: int):
-    return records.fence_broker(i, 1)
-
-
-async def elect(net: Network, i: int) -> RaftNode:
-    net.nodes[i].stand()
-    await net.pump()
-    assert net.nodes[i].role == LEADER
-    return net.nodes[i]
+from tests.controller.raft_network import Network, elect, elect_and_commit, fence
 
 
 async def test_a_majority_elects_and_every_voter_learns_the_leader():
@@ -174,11 +94,7 @@ async def test_a_divergent_tail_is_replaced_by_the_new_leaders_copy():
     old.append(1, fence(7))                                  # never reaches a majority
     await net.pump()
     net.down = {1}
-    new = await elect(net, 2)
-    new.append(new.epoch, fence(8))
-    waiting = asyncio.ensure_future(new.commit_to(new.epoch, len(new.log)))
-    await net.pump()
-    await asyncio.wait_for(waiting, 1)
+    new = await elect_and_commit(net, 2, fence(8))
     net.down = set()
     new._replicate(asyncio.get_running_loop().time() + 10)  # heartbeat: 1 follows, mismatches
     await net.pump()
@@ -256,7 +172,7 @@ async def test_after_a_snapshot_the_followers_get_it_instead_of_keeping_every_re
         leader.append(1, fence(i))
     await net.pump()
     before = leader.log.base
-    leader.log.maybe_snapshot(_image_at(len(leader.log) - 1), 0, 1)
+    leader.log.maybe_snapshot(_image_at(len(leader.log) - 1), 0)
     leader.snapshotted(before)
     leader._replicate(asyncio.get_running_loop().time())
     await net.pump()
