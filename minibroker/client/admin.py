@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -77,9 +78,10 @@ def _err(code: int, what: str, message: str | None = None) -> Exception | None:
 class Admin(AclAdmin, PooledClient):
     def __init__(self, bootstrap_servers: str | list[str], *, client_id: str = "minibroker-admin",
                  request_timeout_ms: int = 30000, ssl_context: Any = None,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None,
+                 rng: random.Random | None = None) -> None:
         self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms,
-                                   ssl_context=ssl_context, security=security)
+                                   ssl_context=ssl_context, security=security, rng=rng)
         self.metadata = ClusterMetadata(self.pool, allow_auto_topic_creation=False)
         self.timeout_ms = request_timeout_ms
         self.last_throttle_time_ms = 0

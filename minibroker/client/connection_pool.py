@@ -5,20 +5,30 @@ On connect the pool asks ApiVersions (v3, falling back by KIP-511's rule) and ke
 connection, so `version(conn, RequestClass)` picks the highest version both sides speak.
 Connections are created lazily: `get_nowait(node)` never blocks the caller (a producer's sender),
 it starts a connect in the background and returns None until it is up.
+
+With SASL, a connection whose session has a lifetime (the broker's connections.max.reauth.ms,
+KIP-368) re-authenticates on itself before it ends (network/sasl_client.SessionReauth, timed by
+the pool's clock and seeded rng). A refused re-authentication fails the requests waiting for it
+with AuthenticationFailed and closes the connection. A connect the broker refused
+authentication is not a connection failure like the others: `get()` raises AuthenticationFailed
+with the broker's message, and `auth_failure(node)` tells the senders.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import struct
+import zlib
 from typing import Any, Callable
 
 from kafka.errors import KafkaConnectionError, NodeNotReadyError, UnsupportedVersionError
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from minibroker.client.security import ClientSecurity
+from minibroker.clock import Clock
 from minibroker.network.client import ConnectionClosed, KafkaClientConnection
-from minibroker.network.sasl_client import AuthenticationFailed
+from minibroker.network.sasl_client import AuthenticationFailed, SessionReauth
 
 log = logging.getLogger("minibroker.client")
 
@@ -63,8 +73,12 @@ def parse_bootstrap(servers: str | list[str]) -> list[tuple[str, int]]:
 class ConnectionPool:
     def __init__(self, bootstrap_servers: str | list[str], client_id: str,
                  request_timeout_ms: int = 30000, reconnect_backoff_ms: int = 50,
-                 ssl_context: Any = None, security: ClientSecurity | None = None) -> None:
+                 ssl_context: Any = None, security: ClientSecurity | None = None,
+                 clock: Clock | None = None, rng: random.Random | None = None) -> None:
         self.client_id = client_id
+        self.clock = clock or Clock()
+        # KIP-368's jitter; seeded by the client id by default, so clients differ repeatably
+        self.rng = rng or random.Random(zlib.crc32(client_id.encode()))
         # security.protocol SSL / SASL_SSL: every connection uses TLS; SASL_*: and authenticates
         self.security = security
         self.ssl_context = ssl_context if security is None else security.ssl_context()
@@ -76,6 +90,7 @@ class ConnectionPool:
         self._connecting: dict[int, asyncio.Task] = {}
         self._backoff_until: dict[int, float] = {}
         self._why: dict[int, str] = {}                      # node -> why the last connect failed
+        self._refused: set[int] = set()                     # ... when the broker refused our SASL
         self._listeners: list[Callable[[], None]] = []
         self._next_bootstrap = 0
         self.closed = False
@@ -138,6 +153,9 @@ class ConnectionPool:
                     self._connect(node))
         conn = await asyncio.shield(task)
         if conn is None:
+            refused = self.auth_failure(node)
+            if refused is not None:
+                raise refused
             host, port = self._address(node)
             who = "bootstrap server" if node <= BOOTSTRAP else f"broker {node}"
             raise KafkaConnectionError(f"cannot reach {who} at {host}:{port} "
@@ -153,7 +171,7 @@ class ConnectionPool:
             try:
                 conn.api_versions = await self._api_versions(conn)
                 if self.security is not None:
-                    await self.security.authenticate(conn)
+                    self._keep_session(conn, await self.security.authenticate(conn))
             except BaseException:
                 conn.close()
                 raise
@@ -162,6 +180,7 @@ class ConnectionPool:
                 return None
             self._conns[node] = conn
             self._backoff_until.pop(node, None)
+            self._refused.discard(node)
             return conn
         except (OSError, ConnectionClosed, asyncio.TimeoutError, KeyError,
                 ApiVersionsFailed) as e:
@@ -170,12 +189,29 @@ class ConnectionPool:
             self._why[node] = str(e) or (
                 f"no connection in {self.request_timeout * 1000:.0f} ms"
                 if isinstance(e, asyncio.TimeoutError) else type(e).__name__)
+            if isinstance(e, AuthenticationFailed):
+                self._refused.add(node)
+            else:
+                self._refused.discard(node)
             self._backoff_until[node] = asyncio.get_running_loop().time() + self.reconnect_backoff
             return None
         finally:
             self._connecting.pop(node, None)
             for fn in self._listeners:
                 fn()
+
+    def _keep_session(self, conn: KafkaClientConnection, lifetime_ms: int) -> None:
+        """KIP-368: a session with a lifetime is renewed on the connection before it ends."""
+        if lifetime_ms > 0 and self.security is not None:
+            conn.reauth = reauth = SessionReauth(self.security.authenticate,
+                                                 self.clock.monotonic, self.rng)
+            reauth.schedule(lifetime_ms)
+
+    def auth_failure(self, node: int) -> AuthenticationFailed | None:
+        """The broker's refusal when the last connect to `node` failed authentication."""
+        if node not in self._refused:
+            return None
+        return AuthenticationFailed(self._why.get(node, "authentication failed"))
 
     async def _api_versions(self, conn: KafkaClientConnection) -> dict[int, tuple[int, int]]:
         """The broker's version ranges, by KIP-511's rule: a broker that does not speak our

@@ -44,6 +44,7 @@ import asyncio
 import collections
 import itertools
 import logging
+import random
 from typing import Any, Iterable
 
 import kafka.errors as Errors
@@ -62,6 +63,7 @@ from minibroker.client.partition_state import PartitionState
 from minibroker.client.records import (ConsumerGroupMetadata, ConsumerRecord, TopicPartition,
                                        decode_records, drop_aborted)
 from minibroker.client.security import ClientSecurity
+from minibroker.network.sasl_client import AuthenticationFailed
 from minibroker.protocol.errors import INVALID_PARTITION_METADATA
 from minibroker.protocol.messages import FetchRequestKip253
 
@@ -79,7 +81,8 @@ class Consumer(GroupOffsets, PooledClient):
                  retry_backoff_ms: int = 100, assignors: Iterable[str] = ("range", "roundrobin"),
                  allow_auto_create_topics: bool = True, ordering_barrier: bool = True,
                  metadata_max_age_ms: int = 300000, ssl_context: Any = None,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None,
+                 rng: random.Random | None = None) -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"auto_offset_reset {auto_offset_reset!r}")
         self.group_id = group_id
@@ -101,7 +104,7 @@ class Consumer(GroupOffsets, PooledClient):
             if a not in ASSIGNORS:
                 raise ValueError(f"unknown assignor {a!r}")
         self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms,
-                                   ssl_context=ssl_context, security=security)
+                                   ssl_context=ssl_context, security=security, rng=rng)
         self.metadata = ClusterMetadata(self.pool,
                                         allow_auto_topic_creation=allow_auto_create_topics)
         self._parts: dict[TopicPartition, PartitionState] = {}
@@ -268,6 +271,12 @@ class Consumer(GroupOffsets, PooledClient):
                 break
         return out
 
+    def _refused(self, e: BaseException | None) -> None:
+        """The broker refused our SASL (at connect or re-authentication): poll() raises it."""
+        if isinstance(e, AuthenticationFailed):
+            self._error = e
+            self._data.set()
+
     def _raise_error(self) -> None:
         if self._error is not None:
             err, self._error = self._error, None
@@ -376,6 +385,10 @@ class Consumer(GroupOffsets, PooledClient):
                         self._data.set()
                 await asyncio.sleep(self.retry_backoff)
                 continue
+            except AuthenticationFailed as e:      # the broker refused our SASL: poll() says so
+                self._refused(e)
+                await asyncio.sleep(self.retry_backoff)
+                continue
             except (ConnectionError, asyncio.TimeoutError, OSError) as e:
                 log.debug("consumer loop: %r", e)
                 await asyncio.sleep(self.retry_backoff)
@@ -446,6 +459,7 @@ class Consumer(GroupOffsets, PooledClient):
             conn = self.pool.get_nowait(node)
             if conn is None:
                 if self.pool.connect_failed(node):     # leader unreachable: it may have moved
+                    self._refused(self.pool.auth_failure(node))
                     for tp, st in parts:
                         # Look again after a backoff: metadata may still name this leader, and
                         # each refresh would otherwise start the next one at once.
@@ -495,6 +509,7 @@ class Consumer(GroupOffsets, PooledClient):
         if self._closed or self._stopping:
             return
         if fut.cancelled() or fut.exception() is not None:
+            self._refused(None if fut.cancelled() else fut.exception())
             self.pool.close_node(node, "fetch failed")
             for t in {tp.topic for tp, _, _, _ in sent}:
                 self.metadata.request_update(t)

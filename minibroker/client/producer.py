@@ -60,6 +60,7 @@ import asyncio
 import collections
 import itertools
 import logging
+import random
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -79,6 +80,7 @@ from minibroker.client.records import (ConsumerGroupMetadata, RecordMetadata, To
 from minibroker.client.security import ClientSecurity
 from minibroker.client.transactions import TransactionManager
 from minibroker.clock import Clock
+from minibroker.network.sasl_client import AuthenticationFailed
 from minibroker.partitioning import parent as partition_parent
 from minibroker.protocol.errors import INVALID_PARTITION_METADATA, for_code
 from minibroker.protocol.messages import ProduceRequestKip253
@@ -148,7 +150,8 @@ class Producer:
                  metadata_timeout_ms: int = 60000, clock: Clock | None = None,
                  tombstone_check_interval_ms: int = 1000, transactional_id: str | None = None,
                  transaction_timeout_ms: int = 60000, ssl_context: Any = None,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None,
+                 rng: random.Random | None = None) -> None:
         acks = -1 if acks == "all" else int(acks)
         if acks not in (-1, 0, 1):
             raise ValueError(f"acks must be -1/'all', 0 or 1, not {acks}")
@@ -172,7 +175,8 @@ class Producer:
         self.metadata_timeout = metadata_timeout_ms / 1000
         self.clock = clock or Clock()
         self.pool = ConnectionPool(bootstrap_servers, client_id, request_timeout_ms,
-                                   ssl_context=ssl_context, security=security)
+                                   ssl_context=ssl_context, security=security,
+                                   clock=self.clock, rng=rng)
         self.metadata = ClusterMetadata(self.pool)
         self._parts: dict[TopicPartition, _PartitionState] = {}
         self._undesignated: dict[str, list] = {}        # topic -> [(key, value, headers, ts, fut, created)]
@@ -711,8 +715,7 @@ class Producer:
             conn = self.pool.get_nowait(node)
             if conn is None:
                 if self.pool.connect_failed(node):     # leader unreachable: it may have moved
-                    for tp, st in parts:
-                        self._leader_unusable(tp, st, now)
+                    self._unreachable(node, parts, now)
                     delay = min(delay, self.retry_backoff)
                 continue
             while parts and self._node_inflight[node] < self.max_in_flight:
@@ -758,6 +761,17 @@ class Producer:
         st.batches.remove(batch)
         self._send_request(leader, conn, [(tp, st, batch)])
         return 0.5
+
+    def _unreachable(self, node: int, parts: list, now: float) -> None:
+        """Connecting to `node` failed: look for the leader again, unless the broker refused
+        our SASL; then the batches fail with its refusal (not retried, as Kafka's
+        AuthenticationException)."""
+        refused = self.pool.auth_failure(node)
+        for tp, st in parts:
+            if refused is None:
+                self._leader_unusable(tp, st, now)
+            while refused is not None and st.batches:
+                self._fail(st.batches.popleft(), refused)
 
     def _leader_unusable(self, tp: TopicPartition, st: _PartitionState, now: float) -> None:
         """No leader, or it cannot be reached: refresh metadata and look again after a backoff.
@@ -835,8 +849,9 @@ class Producer:
         if fut.cancelled() or fut.exception() is not None:
             exc = fut.exception() if not fut.cancelled() else None
             self.pool.close_node(node, "produce request failed")
-            for tp, st, batch in taken:
-                self._retry_or_fail(st, batch, Errors.KafkaConnectionError(repr(exc)))
+            for tp, st, batch in taken:     # a refused re-authentication is not retried
+                self._retry_or_fail(st, batch, exc if isinstance(exc, AuthenticationFailed)
+                                    else Errors.KafkaConnectionError(repr(exc)))
             return
         resp = fut.result()
         if resp is None:                     # acks=0

@@ -57,10 +57,12 @@ class ClientSecurity:
         ctx.check_hostname = self.check_hostname
         return ctx
 
-    async def authenticate(self, conn) -> None:
-        """SASL on a connection that has exchanged ApiVersions (a no-op without SASL)."""
-        if self.sasl:
-            await authenticate(conn, self.mechanism or "", self.username, self.password)
+    async def authenticate(self, conn) -> int:
+        """SASL on a connection that has exchanged ApiVersions (a no-op without SASL); returns
+        the session lifetime the broker gave (ms; 0: none, KIP-368)."""
+        if not self.sasl:
+            return 0
+        return await authenticate(conn, self.mechanism or "", self.username, self.password)
 
 
 def from_properties(props: dict[str, str]) -> ClientSecurity:

@@ -2,6 +2,12 @@
 
 Used by the controller (LeaderAndIsr/UpdateMetadata/StopReplica to brokers), by followers'
 replica fetchers, and by the reference client in minibroker.client.
+
+KIP-368: a connection given a `reauth` (network/sasl_client.SessionReauth) re-authenticates
+between requests once that says it is due: the request that finds it due and every one after
+it wait, the responses already owed arrive, the SASL exchange runs alone on the connection,
+then the waiting requests go out in order. A failed exchange closes the connection and fails
+the waiting requests with its error.
 """
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ import asyncio
 import collections
 import struct
 import sys
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Protocol
 
 from kafka.protocol.api_header import ResponseClassRegistry
 
@@ -25,6 +31,15 @@ _REQ_HDR = struct.Struct(">hhih")
 
 class ConnectionClosed(ConnectionError):
     pass
+
+
+class Reauthentication(Protocol):
+    """When and how a connection re-authenticates (KIP-368)."""
+
+    def due(self) -> bool: ...
+
+    async def __call__(self, conn: KafkaClientConnection) -> None:
+        """Run the exchange on `conn` (its requests pass `authenticating=True`); raise on failure."""
 
 
 def response_class_for(req: Any) -> Any:
@@ -63,6 +78,12 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         self._drain_waiter: asyncio.Future[None] | None = None
         self._write_paused = False
         self.tuning: SocketTuning | None = None
+        self.reauth: Reauthentication | None = None
+        # While re-authenticating: the requests waiting (their future, then the write that sends
+        # them), the task, and a waiter for the responses owed before the exchange starts.
+        self._held: collections.deque[tuple[asyncio.Future[Any], Callable[[], None]]] | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
+        self._idle: asyncio.Future[None] | None = None
 
     @classmethod
     async def connect(cls, host: str, port: int, client_id: str = "minibroker",
@@ -87,8 +108,16 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
             fut = self.inflight.popleft()[3]
             if not fut.done():
                 fut.set_exception(exc)
-        if self._drain_waiter is not None and not self._drain_waiter.done():
-            self._drain_waiter.set_result(None)
+        self._fail_held(exc)
+        for waiter in (self._drain_waiter, self._idle):
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+    def _fail_held(self, exc: Exception) -> None:
+        held, self._held = self._held, None
+        for fut, _ in held or ():
+            if not fut.done():
+                fut.set_exception(exc)
 
     def close(self, reason: str = "closed by client") -> None:
         if not self.closed:
@@ -112,43 +141,99 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
             await self._drain_waiter
 
     def send(self, req: Any, version: int, response_class: Any = None,
-             raw: bool = False) -> asyncio.Future[Any]:
+             raw: bool = False, authenticating: bool = False) -> asyncio.Future[Any]:
         """Queue a request; the future resolves to the decoded response (None for acks=0).
 
         raw=True: it resolves to the response body instead (a read-only memoryview of the frame
         after the response header), for a caller with its own decoder. The view points into the
         receive buffer, which is reused only once no view of it is left: drop it (and the future)
-        as soon as it is handled."""
-        fut, corr = self._new_request()
-        if corr < 0:
-            return fut
+        as soon as it is handled.
+
+        authenticating=True: a request of the connection's own SASL exchange, never held back
+        by a re-authentication (it is one)."""
+        fut = self._future()
+        if not fut.done():
+            if not authenticating and (self._held is not None or self.reauth is not None) \
+                    and self._must_wait():
+                assert self._held is not None, "_must_wait() made the queue"
+                self._held.append((fut, lambda: self._write(fut, req, version, response_class,
+                                                            raw)))
+            else:
+                self._write(fut, req, version, response_class, raw)
+        return fut
+
+    def _write(self, fut: asyncio.Future[Any], req: Any, version: int, response_class: Any,
+               raw: bool) -> None:
+        corr = self._corr = (self._corr + 1) & 0x7FFFFFFF
         assert self.transport is not None, "requests are sent once connected"
         self.transport.writelines(encode_request(req, version, corr, self.client_id))
         if not req.expect_response():
             fut.set_result(None)
-            return fut
+            return
         rcls = response_class or response_class_for(req)
         self.inflight.append((corr, rcls, version, fut, raw))
-        return fut
 
-    def _new_request(self) -> tuple[asyncio.Future[Any], int]:
-        """A request's future and correlation id; -1 when the connection is closed (the future
-        holds ConnectionClosed)."""
+    def _future(self) -> asyncio.Future[Any]:
+        """A request's future; already failed with ConnectionClosed when the connection is."""
         fut = asyncio.get_running_loop().create_future()
         if self.closed:
             fut.set_exception(ConnectionClosed(self.close_reason or "connection closed"))
-            return fut, -1
-        self._corr = (self._corr + 1) & 0x7FFFFFFF
-        return fut, self._corr
+        return fut
+
+    # ------------------------------------------------------------------ KIP-368
+    def _must_wait(self) -> bool:
+        """Whether a request waits for a re-authentication (started here when it is due)."""
+        if self._held is not None:
+            return True
+        reauth = self.reauth
+        if reauth is None or not reauth.due():
+            return False
+        self._held = collections.deque()
+        self._reauth_task = asyncio.get_running_loop().create_task(self._reauthenticate(reauth))
+        return True
+
+    async def _reauthenticate(self, reauth: Reauthentication) -> None:
+        try:
+            while self.inflight and not self.closed:       # the responses owed come first
+                self._idle = asyncio.get_running_loop().create_future()
+                await self._idle
+            if self.closed:
+                raise ConnectionClosed(self.close_reason or "connection closed")
+            await reauth(self)
+        except BaseException as e:  # noqa: BLE001 — any failure ends the connection, as Kafka's
+            error = e if isinstance(e, ConnectionError) else \
+                ConnectionClosed(f"re-authentication failed: {e!r}")
+            self._fail_held(error)
+            self.close(f"re-authentication failed: {error}")
+            if not isinstance(e, Exception):
+                raise                   # cancelled: the waiting requests have failed
+            return
+        finally:
+            self._idle = None
+            self._reauth_task = None
+        held, self._held = self._held, None
+        for fut, write in held or ():
+            if not fut.done():          # a caller may have given up on it meanwhile
+                write()
 
     def send_encoded(self, api_key: int, version: int, body: bytes, flexible: bool,
                      gathered: bool = False) -> asyncio.Future[Any]:
         """send(..., raw=True) of a body its caller encoded (the replica fetcher's FetchRequest:
         protocol/fetch_request.py): the future resolves to the raw response body; with
         `gathered`, to a protocol.gathered.Gathered body when one arrives so (memory pipes)."""
-        fut, corr = self._new_request()
-        if corr < 0:
-            return fut
+        fut = self._future()
+        if not fut.done():
+            if (self._held is not None or self.reauth is not None) and self._must_wait():
+                assert self._held is not None, "_must_wait() made the queue"
+                self._held.append((fut, lambda: self._write_encoded(
+                    fut, api_key, version, body, flexible, gathered)))
+            else:
+                self._write_encoded(fut, api_key, version, body, flexible, gathered)
+        return fut
+
+    def _write_encoded(self, fut: asyncio.Future[Any], api_key: int, version: int, body: bytes,
+                       flexible: bool, gathered: bool) -> None:
+        corr = self._corr = (self._corr + 1) & 0x7FFFFFFF
         cid = self.client_id.encode()
         hdr = _REQ_HDR.pack(api_key, version, corr, len(cid)) + cid + (b"\x00" if flexible else b"")
         assert self.transport is not None, "requests are sent once connected"
@@ -156,11 +241,10 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
         # In place of a response class, whether the response header is flexible (bool).
         self.inflight.append((corr, flexible and api_key != 18, version, fut,
                               _RAW_GATHERED if gathered else True))
-        return fut
 
     async def request(self, req: Any, version: int, timeout: float | None = 30.0,
-                      response_class: Any = None) -> Any:
-        fut = self.send(req, version, response_class)
+                      response_class: Any = None, authenticating: bool = False) -> Any:
+        fut = self.send(req, version, response_class, authenticating=authenticating)
         if timeout is None:
             return await fut
         try:
@@ -211,6 +295,8 @@ class KafkaClientConnection(asyncio.BufferedProtocol):
             self.close(str(e))
             return False
         self._handle_frames(frames)
+        if self._idle is not None and not self.inflight and not self._idle.done():
+            self._idle.set_result(None)         # a re-authentication may start
         return True
 
     def _handle_frames(self, frames: Iterable[memoryview | Gathered]) -> None:

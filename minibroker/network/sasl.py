@@ -52,7 +52,7 @@ class SaslSettings:
 class SaslSession:
     """One connection's authentication (and re-authentications)."""
     __slots__ = ("state", "kafka_frames", "server", "mechanism", "principal", "expires_ms",
-                 "reauth_from", "bad_mechanism")
+                 "reauth_from", "bad_mechanism", "reauthentications")
 
     def __init__(self) -> None:
         self.state = HANDSHAKE_OR_VERSIONS
@@ -63,6 +63,7 @@ class SaslSession:
         self.expires_ms: int | None = None
         self.reauth_from: tuple[str, KafkaPrincipal] | None = None   # re-authenticating
         self.bad_mechanism: str | None = None
+        self.reauthentications = 0      # successful ones (Kafka: successful-reauthentication-total)
 
 
 def _decode(cls: Any, frame: memoryview, version: int, flexible: bool) -> tuple[Any, int]:
@@ -204,7 +205,10 @@ class SaslGate:
             limits.append(server.lifetime_ms - now)
         lifetime = max(0, min(limits)) if limits else 0
         session.expires_ms = now + lifetime if limits else None
-        what = "re-authenticated" if session.reauth_from is not None else "authenticated"
+        what = "authenticated"
+        if session.reauth_from is not None:
+            what = "re-authenticated"
+            session.reauthentications += 1
         log.debug("%s: %s %s with SASL mechanism %s from %s; session lifetime %d ms",
                   conn.name, what, principal, session.mechanism, conn.peer, lifetime)
         session.principal = conn.principal = principal

@@ -229,6 +229,48 @@ async def test_session_lifetime_and_reauthentication():
         assert await raw.closed()
 
 
+async def _scram(raw: Raw, user: str, mech: str = "SCRAM-SHA-512"):
+    """A SCRAM exchange over SaslAuthenticate v2; the last response."""
+    assert (await raw.handshake(mech)).error_code == 0
+    client = ScramClient([mech], user, f"{user}-secret")
+    first = await raw.authenticate(client.get_client_first().encode())
+    if first.error_code:
+        return first
+    client.set_server_first(first.auth_bytes.decode())
+    return await raw.authenticate(client.get_client_final().encode())
+
+
+async def test_reauthentication_keeps_the_mechanism_and_the_principal():
+    """KIP-368 on the broker: a second SaslHandshake (v1) on an authenticated connection starts
+    re-authentication, also once the session has ended; another mechanism, another principal
+    or handshake v0 (no SaslAuthenticate to carry the lifetime) are refused."""
+    async with Cluster(**SASL, connections_max_reauth_ms=1000) as c:
+        raw = await Raw.open(c)
+        assert (await _scram(raw, "alice")).session_lifetime_ms == 1000
+        await asyncio.sleep(1.5)                # past the session's end
+        resp = await _scram(raw, "alice")
+        assert (resp.error_code, resp.session_lifetime_ms) == (0, 1000)
+        assert (await raw.request(metadata(), 1, MetadataResponse)).brokers
+        assert server_conn(c).sasl.reauthentications == 1
+        resp = await _scram(raw, "bob")
+        assert (resp.error_code, resp.error_message) == (
+            58, "Cannot change principals during re-authentication from User.alice: User.bob")
+        assert await raw.closed()
+        raw = await Raw.open(c)
+        await _scram(raw, "alice")
+        assert (await raw.handshake("PLAIN")).error_code == 0
+        resp = await raw.authenticate(b"\0alice\0alice-secret")
+        assert (resp.error_code, resp.error_message) == (
+            58, "SASL mechanism 'PLAIN' requested by client is not supported for "
+                "re-authentication of mechanism 'SCRAM-SHA-512'")
+        assert await raw.closed()
+        raw = await Raw.open(c)
+        await _scram(raw, "alice")
+        raw.writer.write(b"".join(bytes(p) for p in encode_request(
+            SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 0, 9, "t")))
+        assert await raw.closed()
+
+
 async def test_sasl_requests_on_a_plaintext_listener_are_illegal_state():
     async with Cluster(brokers=1) as c:
         raw = await Raw.open(c)
