@@ -179,6 +179,7 @@ class IsrMonitor:
         self.longest_blind = 0.0
         self.leaders: dict[int, int] = {}
         self.last_ok: float | None = None
+        self.still_out: list[tuple[int, int]] = []    # set by close()
 
     def observe(self, partitions, now: float) -> None:
         for pid in sorted(partitions):
