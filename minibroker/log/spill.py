@@ -136,12 +136,14 @@ class SpillDir:
 
         def settle() -> None:
             self.in_flight -= size
-            e = future.exception()
-            if isinstance(e, OSError):
-                self.failed(topic, partition, e)
+            e = None if future.cancelled() else future.exception()     # cancelled: at close
+            if future.cancelled() or e is not None:
+                if isinstance(e, OSError):
+                    self.failed(topic, partition, e)
+                elif e is not None:
+                    log.error("spilling %s-%d failed; its batches stay in memory", topic,
+                              partition, exc_info=e)
                 done(None)
-            elif e is not None:
-                raise e
             else:
                 done(future.result())
         future.add_done_callback(finished)
@@ -203,7 +205,6 @@ class SpillDir:
         if self._writer is not None:
             self._writer.shutdown(wait=True, cancel_futures=True)
             self._writer = None
-            self.in_flight = 0
         if self._finalizer is not None:
             self._finalizer()
         self.path = self._finalizer = None

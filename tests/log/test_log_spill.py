@@ -266,3 +266,21 @@ async def test_producers_wait_while_the_writer_has_more_than_a_quarter_of_the_ca
     await _settled(memory)
     assert not memory.over() and memory.used <= memory.max_bytes
     memory.close()
+
+
+async def test_a_write_that_fails_in_the_writer_thread_leaves_the_batches_to_be_picked_again(
+        monkeypatch):
+    memory = LogMemory(4 * SIZE)
+    (a,) = _logs(memory, 1)
+    _fill(a, 12)
+    before = _read_all(a)
+    monkeypatch.setattr(memory.spill, "write", lambda *args: 1 / 0)     # not an OSError
+    assert memory.maybe_evict() > 0
+    await _settled(memory)
+    assert memory.used > memory.max_bytes and _read_all(a) == before    # all still in memory
+    monkeypatch.undo()
+    memory._threshold = memory.max_bytes
+    assert memory.maybe_evict() > 0                 # picked again, and written this time
+    await _settled(memory)
+    assert memory.used <= memory.max_bytes and _read_all(a) == before
+    memory.close()
