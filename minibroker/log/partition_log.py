@@ -483,7 +483,7 @@ class PartitionLog:
     def replace_batches(self, replacements: dict[int, StoredBatch | None]) -> None:
         """Compaction: swap the batches at these base offsets for rewritten ones (None: drop),
         offsets kept. Readers holding the old batches' views keep reading the old bytes."""
-        stored, bases = self._stored, self._bases
+        stored = self._stored
         kept_batches: list[StoredBatch] = []
         kept_bases: list[int] = []
         freed = added = 0
