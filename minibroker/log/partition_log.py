@@ -40,7 +40,7 @@ from minibroker.log import append_checks
 from minibroker.log.config import LogConfig
 from minibroker.log.epochs import LeaderEpochCache
 from minibroker.log.memory import LogMemory
-from minibroker.log.spill import SpillDir
+from minibroker.log.spill import SpillDir, SpillFile
 from minibroker.log.records_check import check_records
 from minibroker.log.twins import twin
 from minibroker.log.producer_state import (
@@ -137,6 +137,34 @@ class StoredBatch:
                 f"size={self.size}, max_ts={self.max_timestamp})")
 
 
+class SpilledBatch(StoredBatch):
+    """A StoredBatch whose bytes moved to a spill file (log/spill.py): `data` and `view` are cut
+    from the file's mapping when read, instead of a view kept per batch (SpillFile says why)."""
+    __slots__ = ("_file", "_pos")
+
+    def __init__(self, batch: StoredBatch, file: SpillFile, pos: int) -> None:
+        # The same fields as `batch`, whose bytes the file holds; `data` and `view` stay unset.
+        for name in _FIELDS:
+            setattr(self, name, getattr(batch, name))
+        self.held = SPILLED_BATCH_OVERHEAD
+        self._file = file
+        self._pos = pos
+        untrack(self)
+
+    @property
+    def view(self) -> memoryview:
+        return self._file.whole[self._pos:self._pos + self.size]
+
+    @view.setter
+    def view(self, _: Any) -> None:
+        raise AttributeError("a spilled batch's bytes are in its file")
+
+    data = view
+
+
+_FIELDS = tuple(f for f in StoredBatch.__slots__ if f not in ("data", "view"))
+
+
 def _leader_batches(views: list[memoryview], leader_log: "PartitionLog | None"
                     ) -> tuple[list[BatchHeader], list[StoredBatch]] | None:
     """(headers, the leader's StoredBatches) for views a memory pipe handed over, when each is the
@@ -160,6 +188,8 @@ def _leader_batches(views: list[memoryview], leader_log: "PartitionLog | None"
 # int, by sys.getsizeof on CPython 3.11. A small batch kept as bytes holds ~340 bytes less; the
 # cap counts every batch alike.
 BATCH_OVERHEAD = 400
+# A SpilledBatch: the object (two more slots, no view) and the int of its place in the file.
+SPILLED_BATCH_OVERHEAD = 320
 
 
 def _frame_shares(view: memoryview, headers: list[BatchHeader], frame_records: int) -> list[int]:
@@ -698,43 +728,41 @@ class PartitionLog:
         while i < len(stored) and excess > 0:
             batch = stored[i]
             i += 1
-            if batch.held > BATCH_OVERHEAD:     # not spilled yet
+            if type(batch) is not SpilledBatch:
                 picked.append(batch)
-                excess -= batch.held - BATCH_OVERHEAD
+                excess -= batch.held - SPILLED_BATCH_OVERHEAD
         if not picked:
             return 0
         # Not picked again while their file is written (nor after: they are spilled then).
         self._spilled_end = max(self._spilled_end, picked[-1].last_offset + 1)
-        spilling = sum(b.held - BATCH_OVERHEAD for b in picked)
+        spilling = sum(b.held - SPILLED_BATCH_OVERHEAD for b in picked)
         self._spilling += spilling
         if spill.write_in_background(self.topic, self.partition, picked,
-                                     lambda views: self._spilled(picked, views, spilling)):
+                                     lambda file: self._spilled(picked, file, spilling)):
             return len(picked)
         try:
-            views = spill.write(self.topic, self.partition, picked)
+            file: SpillFile | None = spill.write(self.topic, self.partition, picked)
         except OSError as e:            # disk full, no mapping left: kept in memory, not lost
             spill.failed(self.topic, self.partition, e)
-            views = None
-        self._spilled(picked, views, spilling)
-        return len(picked) if views is not None else 0
+            file = None
+        self._spilled(picked, file, spilling)
+        return len(picked) if file is not None else 0
 
-    def _spilled(self, picked: list[StoredBatch], views: list[memoryview] | None,
-                 spilling: int) -> None:
-        """The picked batches' file is written (views: their bytes there) or could not be
-        (None: they stay in memory, to be picked again). Batches no longer in this log, or
-        rewritten meanwhile, keep what they have."""
+    def _spilled(self, picked: list[StoredBatch], file: SpillFile | None, spilling: int) -> None:
+        """The picked batches' file is written (their bytes are there now) or could not be
+        (None: they stay in memory, to be picked again). Each still in this log becomes a
+        SpilledBatch; those no longer in it, or rewritten meanwhile, are left alone."""
         self._spilling -= spilling
-        if views is None:
+        if file is None:
             self._spilled_end = min(self._spilled_end, picked[0].base_offset)
             return
         freed = 0
         stored, bases, head = self._stored, self._bases, self._head
-        for batch, view in zip(picked, views):
+        for batch, pos in zip(picked, file.positions):
             i = bisect_left(bases, batch.base_offset, head)
-            if i < len(stored) and stored[i] is batch and batch.held > BATCH_OVERHEAD:
-                freed += batch.held - BATCH_OVERHEAD
-                batch.data = batch.view = view
-                batch.held = BATCH_OVERHEAD
+            if i < len(stored) and stored[i] is batch:
+                freed += batch.held - SPILLED_BATCH_OVERHEAD
+                stored[i] = SpilledBatch(batch, file, pos)
         self.held_bytes -= freed
         self.memory.spilled(freed)
 

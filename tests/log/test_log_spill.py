@@ -8,6 +8,7 @@ import asyncio
 import errno
 import gc
 import os
+import time
 
 import pytest
 
@@ -15,7 +16,8 @@ from log_helpers import FixedClock, client_batch
 
 from minibroker.log.config import LogConfig
 from minibroker.log.memory import LogMemory
-from minibroker.log.partition_log import BATCH_OVERHEAD, PartitionLog
+from minibroker.log.partition_log import (BATCH_OVERHEAD, SPILLED_BATCH_OVERHEAD, PartitionLog,
+                                          SpilledBatch)
 from minibroker.log.spill import SpillDir
 from minibroker.log.untracked import untrack_pending
 
@@ -63,13 +65,13 @@ def test_past_the_cap_the_largest_logs_spill_down_to_a_fair_share_and_keep_every
     spilled = memory.maybe_evict()
     # big spills down to its share of the room (18 whole batches' worth); what a spilled batch
     # still holds (its objects) counts, so a few more than 12 go
-    assert spilled == -(-12 * SIZE // (SIZE - BATCH_OVERHEAD))
+    assert spilled == -(-12 * SIZE // (SIZE - SPILLED_BATCH_OVERHEAD))
     # Nothing deleted, no offset moved, the same bytes read back (now from the file).
     assert [(log.log_start_offset, log.log_end_offset, log.batch_count)
             for log in (small, mid, big)] == [(0, 2, 2), (0, 10, 10), (0, 30, 30)]
     assert {log.partition: _read_all(log) for log in (small, mid, big)} == before
     # What the memory counts: big's oldest batches hold only their objects now.
-    assert [b.held for b in big.batches_from(0)][:spilled + 1] == [BATCH_OVERHEAD] * spilled + [
+    assert [b.held for b in big.batches_from(0)][:spilled + 1] == [SPILLED_BATCH_OVERHEAD] * spilled + [
         big.stored_at(spilled).size + BATCH_OVERHEAD]
     assert big.held_bytes <= 18 * SIZE
     assert memory.used == small.held_bytes + mid.held_bytes + big.held_bytes <= memory.max_bytes
@@ -89,6 +91,31 @@ def test_spilling_ignores_the_high_watermark_and_producers_are_not_held_back():
     assert memory.used <= memory.max_bytes and not memory.over()
     assert [bytes(v) for v in a.read(0, 1 << 30).records] == _read_all(a)
     assert len(_read_all(a)) == len(values) == 12
+    memory.close()
+
+
+def test_a_spilled_batch_keeps_no_view_of_its_own_and_nothing_the_collector_walks():
+    """Its bytes are cut from the file's one mapping when read: a memoryview kept per batch
+    cannot be untracked, and millions of them made every full collection take seconds."""
+    memory = LogMemory(4 * SIZE)
+    (a,) = _logs(memory, 1)
+    _fill(a, 100)
+    before = _read_all(a)
+    untrack_pending()
+    gc.collect()
+    tracked = len(gc.get_objects())
+    spilled = memory.maybe_evict()
+    gc.collect()
+    batches = list(a.batches_from(0))
+    assert spilled > 90 and all(type(b) is SpilledBatch for b in batches[:spilled])
+    assert not any(gc.is_tracked(b) for b in batches)
+    # The spill directory's and the file's few objects, not one or more per batch.
+    assert len(gc.get_objects()) - tracked < 30
+    assert {b.held for b in batches[:spilled]} == {SPILLED_BATCH_OVERHEAD}
+    assert _read_all(a) == before
+    assert bytes(batches[0].data) == bytes(batches[0].view) == before[0]
+    with pytest.raises(AttributeError):
+        batches[0].view = b""
     memory.close()
 
 
@@ -229,10 +256,14 @@ def test_a_file_system_that_refuses_o_direct_gets_buffered_writes(tmp_path, monk
 
 
 async def _settled(memory: LogMemory) -> None:
-    for _ in range(3000):                   # bounded: the writer thread writes a few KB
+    # Bounded in real time: the writer is a real thread, and these tests' loop may run on
+    # virtual time, where 3,000 sleeps of 10 ms took a second and lost to a loaded disk.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
         if memory.spill.in_flight == 0:
             return
         await asyncio.sleep(0.01)
+        time.sleep(0.001)                   # the thread's turn, whatever the loop's clock
     raise AssertionError(f"the spill writer did not finish: {memory.spill.in_flight} {memory.spill._writer}")
 
 
@@ -251,7 +282,7 @@ async def test_a_broker_spills_in_the_writer_thread_and_counts_the_bytes_until_w
     await _settled(memory)
     assert memory.used == a.held_bytes <= memory.max_bytes
     assert _read_all(a) == before[:-1]
-    assert {b.held for b in a.batches_from(0)} == {BATCH_OVERHEAD}   # all 11 left were written
+    assert {b.held for b in a.batches_from(0)} == {SPILLED_BATCH_OVERHEAD}   # all 11 left were written
     memory.close()
 
 
