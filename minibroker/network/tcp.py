@@ -333,7 +333,9 @@ async def close_idle_connections(connections: dict[KafkaServerConnection, None],
         now = loop.time()
         for conn in list(connections):
             if not conn.pending and not conn.closed and now - conn.last_active >= idle_s:
-                conn.close(f"idle for more than connections.max.idle.ms={max_idle_ms}")
+                # Routine, not a fault: DEBUG, as Kafka's Selector logs it (peers reconnect).
+                conn.close(f"idle for more than connections.max.idle.ms={max_idle_ms}",
+                           logging.DEBUG)
 
 
 ExceptionHandler = Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object]
