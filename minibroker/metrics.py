@@ -25,17 +25,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
 from minibroker.broker.dispatch import HANDLERS
 
-if TYPE_CHECKING:
-    from minibroker.cluster import Cluster
-
 log = logging.getLogger("minibroker.metrics")
+
+
+class Brokers(Protocol):
+    """What is read: a Cluster, or one broker process of `serve --processes` (processes/node)."""
+    brokers: dict[int, Any]             # node id -> Broker
+
+    @property
+    def controller(self) -> Any: ...    # the active controller if it runs here, else None
+
+    @property
+    def controller_node_id(self) -> int: ...
 
 
 def _api_names() -> dict[int, str]:
@@ -46,7 +54,7 @@ def _api_names() -> dict[int, str]:
 class ClusterCollector:
     """A prometheus_client collector reading a Cluster's brokers."""
 
-    def __init__(self, cluster: "Cluster") -> None:
+    def __init__(self, cluster: Brokers) -> None:
         self.cluster = cluster
 
     def collect(self):
@@ -135,17 +143,21 @@ class ClusterCollector:
                         lag.add_metric(values, max(hw - offset, 0))
 
     def _high_watermark(self, topic: str, partition: int) -> int | None:
+        """The leader's, else (one broker process of `serve --processes`) a follower's."""
+        found = None
         for bid in sorted(self.cluster.brokers):
             p = self.cluster.brokers[bid].replica_manager.get(topic, partition)
-            if p is not None and p.is_leader and self.cluster.brokers[bid].running:
-                return p.high_watermark
-        return None
+            if p is not None and self.cluster.brokers[bid].running:
+                if p.is_leader:
+                    return p.high_watermark
+                found = p.high_watermark if found is None else found
+        return found
 
 
 class MetricsServer:
     """GET /metrics over HTTP/1.1 on the cluster's event loop (one response per connection)."""
 
-    def __init__(self, cluster: "Cluster") -> None:
+    def __init__(self, cluster: Brokers) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(ClusterCollector(cluster))
         self._server: asyncio.base_events.Server | None = None

@@ -52,6 +52,7 @@ FUNCTION_LEVEL_ALLOWED = {
     ("minibroker.cli.serve", "minibroker.console.server"),
     ("minibroker.cli.serve", "minibroker.cli.console"),
     ("minibroker.cli.serve", "minibroker.metrics"),           # only with serve --metrics-port
+    ("minibroker.processes.node", "minibroker.metrics"),      # (prometheus_client: an extra)
     ("minibroker.cli.serve", "minibroker.processes"),         # only with serve --processes
     ("minibroker.cli.common", "minibroker.network.client"),
     ("minibroker.cli.common", "kafka"),                 # ApiVersions and error names, on use
@@ -194,8 +195,8 @@ LAYERS: list[set[str]] = [
     {"metadata"},                   # what a broker knows of the cluster (UpdateMetadata's cache)
     {"coordinator", "controller"},  # groups/offsets/transactions; the metadata image and its log
     {"broker"},                     # dispatch, handlers, the replica manager
+    {"metrics"},                    # reads the brokers of a Cluster or of one broker process
     {"cluster", "processes"},       # brokers + controller in one process, or one per process
-    {"metrics"},
     {"client"},                     # the reference client (its streams example runs a Cluster)
     {"testing", "spark", "console"},
     {"cli"},

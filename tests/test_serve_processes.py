@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
@@ -187,6 +188,56 @@ def test_every_controller_call_reaches_the_controller_from_a_broker_process():
         result = admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(30)
         # Broker 2 leads already: Kafka answers ELECTION_NOT_NEEDED for the partition.
         assert result[tp].code() == KafkaError.ELECTION_NOT_NEEDED
+    finally:
+        _stop(serve)
+    assert serve.returncode == 0
+
+
+def _scrape(url: str) -> dict[tuple, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def test_each_broker_process_serves_its_own_metrics_on_the_same_port_after_a_restart():
+    serve, bootstrap = _serve("--metrics-port", "0")
+    try:
+        urls = [serve.stdout.readline().split() for _ in range(3)]
+        assert [u[0] for u in urls] == ["METRICS"] * 3, urls
+        urls = [u[1] for u in urls]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("m", 3, replication_factor=3)])["m"].result(30)
+        _wait_isr(admin, "m", {1, 2, 3})
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        assert _delivered(p, "m", [b"x"] * 30) == []
+        scraped = [_scrape(u) for u in urls]
+        for i, got in enumerate(scraped, 1):         # broker i's endpoint: broker i only
+            assert {dict(labels).get("broker") for _, labels in got} == {str(i)}
+            assert got[("kafka_server_replicamanager_partitioncount",
+                        (("broker", str(i)),))] == 3
+        active = [got[("kafka_controller_kafkacontroller_activecontrollercount",
+                       (("broker", str(i)),))] for i, got in enumerate(scraped, 1)]
+        assert sorted(active) == [0, 0, 1]
+        assert sum(got.get(("kafka_server_brokertopicmetrics_messagesin_total",
+                            (("broker", str(i)), ("topic", "m"))), 0)
+                   for i, got in enumerate(scraped, 1)) == 30
+
+        children = _children(serve.pid)
+        os.kill(children[2], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while _children(serve.pid).get(2) in (None, children[2]):
+            assert time.monotonic() < deadline, "broker 2's process was not started again"
+            time.sleep(0.2)
+        while True:                                 # on the port it had
+            try:
+                again = _scrape(urls[1])
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "broker 2's metrics did not come back"
+                time.sleep(0.2)
+        assert {dict(labels).get("broker") for _, labels in again} == {"2"}
     finally:
         _stop(serve)
     assert serve.returncode == 0

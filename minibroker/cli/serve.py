@@ -104,7 +104,8 @@ def _cluster_or_supervisor(args, config: ClusterConfig):
             if args.faults:
                 fail("--faults works in one process only: drop --processes")
             from minibroker.processes import Supervisor, cluster_id_for
-            return None, Supervisor(config, cluster_id_for(config), restart=not args.no_restart)
+            return None, Supervisor(config, cluster_id_for(config), restart=not args.no_restart,
+                                    metrics_port=args.metrics_port)
         # Imported here for start-up: `minibroker topics ...` and --help never load the broker.
         from minibroker.cluster import Cluster
         cluster = Cluster(config)
@@ -136,7 +137,7 @@ async def _serve(args, config: ClusterConfig) -> None:
         await children.stop()
         fail(f"serve --processes: {one_line(e) or 'a broker process did not register in time'}")
     metrics = None
-    if args.metrics_port is not None:
+    if args.metrics_port is not None and children is None:
         from minibroker.metrics import MetricsServer
         try:
             metrics = await MetricsServer(cluster).start(config.host, args.metrics_port)
@@ -162,6 +163,8 @@ async def _serve(args, config: ClusterConfig) -> None:
     print(f"BOOTSTRAP {bootstrap}", flush=True)
     if metrics is not None:
         print(f"METRICS http://{config.host}:{metrics.port}/metrics", flush=True)
+    for _, port in sorted(children.metrics_ports.items()) if children is not None else ():
+        print(f"METRICS http://{config.host}:{port}/metrics", flush=True)     # one per broker
     if console is not None:
         print(f"CONSOLE {console.url}", flush=True)
     if ca_line(args) is not None:
@@ -261,15 +264,14 @@ def add_serve_parser(sub, description: str) -> None:
     add_security_flags(s)
     s.add_argument("--metrics-port", type=port, default=None,
                    help="serve Prometheus metrics on this port (0 = any free port; needs the "
-                        "'metrics' extra, prometheus_client)")
+                        "'metrics' extra, prometheus_client); with --processes each broker "
+                        "process serves its own, broker N's on this port + N - 1")
     s.add_argument("--console-port", type=port, default=None,
                    help="serve the web console on this port (0 = any free port; needs the "
                         "'console' extra)")
 
 
 def run_serve(args) -> None:
-    if args.processes and args.metrics_port is not None:
-        fail("--metrics-port reads the brokers of one process: not with --processes")
     if args.metrics_port is not None:
         try:
             import prometheus_client  # noqa: F401

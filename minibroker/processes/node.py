@@ -47,9 +47,13 @@ CONTROLLER_START_WAIT_S = 10.0
 
 class ProcessNode:
     def __init__(self, node_id: int, config: ClusterConfig, cluster_id: str, restarted: bool,
-                 writer: asyncio.StreamWriter, ports: dict[str, int] | None = None) -> None:
-        """ports: {listener name: port} this broker had before it was started again."""
+                 writer: asyncio.StreamWriter, ports: dict[str, int] | None = None,
+                 metrics_port: int | None = None) -> None:
+        """ports: {listener name: port} this broker had before it was started again;
+        metrics_port: where this broker's own Prometheus endpoint listens (None: none)."""
         self.node_id, self.config, self._writer = node_id, config, writer
+        self.metrics_port = metrics_port
+        self.metrics: Any = None            # minibroker.metrics.MetricsServer, with a port
         self.restarted = restarted
         seed = config.seed or 0
         self.clock = Clock(config.wall_clock_base_ms if config.wall_clock_base_ms is not None
@@ -253,9 +257,19 @@ class ProcessNode:
         b = self.broker
         # Clients' addresses and bound ports, to start again on; never the cluster listener's
         # (its peers learn a new one from the registration, and a port kept could be taken).
+        if self.metrics_port is not None:
+            from minibroker.metrics import MetricsServer
+            try:
+                self.metrics = await MetricsServer(_NodeMetrics(self)).start(
+                    self.config.host, self.metrics_port)
+            except OSError as e:            # in use: this process ends, saying why
+                log.error("broker %d: cannot serve metrics on %s port %d: %s", self.node_id,
+                          self.config.host, self.metrics_port, e.strerror or e)
+                raise SystemExit(1) from None
         self._writer.write(frame(("ready", b.client_endpoints(),
                                   {spec.name: spec.port for spec in b.listeners
-                                   if spec.name != b.cluster_listener})))
+                                   if spec.name != b.cluster_listener},
+                                  None if self.metrics is None else self.metrics.port)))
         self.spawn(self._heartbeats())
         await stop.wait()
 
@@ -300,6 +314,8 @@ class ProcessNode:
         stop.set()                              # the supervisor went away: stop too
 
     async def close(self) -> None:
+        if self.metrics is not None:
+            await self.metrics.stop()
         if self.controller is not None:
             await self.controller.stop()
         if self.broker.running:
@@ -309,11 +325,28 @@ class ProcessNode:
         self._writer.close()
 
 
+class _NodeMetrics:
+    """What minibroker.metrics reads of a Cluster, for this process's one broker: each broker
+    process serves its own endpoint, as each Kafka broker has its own JMX exporter."""
+
+    def __init__(self, node: ProcessNode) -> None:
+        self.node = node
+        self.brokers = {node.node_id: node.broker}
+
+    @property
+    def controller(self) -> Controller | None:
+        return self.node.controller             # set while this process's voter leads
+
+    @property
+    def controller_node_id(self) -> int:
+        return self.node.node_id if self.node.controller is not None else self.node.raft.leader_id
+
+
 async def child_main(fd: int, node_id: int) -> None:
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
-    _, config, cluster_id, restarted, ports = await read(reader)
+    _, config, cluster_id, restarted, ports, metrics_port = await read(reader)
     keep_freed_batches_for_reuse(config.minibroker_log_heap_huge_pages)
-    node = ProcessNode(node_id, config, cluster_id, restarted, writer, ports)
+    node = ProcessNode(node_id, config, cluster_id, restarted, writer, ports, metrics_port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)

@@ -44,8 +44,13 @@ class Supervisor:
     # Restart back-off: doubled per death within RESTART_RESET_S of the last start, capped.
     RESTART_MIN_S, RESTART_MAX_S, RESTART_RESET_S = 0.5, 30.0, 60.0
 
-    def __init__(self, config: ClusterConfig, cluster_id: str, restart: bool = True) -> None:
+    def __init__(self, config: ClusterConfig, cluster_id: str, restart: bool = True,
+                 metrics_port: int | None = None) -> None:
+        """metrics_port: broker i's Prometheus endpoint listens on metrics_port + i - 1 (0: each
+        on a free port); None: none."""
         self.config, self.cluster_id = config, cluster_id
+        self.metrics_port = metrics_port
+        self.metrics_ports: dict[int, int] = {}     # node id -> its endpoint's bound port
         self.procs: dict[int, subprocess.Popen] = {}
         self.endpoints: dict[int, str] = {}
         # node id -> {listener name: host:port} / {listener name: bound port}, clients' listeners.
@@ -79,8 +84,10 @@ class Supervisor:
         reader, writer = await asyncio.open_connection(sock=ours)
         # Started again: on the ports it had (with --port 0 too), so clients' bootstrap lists
         # and cached addresses stay good.
+        metrics_port = None if self.metrics_port is None else self.metrics_ports.get(
+            node_id, self.metrics_port + node_id - 1 if self.metrics_port else 0)
         writer.write(frame(("init", self.config, self.cluster_id, restarted,
-                            self.ports.get(node_id, {}))))
+                            self.ports.get(node_id, {}), metrics_port)))
         self._writers[node_id] = writer
         self._registered[node_id] = loop.create_future()
         self._tasks.append(loop.create_task(self._serve(node_id, reader)))
@@ -98,8 +105,10 @@ class Supervisor:
                 if message[0] == "to":
                     self._relay(node_id, message[1], message[2])
                 elif message[0] == "ready":
-                    _, self.listener_endpoints[node_id], self.ports[node_id] = message
+                    _, self.listener_endpoints[node_id], self.ports[node_id], metrics = message
                     self.endpoints[node_id] = next(iter(message[1].values()))
+                    if metrics is not None:
+                        self.metrics_ports[node_id] = metrics
                     if not self._registered[node_id].done():
                         self._registered[node_id].set_result(None)
         except (asyncio.IncompleteReadError, ConnectionError):
