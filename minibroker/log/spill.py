@@ -3,10 +3,10 @@
 
 A spill writes a run of one log's oldest batches, as the raw bytes they hold (the format of a
 Kafka `.log` segment and of log/segments.py), to `<dir>/<topic>-<partition>/<base offset>.log`,
-maps the file read-only and hands each batch a read-only view of its bytes in the mapping: the
-batch's StoredBatch keeps its place and its metadata, the read path (PartitionLog.read, a Fetch)
-is unchanged, and the pages are the kernel's page cache, which it writes back and drops under
-memory pressure instead of the process's own memory. A file is unlinked once nothing refers to
+maps the file read-only and returns a SpillFile: the log keeps it in each of those batches'
+places and reads a batch's header from the mapping when the batch is asked for, so a spilled
+batch holds ~70 bytes of the process's memory, and the pages are the kernel's page cache, which
+it writes back and drops under memory pressure instead of the process's own memory. A file is unlinked once nothing refers to
 its mapping (every batch in it deleted by retention, truncation or the topic's deletion); the
 directory is created at the first spill (a temporary one, `minibroker-spill-*`, under TMPDIR)
 and removed when the broker stops, or at exit.
@@ -21,7 +21,9 @@ batches stay in memory, and counted, until their file is written.
 """
 from __future__ import annotations
 
+import array
 import asyncio
+import bisect
 import errno
 import logging
 import mmap
@@ -42,18 +44,28 @@ _BOUNCE_BYTES = 4 << 20                 # the reused aligned buffer direct write
 
 
 class SpillFile:
-    """A written spill file's read-only mapping, and where each batch written to it starts.
+    """A written spill file's read-only mapping, and each batch in it by base offset.
 
-    One view of the whole mapping, not one per batch: a memoryview is 184 bytes, and one that the
-    cycle collector walks (CPython cannot untrack one: its dealloc assumes it is tracked). Kept
-    per spilled single-record batch, 720,000 records in 30 minutes of benchmarks/soak.py made
-    full collections of seconds. A batch's view is cut when it is read (log.partition_log's
-    SpilledBatch) and goes with the Fetch answer that sends it."""
-    __slots__ = ("whole", "positions")
+    A log keeps this one object in place of each of the file's batches (log.partition_log's
+    _stored), and a batch is read from its header in the mapping when it is asked for
+    (SpilledBatch). A StoredBatch kept per spilled batch held 432 bytes, and its memoryview is one
+    that the cycle collector walks (CPython cannot untrack one: its dealloc assumes it is
+    tracked): the millions of spilled single-record batches of a long run grew the process by
+    a gigabyte an hour past the cap and made full collections take seconds. What stays per batch
+    is 16 bytes here and the log's base offset."""
+    __slots__ = ("whole", "bases", "positions", "horizons")
 
-    def __init__(self, whole: memoryview, positions: list[int]) -> None:
+    def __init__(self, whole: memoryview, bases: array.array[int],
+                 positions: array.array[int]) -> None:
         self.whole = whole
+        self.bases = bases
         self.positions = positions
+        # Compaction's delete horizons (log/cleaner.py) of the batches that have one.
+        self.horizons: dict[int, int] = {}
+
+    def position_of(self, base_offset: int) -> int:
+        """Where the batch at `base_offset` starts in the file (one of its batches)."""
+        return self.positions[bisect.bisect_left(self.bases, base_offset)]
 
     def __len__(self) -> int:
         return len(self.positions)
@@ -124,14 +136,15 @@ class SpillDir:
             # faults less than for a mapping it sees read at random.
             mapped.madvise(mmap.MADV_SEQUENTIAL)
         weakref.finalize(mapped, _unlink, path)
-        positions = []
+        bases, positions = array.array("q"), array.array("q")
         pos = 0
         for b in batches:
+            bases.append(b.base_offset)
             positions.append(pos)
             pos += b.size
         self.files += 1
         self.bytes += pos
-        return SpillFile(memoryview(mapped), positions)
+        return SpillFile(memoryview(mapped), bases, positions)
 
     def write_in_background(self, topic: str, partition: int, batches: Sequence[Any],
                             done: Callable[[SpillFile | None], None]) -> bool:

@@ -114,3 +114,28 @@ def test_transactional_batches_are_left_alone():
     append(log, clock, [(b"z", b"z")])
     cleaner.clean(log, clock.now, log.log_end_offset)
     assert [(o, v) for o, _, _, v in records(log)] == [(0, b"t0"), (2, b"2"), (3, b"z")]
+
+
+def test_spilled_batches_compact_as_those_in_memory_and_keep_their_delete_horizon():
+    """Batches past log.memory.max.bytes are read from their spill file (log/spill.py); the
+    cleaner rewrites them into memory and a kept tombstone's horizon is the file's to keep."""
+    log, clock = new_log()
+    log.memory.spill.min_bytes = 0
+    append(log, clock, [(b"a", b"a0"), (b"b", b"b0")])
+    append(log, clock, [(b"b", None), (b"c", b"c0")])                # b deleted
+    append(log, clock, [(b"a", b"a1")])
+    append(log, clock, [(b"d", b"d0")])                              # the active segment
+    before = records(log)
+    assert log.spill_to(0, log.memory.spill) == 4
+    assert records(log) == before                                    # read from the file
+    hw = log.log_end_offset
+    cleaner.clean(log, clock.now, hw)
+    assert [(o, k) for o, _, k, _ in records(log)] == [(2, b"b"), (3, b"c"), (4, b"a"), (5, b"d")]
+    log.spill_to(0, log.memory.spill)                                # the rewritten, spilled again
+    assert log.stored_at(2).delete_horizon == clock.now + 1000       # kept with the file
+    clock.now += 1000
+    assert cleaner.needs_cleaning(log, clock.now, hw)
+    cleaner.clean(log, clock.now, hw)
+    assert [(o, k) for o, _, k, _ in records(log)] == [(3, b"c"), (4, b"a"), (5, b"d")]
+    assert log.held_bytes == log.memory.used
+    log.memory.close()

@@ -8,13 +8,15 @@ from hypothesis import strategies as st
 from log_helpers import client_batch, new_log
 
 from minibroker.log.batch import parse_batches, patch_batch
-from minibroker.log.partition_log import BATCH_OVERHEAD
+from minibroker.log.partition_log import BATCH_OVERHEAD, SPILLED_BATCH_OVERHEAD
+from minibroker.log.spill import SpillFile
 
 ops = st.lists(st.one_of(
     st.tuples(st.just("append"), st.lists(st.integers(1, 4), min_size=1, max_size=3), st.integers(0, 2)),
     st.tuples(st.just("truncate"), st.floats(0, 1)),
     st.tuples(st.just("delete"), st.floats(0, 1)),
     st.tuples(st.just("retention"), st.integers(0, 400)),
+    st.tuples(st.just("spill"), st.integers(0, 3000)),     # past log.memory.max.bytes
 ), max_size=60)
 
 
@@ -26,6 +28,7 @@ def expected_bytes(model):
 @given(ops)
 def test_random_operations_keep_log_consistent(operations):
     log = new_log(retention_ms=-1)
+    log.memory.spill.min_bytes = 0
     model: list[tuple[int, bytearray]] = []       # (base offset, expected stored batch)
     lso = leo = 0
     epoch = 0
@@ -55,6 +58,8 @@ def test_random_operations_keep_log_consistent(operations):
             assert log.delete_records_before(target) == max(lso, target)
             lso = max(lso, target)
             model = [(b, s) for b, s in model if b + parse_batches(s)[0].last_offset_delta >= lso]
+        elif op[0] == "spill":          # the oldest batches to a file, read from there after
+            log.spill_to(op[1], log.memory.spill)
         else:
             limit = op[1]
             log.config = log.config.__class__(retention_ms=-1, retention_bytes=limit)
@@ -67,7 +72,12 @@ def test_random_operations_keep_log_consistent(operations):
                 lso = max(lso, leo)
         assert (log.log_start_offset, log.log_end_offset) == (lso, leo)
         assert log.size_bytes == sum(len(s) for _, s in model)
-        assert log.held_bytes == sum(len(s) + BATCH_OVERHEAD for _, s in model) == log.memory.used
+        spilled = {b for b, e in zip(log._bases[log._head:], log._stored[log._head:])
+                   if type(e) is SpillFile}
+        # reads past _spilled_below take the list as it is: no spilled batch may be there
+        assert not any(type(e) is SpillFile for e in log._stored[log._spilled_below:])
+        assert log.held_bytes == sum(SPILLED_BATCH_OVERHEAD if b in spilled else
+                                     len(s) + BATCH_OVERHEAD for b, s in model) == log.memory.used
         got = log.read(lso, 1 << 30).records
         assert [bytes(v) for v in got] == expected_bytes(model)
         headers = parse_batches(b"".join(got))                       # CRCs still valid
@@ -84,3 +94,4 @@ def test_random_operations_keep_log_consistent(operations):
         follower.append_as_follower(view)
     assert [bytes(v) for v in follower.read(lso, 1 << 30).records] == expected_bytes(model)
     assert follower.log_end_offset == leo
+    log.memory.close()
