@@ -792,8 +792,9 @@ class PartitionLog:
 
     def _spilled(self, picked: list[StoredBatch], file: SpillFile | None, spilling: int) -> None:
         """The picked batches' file is written (their bytes are there now) or could not be
-        (None: they stay in memory, to be picked again). Each still in this log becomes a
-        SpilledBatch; those no longer in it, or rewritten meanwhile, are left alone."""
+        (None: they stay in memory, to be picked again). The slot of each still in this log
+        holds the file from now on; those no longer in it, or rewritten meanwhile, are left
+        alone."""
         self._spilling -= spilling
         if file is None:
             self._spilled_end = min(self._spilled_end, picked[0].base_offset)
