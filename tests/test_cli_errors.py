@@ -79,7 +79,8 @@ BAD = [  # (argv, what the one line must say)
     (["faults", "--bootstrap-server", "127.0.0.1:1", "latency", "--broker", "2"],
      "the following arguments are required: --ms"),
     (["serve", "--faults", "--processes"], "--faults works in one process only"),
-    (["serve", "--processes", "--metrics-port", "0"], "--metrics-port reads the brokers of one"),
+    (["serve", "--processes", "--strict"], "--trace and --strict observe the brokers of one "
+     "process: not with --processes"),
     (["serve", "--processes", "--security-protocol", "SASL_PLAINTEXT", "--override",
       "inter.broker.listener.name=SASL_PLAINTEXT"], "--processes: inter.broker.listener.name="
      "SASL_PLAINTEXT is a SASL_PLAINTEXT listener; leave it unset"),
