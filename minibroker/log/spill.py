@@ -4,8 +4,8 @@
 A spill writes a run of one log's oldest batches, as the raw bytes they hold (the format of a
 Kafka `.log` segment and of log/segments.py), to `<dir>/<topic>-<partition>/<base offset>.log`,
 maps the file read-only and returns a SpillFile: the log keeps it in each of those batches'
-places and reads a batch's header from the mapping when the batch is asked for, so a spilled
-batch holds ~70 bytes of the process's memory, and the pages are the kernel's page cache, which
+places and makes a batch of it (its header's fields read from the mapping) when the batch is
+asked for, so a spilled batch holds ~80 bytes of the process's memory, and the pages are the kernel's page cache, which
 it writes back and drops under memory pressure instead of the process's own memory. A file is unlinked once nothing refers to
 its mapping (every batch in it deleted by retention, truncation or the topic's deletion); the
 directory is created at the first spill (a temporary one, `minibroker-spill-*`, under TMPDIR)
@@ -44,36 +44,45 @@ _BOUNCE_BYTES = 4 << 20                 # the reused aligned buffer direct write
 
 
 class SpillFile:
-    """A written spill file's read-only mapping, and each batch in it by base offset.
+    """A written spill file's read-only mapping, and each batch in it: its base and last offsets
+    and where it starts, by index in the file.
 
     A log keeps this one object in place of each of the file's batches (log.partition_log's
-    _stored), and a batch is read from its header in the mapping when it is asked for
-    (SpilledBatch). A StoredBatch kept per spilled batch held 432 bytes, and its memoryview is one
-    that the cycle collector walks (CPython cannot untrack one: its dealloc assumes it is
-    tracked): the millions of spilled single-record batches of a long run grew the process by
-    a gigabyte an hour past the cap and made full collections take seconds. What stays per batch
-    is 16 bytes here and the log's base offset."""
-    __slots__ = ("whole", "bases", "positions", "horizons")
+    _stored) and makes a SpilledBatch of it when the batch is asked for. A StoredBatch kept per
+    spilled batch held 432 bytes, and its memoryview is one that the cycle collector walks
+    (CPython cannot untrack one: its dealloc assumes it is tracked): the millions of spilled
+    single-record batches of a long run grew the process by a gigabyte an hour past the cap and
+    made full collections take seconds. What stays per batch is 24 bytes here and the log's
+    slots."""
+    __slots__ = ("whole", "bases", "lasts", "positions", "horizons", "_next")
 
-    def __init__(self, whole: memoryview, bases: array.array[int],
+    def __init__(self, whole: memoryview, bases: array.array[int], lasts: array.array[int],
                  positions: array.array[int]) -> None:
         self.whole = whole
-        self.bases = bases
-        self.positions = positions
+        self.bases, self.lasts, self.positions = bases, lasts, positions
         # Compaction's delete horizons (log/cleaner.py) of the batches that have one.
         self.horizons: dict[int, int] = {}
+        self._next = 0                  # the index after the last one asked for
 
-    def position_of(self, base_offset: int) -> int:
-        """Where the batch at `base_offset` starts in the file (one of its batches)."""
-        return self.positions[bisect.bisect_left(self.bases, base_offset)]
+    def index_of(self, base_offset: int) -> int:
+        """The index of the batch at `base_offset` (one of this file's). Reads go in offset
+        order: the one after the last asked for is tried first (a bisection of an array makes
+        an int per step)."""
+        j = self._next
+        if j >= len(self.bases) or self.bases[j] != base_offset:
+            j = bisect.bisect_left(self.bases, base_offset)
+        self._next = j + 1
+        return j
+
+    def end_of(self, j: int) -> int:
+        return self.positions[j + 1] if j + 1 < len(self.positions) else len(self.whole)
 
     def __len__(self) -> int:
         return len(self.positions)
 
     def __iter__(self) -> Iterator[memoryview]:
         """Each batch's bytes, in the order written."""
-        ends = [*self.positions[1:], len(self.whole)]
-        return (self.whole[p:e] for p, e in zip(self.positions, ends))
+        return (self.whole[self.positions[j]:self.end_of(j)] for j in range(len(self)))
 
 
 def _write_all(fd: int, buf: mmap.mmap, n: int, at: int) -> int:
@@ -136,15 +145,16 @@ class SpillDir:
             # faults less than for a mapping it sees read at random.
             mapped.madvise(mmap.MADV_SEQUENTIAL)
         weakref.finalize(mapped, _unlink, path)
-        bases, positions = array.array("q"), array.array("q")
+        bases, lasts, positions = array.array("q"), array.array("q"), array.array("q")
         pos = 0
         for b in batches:
             bases.append(b.base_offset)
+            lasts.append(b.last_offset)
             positions.append(pos)
             pos += b.size
         self.files += 1
         self.bytes += pos
-        return SpillFile(memoryview(mapped), bases, positions)
+        return SpillFile(memoryview(mapped), bases, lasts, positions)
 
     def write_in_background(self, topic: str, partition: int, batches: Sequence[Any],
                             done: Callable[[SpillFile | None], None]) -> bool:

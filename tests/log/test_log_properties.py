@@ -80,6 +80,10 @@ def test_random_operations_keep_log_consistent(operations):
                                      len(s) + BATCH_OVERHEAD for b, s in model) == log.memory.used
         got = log.read(lso, 1 << 30).records
         assert [bytes(v) for v in got] == expected_bytes(model)
+        for k in {0, len(model) // 2, len(model) - 1} if model else ():   # one batch (KIP-74)
+            one = log.read(max(model[k][0], lso), 1)
+            assert [bytes(v) for v in one.records] == [bytes(model[k][1])]
+            assert one.first_offset == model[k][0]
         headers = parse_batches(b"".join(got))                       # CRCs still valid
         for prev, nxt in zip(headers, headers[1:]):
             assert nxt.base_offset == prev.last_offset + 1           # contiguous

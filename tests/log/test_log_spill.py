@@ -231,7 +231,7 @@ class _Batch:
     def __init__(self, data: bytes, base_offset: int) -> None:
         self.view = memoryview(data)
         self.size = len(data)
-        self.base_offset = base_offset
+        self.base_offset = self.last_offset = base_offset
 
 
 def _write(spill: SpillDir, sizes: list[int]) -> tuple[list[bytes], list[memoryview], str]:
