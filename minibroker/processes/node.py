@@ -255,8 +255,6 @@ class ProcessNode:
         self.spawn(self.raft.run(first_boot=not self.restarted))
         await self._register()
         b = self.broker
-        # Clients' addresses and bound ports, to start again on; never the cluster listener's
-        # (its peers learn a new one from the registration, and a port kept could be taken).
         if self.metrics_port is not None:
             from minibroker.metrics import MetricsServer
             try:
@@ -266,6 +264,8 @@ class ProcessNode:
                 log.error("broker %d: cannot serve metrics on %s port %d: %s", self.node_id,
                           self.config.host, self.metrics_port, e.strerror or e)
                 raise SystemExit(1) from None
+        # Clients' addresses and bound ports, to start again on; never the cluster listener's
+        # (its peers learn a new one from the registration, and a port kept could be taken).
         self._writer.write(frame(("ready", b.client_endpoints(),
                                   {spec.name: spec.port for spec in b.listeners
                                    if spec.name != b.cluster_listener},
