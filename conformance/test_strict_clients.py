@@ -14,6 +14,7 @@ import os
 import shlex
 import sys
 import tempfile
+import time
 import zlib
 
 import pytest
@@ -53,6 +54,21 @@ def _lines(path: str, start: int) -> list[dict]:
         return [json.loads(x) for x in f.read().splitlines() if x.strip()]
 
 
+def _settled_lines(path: str, start: int, quiet_s: float = 0.5, limit_s: float = 15.0
+                   ) -> list[dict]:
+    """The lines from `start` once the trace stops growing: the server writes its lines up to
+    0.1 s late (trace.FLUSH_S), and the client's last exchanges end well inside that."""
+    size, since, deadline = -1, time.monotonic(), time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        now = os.path.getsize(path)
+        if now != size:
+            size, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            break
+        time.sleep(0.05)
+    return _lines(path, start)
+
+
 @pytest.mark.parametrize("client", CLIENTS)
 def test_a_correct_client_breaks_no_rule(strict_served, client):
     d = load(client)
@@ -80,7 +96,7 @@ def test_a_correct_client_breaks_no_rule(strict_served, client):
     ttopic = cluster.topic_name(f"strict-txn-{client}")
     _create(bs, ttopic, cluster.replication)
     PRODUCERS[client](bs, ttopic, f"tid-{ttopic}")
-    lines = _lines(cluster.trace_path, start)
+    lines = _settled_lines(cluster.trace_path, start)
     # What strict mode judged: every API its rules look at went by.
     seen = {r["api"] for r in lines if r["dir"] == "request"}
     assert {"ApiVersions", "Metadata", "Produce", "Fetch", "FindCoordinator", "JoinGroup",
