@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -284,3 +285,62 @@ def test_a_stopped_process_is_fenced_and_rejoins_the_isr_after_sigcont(the_contr
             os.kill(stopped, signal.SIGCONT)
         _stop(serve)
     assert serve.returncode == 0
+
+
+def test_the_supervisors_death_stops_nothing():
+    """Nothing between the broker processes passes through the supervisor (processes/mesh.py):
+    SIGKILL of it leaves a cluster that still acknowledges acks=all writes, answers admin calls,
+    and survives the death of its active controller's process after it (without a restart:
+    nothing is left to start one)."""
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "minibroker", "serve", "--processes", "--port", "0",
+         "--override", "min.insync.replicas=2"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        line = serve.stdout.readline()
+        assert line.startswith("BOOTSTRAP "), line
+        bootstrap = line.split()[1]
+        children = _children(serve.pid)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])[TOPIC].result(30)
+        _wait_isr(admin, TOPIC, {1, 2, 3})
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                      "linger.ms": 5})
+        sent = [b"s-%d" % i for i in range(900)]
+        assert _delivered(p, TOPIC, sent[:300]) == []
+
+        os.kill(serve.pid, signal.SIGKILL)
+        serve.wait(10)
+        assert all(os.path.exists(f"/proc/{pid}") for pid in children.values())
+        assert _delivered(p, TOPIC, sent[300:600]) == []
+        _admin_call_succeeds(bootstrap, "no-supervisor")
+
+        controller = admin.describe_cluster().result(10).controller.id
+        os.kill(children[controller], signal.SIGKILL)
+        took = _admin_call_succeeds(bootstrap, "no-supervisor-no-controller")
+        print(f"controller {controller} killed with no supervisor: CreateTopics succeeded "
+              f"after {took:.2f} s")
+        others = {1, 2, 3} - {controller}
+        _wait_isr(admin, TOPIC, others)
+        assert _delivered(p, TOPIC, sent[600:]) == []
+        assert sorted(_everything(bootstrap, len(sent))) == sorted(sent)
+    finally:
+        try:
+            os.killpg(serve.pid, signal.SIGTERM)     # the orphaned broker processes stop cleanly
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + 30
+        while any(os.path.exists(f"/proc/{pid}") and _alive(pid) for pid in children.values()):
+            if time.monotonic() > deadline:
+                os.killpg(serve.pid, signal.SIGKILL)
+                raise AssertionError("broker processes did not stop on SIGTERM")
+            time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    """Not a zombie (an orphan's exit status is collected by init, maybe not at once)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

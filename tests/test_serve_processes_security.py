@@ -4,7 +4,7 @@ own that only the cluster user passes (tests/security/test_inter_broker_listener
 processes, real clients: acks=all writes to an RF-3 topic and a transaction's come back, a killed
 process comes back on its client port and rejoins the ISR, and an unauthenticated stranger
 sending each broker process's other ports a replica's Fetch or the controller's requests is
-closed unanswered."""
+closed unanswered (the link between the broker processes says only its challenge)."""
 from __future__ import annotations
 
 import os
@@ -41,15 +41,41 @@ def _closed_unanswered(port: int, frame: bytes) -> bool:
         return s.recv(1) == b""
 
 
+def _challenge(port: int) -> bytes:
+    """What a port says unasked within 1 s (the processes' link: its 32-byte challenge)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.settimeout(1)
+        try:
+            return s.recv(64)
+        except TimeoutError:
+            return b""
+
+
+def _closed_after_its_challenge(port: int, frame: bytes) -> bool:
+    """The link closes a connection that does not prove it holds the processes' secret, having
+    said nothing but its challenge (the frame taken for a proof, or cut short)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.settimeout(10)
+        assert len(s.recv(32)) == 32
+        s.sendall(frame)
+        s.shutdown(socket.SHUT_WR)
+        return s.recv(1) == b""
+
+
 def _strangers_get_nothing(pid: int, client_ports: list[int]) -> set[int]:
-    """Every port of `pid` but the client listener's (BROKER and the control plane) closes a
-    plain connection's replica Fetch and controller requests unanswered; those ports."""
+    """Every port of `pid` but the client listener's (BROKER, the control plane, the link
+    between broker processes) closes a plain connection's replica Fetch and controller requests
+    unanswered; those ports."""
     others = listening_ports(pid) - set(client_ports)
-    assert len(others) == 2, others                 # BROKER, the control plane
+    assert len(others) == 3, others                 # BROKER, the control plane, the link
+    links = {port for port in others if _challenge(port)}
+    assert len(links) == 1, links
     frames = [raw(req, version) for req, version in attacks(1).values()]
     frames.append(raw(replica_fetch(2), FETCH_VERSION))
-    for port in sorted(others):
+    for port in sorted(others - links):
         assert all(_closed_unanswered(port, f) for f in frames), port
+    for port in links:
+        assert all(_closed_after_its_challenge(port, f) for f in frames), port
     return others
 
 

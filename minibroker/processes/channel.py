@@ -1,5 +1,5 @@
 """A broker process's ControllerChannel: each call goes to the active controller, wherever the
-quorum elected it — this process's own, or another's through the supervisor — and again to the
+quorum elected it — this process's own, or another's over their link (mesh.py) — and again to the
 next one when that one stopped leading (KIP-590's forwarding retries NOT_CONTROLLER)."""
 from __future__ import annotations
 

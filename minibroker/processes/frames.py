@@ -1,5 +1,6 @@
-"""The supervisor's pipes: pickled frames, length first. Only the supervisor and one broker
-process hold each end (a socketpair): nothing listens for them."""
+"""Pickled frames, length first: on the supervisor's pipes (a socketpair: only the supervisor
+and one broker process hold its ends) and on the processes' links once a connection proved it
+holds the link secret (mesh.py). Never read from anything else."""
 from __future__ import annotations
 
 import asyncio

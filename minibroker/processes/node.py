@@ -1,11 +1,12 @@
 """One broker process of `serve --processes`: a broker, a voter of the metadata quorum and, while
 this voter leads, the active controller.
 
-Everything to other processes goes through the supervisor's pipe as ("to", node, message); what
-comes back is ("from", node, message), ("gone", node, message) for a message to a process that is
-not running, or ("peers", ids) each time the set of running broker processes changes. Messages:
-the quorum's (controller/raft.py) and controller calls, ("call", id, method, args, kw) answered
-("reply", id, ok, value), among them each broker's heartbeat (processes/heartbeats.py).
+What it says to other processes goes over its direct links to them (mesh.py): the quorum's
+messages (controller/raft.py) and controller calls, ("call", id, method, args, kw) answered
+("reply", id, ok, value), among them each broker's heartbeat (processes/heartbeats.py). From the
+supervisor's pipe come ("peers", ids, ports) each time the set of running broker processes
+changes (how a process hears at once that another died, and where a restarted one listens);
+a link from a peer that ends says the same without the supervisor.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from minibroker.ids import IdSource
 from minibroker.log.memory import keep_freed_batches_for_reuse
 from minibroker.processes.channel import CALLS, PeerGone, RemoteControllerChannel
 from minibroker.processes.frames import frame, read
+from minibroker.processes.mesh import Mesh
 from minibroker.processes.heartbeats import BrokerHeartbeatManager
 from minibroker.security.credentials import SCRAM_MECHANISM_IDS, Upsertion, store_for_users
 
@@ -48,10 +50,13 @@ CONTROLLER_START_WAIT_S = 10.0
 class ProcessNode:
     def __init__(self, node_id: int, config: ClusterConfig, cluster_id: str, restarted: bool,
                  writer: asyncio.StreamWriter, ports: dict[str, int] | None = None,
-                 metrics_port: int | None = None) -> None:
+                 metrics_port: int | None = None, secret: bytes = b"") -> None:
         """ports: {listener name: port} this broker had before it was started again;
-        metrics_port: where this broker's own Prometheus endpoint listens (None: none)."""
+        metrics_port: where this broker's own Prometheus endpoint listens (None: none);
+        secret: what the processes' links prove they hold (mesh.py)."""
         self.node_id, self.config, self._writer = node_id, config, writer
+        self.mesh = Mesh(node_id, secret, self._from_peer, self._joined, self._lost,
+                         self._undeliverable)
         self.metrics_port = metrics_port
         self.metrics: Any = None            # minibroker.metrics.MetricsServer, with a port
         self.restarted = restarted
@@ -89,17 +94,18 @@ class ProcessNode:
         self._pending: dict[int, tuple[int, asyncio.Future]] = {}
         self._tasks: list[asyncio.Task] = []
 
-    # ------------------------------------------------------------------ the pipe
+    # ------------------------------------------------------------------ the links
     def _send(self, dest: int, message: tuple) -> None:
-        self._writer.write(frame(("to", dest, message)))
+        self.mesh.send(dest, message)
 
     def received(self, kind: str, who: Any, message: Any) -> None:
+        """What the supervisor says: ("peers", running ids, {id: link port})."""
         if kind == "peers":
+            self.mesh.set_addresses(message)
             self._peers(set(who))
-        elif kind == "gone":
-            if message[0] == "call":
-                self._fail_call(message[1], PeerGone(f"broker {who}'s process is not running"))
-        elif message[0] in RAFT_MESSAGES:
+
+    def _from_peer(self, who: int, message: tuple) -> None:
+        if message[0] in RAFT_MESSAGES:
             self.raft.receive(who, message)
         elif message[0] == "call":
             self.spawn(self._answer(who, *message[1:]))
@@ -108,6 +114,17 @@ class ProcessNode:
             entry = self._pending.pop(call_id, None)
             if entry is not None and not entry[1].done():
                 (entry[1].set_result if ok else entry[1].set_exception)(value)
+
+    def _undeliverable(self, who: int, message: tuple) -> None:
+        if message[0] == "call":
+            self._fail_call(message[1], PeerGone(f"broker {who}'s process is not running"))
+
+    def _joined(self, who: int) -> None:
+        self.live.add(who)
+
+    def _lost(self, who: int) -> None:
+        """A peer's link ended: its process died (the supervisor may be gone to say so)."""
+        self._peers(self.live - {who})
 
     def _peers(self, live: set[int]) -> None:
         died = sorted(self.live - live - {self.node_id})
@@ -250,7 +267,8 @@ class ProcessNode:
 
     # ------------------------------------------------------------------ the process
     async def run(self, reader: asyncio.StreamReader, stop: asyncio.Event) -> None:
-        self.spawn(self._pipe(reader, stop))
+        self._writer.write(frame(("link", await self.mesh.start())))
+        self.spawn(self._pipe(reader))
         await self.broker.start()
         self.spawn(self.raft.run(first_boot=not self.restarted))
         await self._register()
@@ -304,14 +322,17 @@ class ProcessNode:
             except Exception as e:  # noqa: BLE001 — no controller now: the next one is tried
                 log.info("broker %d: heartbeat to %d not answered: %r", self.node_id, leader, e)
 
-    async def _pipe(self, reader: asyncio.StreamReader, stop: asyncio.Event) -> None:
+    async def _pipe(self, reader: asyncio.StreamReader) -> None:
         try:
             while True:
                 kind, who, message = await read(reader)
                 self.received(kind, who, message)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
-        stop.set()                              # the supervisor went away: stop too
+        # The quorum and the brokers' links need no supervisor: this process serves on (a
+        # process that dies now is not started again). SIGTERM or SIGINT stops it.
+        log.warning("broker %d: the supervisor's process went away: serving on without it "
+                    "(a broker process that dies is no longer started again)", self.node_id)
 
     async def close(self) -> None:
         if self.metrics is not None:
@@ -322,6 +343,7 @@ class ProcessNode:
             await self.broker.stop()
         for t in self._tasks:
             t.cancel()
+        await self.mesh.close()
         self._writer.close()
 
 
@@ -344,9 +366,10 @@ class _NodeMetrics:
 
 async def child_main(fd: int, node_id: int) -> None:
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
-    _, config, cluster_id, restarted, ports, metrics_port = await read(reader)
+    _, config, cluster_id, restarted, ports, metrics_port, secret = await read(reader)
     keep_freed_batches_for_reuse(config.minibroker_log_heap_huge_pages)
-    node = ProcessNode(node_id, config, cluster_id, restarted, writer, ports, metrics_port)
+    node = ProcessNode(node_id, config, cluster_id, restarted, writer, ports, metrics_port,
+                       secret)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)

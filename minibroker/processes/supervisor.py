@@ -1,17 +1,20 @@
-"""The parent of `serve --processes`: starts brokers 1..N each in its own process, relays what
-they say to each other, and starts again one that died. It holds no broker and no controller.
+"""The parent of `serve --processes`: starts brokers 1..N each in its own process, tells them
+where the others' links listen, and starts again one that died. It holds no broker and no
+controller, and nothing between the processes passes through it (mesh.py): if it dies, they
+serve on, without restarts.
 
 Each child gets one end of a socketpair (nothing listens: only the supervisor and that child hold
-it). A child's ("to", node, message) is passed on as ("from", child, message), or answered
-("gone", node, message) when that node's process is not running; every child is told ("peers",
-ids) whenever the set of running processes changes, which is how the quorum hears at once that
-a voter's process died.
+it), and over it the config, its ports and the mesh secret. A child says ("link", port) once its
+link listener is up and ("ready", ...) once registered; every child is told ("peers", ids,
+{id: link port}) whenever the set of running processes changes, which is how the quorum hears
+at once that a voter's process died and where one started again listens.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -64,6 +67,8 @@ class Supervisor:
         self.restarts: dict[int, int] = {}          # node id -> times started again
         self._started_at: dict[int, float] = {}
         self._backoff: dict[int, float] = {}
+        self.links: dict[int, int] = {}             # node id -> its link listener's port
+        self._secret = secrets.token_bytes(32)      # what the links prove they hold
 
     async def start(self, timeout: float = 60.0) -> None:
         for node_id in range(1, self.config.brokers + 1):
@@ -87,7 +92,7 @@ class Supervisor:
         metrics_port = None if self.metrics_port is None else self.metrics_ports.get(
             node_id, self.metrics_port + node_id - 1 if self.metrics_port else 0)
         writer.write(frame(("init", self.config, self.cluster_id, restarted,
-                            self.ports.get(node_id, {}), metrics_port)))
+                            self.ports.get(node_id, {}), metrics_port, self._secret)))
         self._writers[node_id] = writer
         self._registered[node_id] = loop.create_future()
         self._tasks.append(loop.create_task(self._serve(node_id, reader)))
@@ -95,15 +100,17 @@ class Supervisor:
 
     def _tell_peers(self) -> None:
         live = tuple(sorted(self._writers))
+        links = {n: self.links[n] for n in live if n in self.links}
         for w in self._writers.values():
-            w.write(frame(("peers", live, None)))
+            w.write(frame(("peers", live, links)))
 
     async def _serve(self, node_id: int, reader: asyncio.StreamReader) -> None:
         try:
             while True:
                 message = await read(reader)
-                if message[0] == "to":
-                    self._relay(node_id, message[1], message[2])
+                if message[0] == "link":
+                    self.links[node_id] = message[1]
+                    self._tell_peers()
                 elif message[0] == "ready":
                     _, self.listener_endpoints[node_id], self.ports[node_id], metrics = message
                     self.endpoints[node_id] = next(iter(message[1].values()))
@@ -114,6 +121,7 @@ class Supervisor:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         self._writers.pop(node_id, None)
+        self.links.pop(node_id, None)
         if not self._registered[node_id].done():
             self._registered[node_id].set_exception(
                 RuntimeError(f"broker {node_id}'s process ended before registering"))
@@ -124,13 +132,6 @@ class Supervisor:
         log.warning("broker %d's process ended (%s)", node_id, code)
         if self.restart:
             await self._restart(node_id)
-
-    def _relay(self, src: int, dest: int, message: tuple) -> None:
-        w = self._writers.get(dest)
-        if w is not None:
-            w.write(frame(("from", src, message)))
-        elif src in self._writers:
-            self._writers[src].write(frame(("gone", dest, message)))
 
     async def _reap(self, node_id: int) -> str:
         """Wait for the dead child's exit status (no <defunct> left behind)."""
