@@ -10,7 +10,7 @@ down to an equal share of the cap for each partition that holds more than that s
 fairness: a partition holding less keeps everything). A round frees a sixteenth of the cap, so
 the next rounds are that many bytes away. Memory freed that way is reused by the next batches,
 which costs a tenth of touching fresh pages (benchmarks/README.md). What a spilled batch still
-holds (its slots, SPILLED_BATCH_OVERHEAD: ~80 bytes) stays counted and cannot go.
+holds (its slots, SPILLED_BATCH_OVERHEAD: ~48 bytes) stays counted and cannot go.
 
 `log.memory.overflow=delete` is the explicit opt-in to eviction: the oldest batches are deleted
 instead, as if a retention had been set (the log start offset moves; nothing above a partition's

@@ -26,6 +26,7 @@ Decisions (Kafka behaviour unless said):
 from __future__ import annotations
 
 import struct
+from array import array
 from bisect import bisect_left, bisect_right
 from typing import Any, Callable, Iterator, NamedTuple, Protocol, Sequence, TypeVar, cast
 
@@ -219,10 +220,10 @@ def _leader_batches(views: list[memoryview], leader_log: "PartitionLog | None"
 # int, by sys.getsizeof on CPython 3.11. A small batch kept as bytes holds ~340 bytes less; the
 # cap counts every batch alike.
 BATCH_OVERHEAD = 400
-# A spilled batch: its base offset's int and list slot, its slot in the log's list, and its
-# offsets and position in its SpillFile's arrays (log/spill.py): 72.4 bytes measured
+# A spilled batch: its base offset in the log's array, its slot in the log's list, and its
+# offsets and position in its SpillFile's arrays (log/spill.py): 40.7 bytes measured
 # (tracemalloc, 100,000 spilled), and the arrays' growth.
-SPILLED_BATCH_OVERHEAD = 80
+SPILLED_BATCH_OVERHEAD = 48
 
 
 def _frame_shares(view: memoryview, headers: list[BatchHeader], frame_records: int) -> list[int]:
@@ -273,12 +274,13 @@ class PartitionLog:
         # `_head` were dropped from the front and are compacted away in bulk. A leader only ever
         # appends at the end, so a store is two list appends (a sorted map cost a fifth of a
         # single-record produce).
-        # Untracked (log/untracked.py): they hold ints, StoredBatches, SpillFiles and None only.
-        # A spilled batch's slot holds its SpillFile (log/spill.py), shared by every batch in
-        # that file: `_batch(i)` and `_batches(i)` read such a batch from there. Slots before
-        # `_head` hold None (dropped, see _drop_front) and are never read: typed by the slots
-        # that are.
-        self._bases: list[int] = untracked([])
+        # Base offsets in an array: 8 bytes a batch, where a list's slot and int took 40 (a
+        # spilled batch keeps its base offset here). `_stored` is untracked (log/untracked.py):
+        # it holds StoredBatches, SpillFiles and None only. A spilled batch's slot holds its
+        # SpillFile (log/spill.py), shared by every batch in that file: `_batch(i)` and
+        # `_batches(i)` read such a batch from there. Slots before `_head` hold None (dropped,
+        # see _drop_front) and are never read: typed by the slots that are.
+        self._bases = array("q")
         self._stored: list[StoredBatch | SpillFile] = untracked([])
         self._head = 0
         # No slot at or past this index holds a SpillFile: reads there take the list as it is.
@@ -572,7 +574,7 @@ class PartitionLog:
         stored, bases = self._stored, self._bases
         self._spilled_below = 0             # as the kept slots are, below
         kept_batches: list[StoredBatch | SpillFile] = []
-        kept_bases: list[int] = []
+        kept_bases = array("q")
         freed = added = 0
         for i in range(self._head, len(stored)):
             kept: StoredBatch | SpillFile = stored[i]
@@ -592,7 +594,7 @@ class PartitionLog:
             kept_bases.append(bases[i])
             if isinstance(kept, SpillFile):
                 self._spilled_below = len(kept_batches)
-        self._stored, self._bases, self._head = untracked(kept_batches), untracked(kept_bases), 0
+        self._stored, self._bases, self._head = untracked(kept_batches), kept_bases, 0
         self._spilled_end = 0           # rewritten batches are in memory again
         self.memory.released(freed)
         self.memory.stored(added)
@@ -742,7 +744,7 @@ class PartitionLog:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Empty the log and restart it at `offset` (a follower out of range of its leader)."""
-        self._bases.clear()
+        del self._bases[:]
         self._stored.clear()
         self._head = self._spilled_below = 0
         self.memory.released(self.held_bytes)

@@ -5,7 +5,7 @@ A spill writes a run of one log's oldest batches, as the raw bytes they hold (th
 Kafka `.log` segment and of log/segments.py), to `<dir>/<topic>-<partition>/<base offset>.log`,
 maps the file read-only and returns a SpillFile: the log keeps it in each of those batches'
 places and makes a batch of it (its header's fields read from the mapping) when the batch is
-asked for, so a spilled batch holds ~80 bytes of the process's memory, and the pages are the kernel's page cache, which
+asked for, so a spilled batch holds ~48 bytes of the process's memory, and the pages are the kernel's page cache, which
 it writes back and drops under memory pressure instead of the process's own memory. A file is unlinked once nothing refers to
 its mapping (every batch in it deleted by retention, truncation or the topic's deletion); the
 directory is created at the first spill (a temporary one, `minibroker-spill-*`, under TMPDIR)
