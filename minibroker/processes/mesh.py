@@ -47,6 +47,8 @@ class Mesh:
     def __init__(self, node_id: int, secret: bytes, on_message: Callable[[int, Any], None],
                  on_joined: Callable[[int], None], on_lost: Callable[[int], None],
                  undeliverable: Callable[[int, Any], None]) -> None:
+        if len(secret) < 16:
+            raise ValueError("a link secret is at least 16 random bytes")
         self.node_id, self._secret = node_id, secret
         self._on_message, self._on_joined, self._on_lost = on_message, on_joined, on_lost
         self._undeliverable = undeliverable

@@ -34,8 +34,8 @@ from minibroker.ids import IdSource
 from minibroker.log.memory import keep_freed_batches_for_reuse
 from minibroker.processes.channel import CALLS, PeerGone, RemoteControllerChannel
 from minibroker.processes.frames import frame, read
-from minibroker.processes.mesh import Mesh
 from minibroker.processes.heartbeats import BrokerHeartbeatManager
+from minibroker.processes.mesh import Mesh
 from minibroker.security.credentials import SCRAM_MECHANISM_IDS, Upsertion, store_for_users
 
 log = logging.getLogger("minibroker.processes")
@@ -49,11 +49,11 @@ CONTROLLER_START_WAIT_S = 10.0
 
 class ProcessNode:
     def __init__(self, node_id: int, config: ClusterConfig, cluster_id: str, restarted: bool,
-                 writer: asyncio.StreamWriter, ports: dict[str, int] | None = None,
-                 metrics_port: int | None = None, secret: bytes = b"") -> None:
-        """ports: {listener name: port} this broker had before it was started again;
-        metrics_port: where this broker's own Prometheus endpoint listens (None: none);
-        secret: what the processes' links prove they hold (mesh.py)."""
+                 writer: asyncio.StreamWriter, secret: bytes,
+                 ports: dict[str, int] | None = None, metrics_port: int | None = None) -> None:
+        """secret: what the processes' links prove they hold (mesh.py); ports: {listener name:
+        port} this broker had before it was started again; metrics_port: where this broker's
+        own Prometheus endpoint listens (None: none)."""
         self.node_id, self.config, self._writer = node_id, config, writer
         self.mesh = Mesh(node_id, secret, self._from_peer, self._joined, self._lost,
                          self._undeliverable)
@@ -368,8 +368,8 @@ async def child_main(fd: int, node_id: int) -> None:
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
     _, config, cluster_id, restarted, ports, metrics_port, secret = await read(reader)
     keep_freed_batches_for_reuse(config.minibroker_log_heap_huge_pages)
-    node = ProcessNode(node_id, config, cluster_id, restarted, writer, ports, metrics_port,
-                       secret)
+    node = ProcessNode(node_id, config, cluster_id, restarted, writer, secret, ports,
+                       metrics_port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
