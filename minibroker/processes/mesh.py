@@ -33,6 +33,7 @@ _ID = struct.Struct(">i")
 HELLO_TIMEOUT_S = 5.0       # a connection that does not prove itself in this is closed
 CONNECT_TIMEOUT_S = 5.0
 MAX_QUEUED = 10_000         # messages held for a peer while its connection opens
+MAX_UNPROVEN = 32           # connections still to prove themselves; more are closed at once
 
 
 def _proof(secret: bytes, who: bytes, *parts: bytes) -> bytes:
@@ -59,6 +60,7 @@ class Mesh:
         self._queued: dict[int, list[Any]] = {}             # peer -> sent while it opens
         self._in: dict[int, object] = {}                    # peer -> its current connection
         self._tasks: set[asyncio.Task] = set()
+        self._unproven = 0
 
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._accepted, HOST, 0)
@@ -133,7 +135,8 @@ class Mesh:
                      writer: asyncio.StreamWriter) -> None:
         """Nothing comes back on a connection this process opened: its end is the peer's."""
         try:
-            await reader.read()
+            while await reader.read(1 << 16):
+                pass
         except OSError:
             pass
         if self._out.get(dest) is writer:
@@ -142,8 +145,14 @@ class Mesh:
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
                         ) -> None:
-        ours = os.urandom(NONCE)
         where = writer.get_extra_info("peername")
+        if self._unproven >= MAX_UNPROVEN:
+            log.warning("broker %d: closed a connection to its process link from %s: %d others "
+                        "have yet to prove themselves", self.node_id, where, self._unproven)
+            writer.close()
+            return
+        self._unproven += 1
+        ours = os.urandom(NONCE)
         try:
             writer.write(ours)
             hello = await asyncio.wait_for(reader.readexactly(_ID.size + NONCE + 32),
@@ -160,6 +169,8 @@ class Mesh:
                         "proved itself: %r", self.node_id, where, e)
             writer.close()
             return
+        finally:
+            self._unproven -= 1
         (peer,) = _ID.unpack(me)
         token = self._in[peer] = object()
         self._on_joined(peer)

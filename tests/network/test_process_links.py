@@ -10,7 +10,7 @@ import os
 import struct
 
 from minibroker.processes.frames import frame
-from minibroker.processes.mesh import HOST, Mesh
+from minibroker.processes.mesh import HOST, MAX_UNPROVEN, Mesh
 
 
 class Node:
@@ -80,3 +80,27 @@ async def test_a_connection_without_the_secret_is_closed_unread(tmp_path, caplog
                for r in caplog.records) == 2
     await b.mesh.close()
     await stranger.mesh.close()
+
+
+async def test_connections_that_never_prove_themselves_are_bounded(caplog):
+    """A local process opening connections it never proves holds at most MAX_UNPROVEN of them
+    (each closed after HELLO_TIMEOUT_S); the next is closed at once, and a peer with the secret
+    still gets through once they are gone."""
+    caplog.set_level(logging.WARNING, "minibroker.processes")
+    a, b = Node(1, b"s" * 32), Node(2, b"s" * 32)
+    await b.mesh.start()
+    await a.mesh.start()
+    held = [await asyncio.open_connection(HOST, b.mesh.port) for _ in range(MAX_UNPROVEN)]
+    for reader, _ in held:
+        assert len(await reader.readexactly(32)) == 32        # each challenged
+    reader, writer = await asyncio.open_connection(HOST, b.mesh.port)
+    assert await asyncio.wait_for(reader.read(), 5) == b""   # one more: closed unchallenged
+    writer.close()
+    assert any("have yet to prove themselves" in r.getMessage() for r in caplog.records)
+    for _, w in held:
+        w.close()
+    a.mesh.set_addresses({2: b.mesh.port})
+    a.mesh.send(2, ("vote", 1))
+    await _until(lambda: b.got == [(1, ("vote", 1))])
+    await a.mesh.close()
+    await b.mesh.close()
