@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
@@ -282,12 +283,25 @@ def _producer(opts: SinkOptions, transactional_id: str | None = None) -> Produce
                     security=opts.client.client_security(), transactional_id=transactional_id)
 
 
+async def _pulled(batches):
+    """The task's Arrow batches, each read on a thread of its own: reading blocks on Spark
+    computing the next rows, and the event loop meanwhile sends and acknowledges the batches
+    already queued (else they sit unsent until the next one arrives, or the task is killed)."""
+    it = iter(batches)
+    with ThreadPoolExecutor(1, thread_name_prefix="minibroker-sink-rows") as pool:
+        loop = asyncio.get_running_loop()
+        while (rb := await loop.run_in_executor(pool, next, it, None)) is not None:
+            yield rb
+
+
 async def _write(opts: SinkOptions, batches) -> SinkCommit:
     async with _producer(opts) as producer:
         task = _Task(opts, producer)
-        for seq, rb in enumerate(batches):
+        seq = 0
+        async for rb in _pulled(batches):
             if rb.num_rows:
                 await task.write(rb, seq)
+            seq += 1
         await task.drain()
     return SinkCommit(task.total, task.acked, task.rewritten)
 
@@ -302,9 +316,11 @@ async def _write_exactly_once(opts: SinkOptions, batches, txn_id: str) -> SinkCo
         producer.begin_transaction()
         task = _Task(opts, producer)
         try:
-            for seq, rb in enumerate(batches):
+            seq = 0
+            async for rb in _pulled(batches):
                 if rb.num_rows:
                     await task.write(rb, seq)
+                seq += 1
             await task.drain()
             if task.rewritten:
                 raise RuntimeError("the partition count changed during a transactional write; "

@@ -8,12 +8,13 @@ import asyncio
 import os
 import random
 import threading
+import time
 
 import pytest
 
 pa = pytest.importorskip("pyarrow", reason="the spark extra is not installed: pip install -e '.[test,fast,spark]'")
 
-from minibroker.client import Admin
+from minibroker.client import Admin, TopicPartition
 from minibroker.client.records import decode_records
 from minibroker.partitioning import key_hash, partition_for_key
 from minibroker.spark.encode import key_partitions, murmur2
@@ -64,7 +65,7 @@ def _create_partitions(bootstrap: str, topic: str, count: int) -> None:
     async def go():
         async with Admin(bootstrap) as a:
             await a.create_partitions({topic: count})
-    # the generator runs inside the sink's event loop: expand from another thread
+    # a thread of its own: no event loop of the sink's is running in it, whichever thread pulls
     th = threading.Thread(target=lambda: asyncio.run(go()))
     th.start()
     th.join(60)
@@ -101,3 +102,35 @@ def test_write_while_the_topic_grows_lands_every_row_once_in_key_order(kafka):
         assert parts[0] in (partition_for_key(k, 2, 2), partition_for_key(k, 2, 4))
         assert parts[-1] == partition_for_key(k, 2, 4)
     assert {p for _, _, p, _ in got} == {0, 1, 2, 3}
+
+
+def test_what_is_queued_is_sent_while_the_next_rows_are_computed(kafka):
+    """The rows' iterator blocks (Spark computing the next batch, or a held task): the batch
+    already queued reaches the broker meanwhile, not once the iterator yields again."""
+    kafka.call(kafka.cluster.create_topic, "sink-early", 1, 2)
+    seen_meanwhile = []
+
+    def high_watermark() -> int:
+        async def go():
+            async with Admin(kafka.bootstrap) as a:
+                got = await a.list_offsets({TopicPartition("sink-early", 0): "latest"})
+                out.append(got[TopicPartition("sink-early", 0)][0])
+        out: list = []
+        th = threading.Thread(target=lambda: asyncio.run(go()))     # see _create_partitions
+        th.start()
+        th.join(30)
+        return out[0]
+
+    def batches():
+        yield pa.RecordBatch.from_arrays([pa.array([b"%d" % i for i in range(500)])],
+                                         names=["value"])
+        deadline = time.monotonic() + 30
+        while high_watermark() < 500 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen_meanwhile.append(high_watermark())
+        yield pa.RecordBatch.from_arrays([pa.array([b"%d" % i for i in range(500, 600)])],
+                                         names=["value"])
+
+    opts = parse_sink({"kafka.bootstrap.servers": kafka.bootstrap, "topic": "sink-early"})
+    assert asyncio.run(_write(opts, batches())).records == 600
+    assert seen_meanwhile == [500]
