@@ -223,6 +223,19 @@ class _Task:
         ppc = md.producer_partition_count
         return kip253_counts(md) or (ppc, ppc), md.undeleted_partition_count, len(md.partitions)
 
+    async def write_all(self, batches) -> None:
+        """Every Arrow batch of the task, each read on a thread: reading blocks on Spark computing
+        the next rows, and the event loop meanwhile sends and acknowledges what is queued (else
+        it sits unsent until the next batch arrives, or the task is killed upstream)."""
+        it = iter(batches)
+        with ThreadPoolExecutor(1, thread_name_prefix="minibroker-sink-rows") as pool:
+            loop, seq = asyncio.get_running_loop(), 0
+            while (rb := await loop.run_in_executor(pool, next, it, None)) is not None:
+                if rb.num_rows:
+                    await self.write(rb, seq)
+                seq += 1
+        await self.drain()
+
     async def write(self, rb: pa.RecordBatch, seq: int) -> None:
         for topic, rows in _topic_rows(rb, self.opts.topic):
             counts, count, partitions = await self._counts(topic)
@@ -283,26 +296,10 @@ def _producer(opts: SinkOptions, transactional_id: str | None = None) -> Produce
                     security=opts.client.client_security(), transactional_id=transactional_id)
 
 
-async def _pulled(batches):
-    """The task's Arrow batches, each read on a thread of its own: reading blocks on Spark
-    computing the next rows, and the event loop meanwhile sends and acknowledges the batches
-    already queued (else they sit unsent until the next one arrives, or the task is killed)."""
-    it = iter(batches)
-    with ThreadPoolExecutor(1, thread_name_prefix="minibroker-sink-rows") as pool:
-        loop = asyncio.get_running_loop()
-        while (rb := await loop.run_in_executor(pool, next, it, None)) is not None:
-            yield rb
-
-
 async def _write(opts: SinkOptions, batches) -> SinkCommit:
     async with _producer(opts) as producer:
         task = _Task(opts, producer)
-        seq = 0
-        async for rb in _pulled(batches):
-            if rb.num_rows:
-                await task.write(rb, seq)
-            seq += 1
-        await task.drain()
+        await task.write_all(batches)
     return SinkCommit(task.total, task.acked, task.rewritten)
 
 
@@ -316,12 +313,7 @@ async def _write_exactly_once(opts: SinkOptions, batches, txn_id: str) -> SinkCo
         producer.begin_transaction()
         task = _Task(opts, producer)
         try:
-            seq = 0
-            async for rb in _pulled(batches):
-                if rb.num_rows:
-                    await task.write(rb, seq)
-                seq += 1
-            await task.drain()
+            await task.write_all(batches)
             if task.rewritten:
                 raise RuntimeError("the partition count changed during a transactional write; "
                                    "the task is retried")
