@@ -23,6 +23,9 @@ pytestmark = pytest.mark.timeout(1800)
 
 ROWS = 200_000
 FAIL_AT = 61_234            # in the second micro-batch (40k rows each)
+# Batches 0 and 1 write 80,000 rows plus at most 10,617 of the failed attempt's; past 100,000 the
+# held batch 2 has written rows of its own, which its replay after the kill writes again.
+KILL_AFTER = 100_000
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -82,6 +85,23 @@ def _source_done(ckpt: str, src: str) -> int:
     return sum(last.get(src, {}).values())
 
 
+def _wait_for_the_other_task(bootstrap: str, dst: str, deadline: float) -> None:
+    """Until the held micro-batch's other task has written its rows (the high watermark reaches
+    KILL_AFTER and then stays put for 2 s): a kill before that would replay nothing written, and
+    how long that takes depends on the machine, not on a fixed pause."""
+    timeline, start, last, since = [], time.monotonic(), -1, 0.0
+    while time.monotonic() < deadline:
+        now, hw = time.monotonic() - start, _hw(bootstrap, dst, 4)
+        timeline.append((round(now, 1), hw))
+        if hw != last:
+            last, since = hw, now
+        elif hw >= KILL_AFTER and now - since >= 2:
+            break
+        time.sleep(0.5)
+    print(f"{dst}'s high watermark after the hold (s, records): {timeline}")
+    assert last >= KILL_AFTER, f"the held micro-batch's other task wrote nothing: {timeline}"
+
+
 def scenario(kafka, name: str, exactly_once: bool) -> tuple[collections.Counter, bool, bool]:
     b = kafka.bootstrap
     src, dst = f"{name}-src", f"{name}-dst"
@@ -110,10 +130,7 @@ def scenario(kafka, name: str, exactly_once: bool) -> tuple[collections.Counter,
             assert proc.poll() is None, tail()
             assert time.monotonic() < deadline, "no progress\n" + tail()
             time.sleep(0.3)
-        before, settle = -1, time.monotonic() + 60       # the batch's other task writes its rows
-        while _hw(b, dst, 4) != before and time.monotonic() < settle:
-            before = _hw(b, dst, 4)
-            time.sleep(2)
+        _wait_for_the_other_task(b, dst, deadline=time.monotonic() + 300)
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
         mid_batch = _pending_batch(ckpt)
